@@ -1,0 +1,211 @@
+//! HTTP through the host. The host enforces the egress grant, timeouts, retries with backoff
+//! (429, 5xx, connection errors; `Retry-After` honoured) and size caps, so a connector just sends.
+
+use crate::__private::bindings::sluice::connector::http as wit;
+use crate::{Error, Result};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// A request being built.
+#[derive(Debug, Clone)]
+pub struct Request {
+    method: String,
+    url: String,
+    has_query: bool,
+    headers: Vec<(String, String)>,
+    body: Option<Vec<u8>>,
+}
+
+pub fn get(url: impl Into<String>) -> Request {
+    Request::new("GET", url)
+}
+pub fn post(url: impl Into<String>) -> Request {
+    Request::new("POST", url)
+}
+pub fn delete(url: impl Into<String>) -> Request {
+    Request::new("DELETE", url)
+}
+
+/// GETs `url` and parses a successful JSON answer.
+pub fn get_json<T: DeserializeOwned>(url: impl Into<String>) -> Result<T> {
+    get(url).send()?.error_for_status()?.json()
+}
+
+impl Request {
+    pub fn new(method: &str, url: impl Into<String>) -> Self {
+        let url = url.into();
+        Request {
+            method: method.to_string(),
+            has_query: url.contains('?'),
+            url,
+            headers: Vec::new(),
+            body: None,
+        }
+    }
+    /// Appends a query parameter, percent-encoded.
+    pub fn query(mut self, name: &str, value: impl std::fmt::Display) -> Self {
+        self.url.push(if self.has_query { '&' } else { '?' });
+        self.has_query = true;
+        let encoded: String = form_urlencoded::Serializer::new(String::new())
+            .append_pair(name, &value.to_string())
+            .finish();
+        self.url.push_str(&encoded);
+        self
+    }
+    pub fn header(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.headers.push((name.to_string(), value.into()));
+        self
+    }
+    pub fn bearer_auth(self, token: &str) -> Self {
+        self.header("authorization", format!("Bearer {token}"))
+    }
+    pub fn json_body(mut self, body: &impl Serialize) -> Result<Self> {
+        self.body = Some(serde_json::to_vec(body)?);
+        Ok(self.header("content-type", "application/json"))
+    }
+    pub fn body(mut self, body: Vec<u8>) -> Self {
+        self.body = Some(body);
+        self
+    }
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Sends the request through the host. Any status is `Ok`; see [`Response::error_for_status`].
+    pub fn send(self) -> Result<Response> {
+        let url = self.url.clone();
+        let method = self.method.clone();
+        let req = wit::Request {
+            method: self.method,
+            url: self.url,
+            headers: self.headers,
+            body: self.body,
+        };
+        match wit::send(&req) {
+            Ok(r) => Ok(Response {
+                url,
+                status: r.status,
+                headers: r.headers,
+                body: r.body,
+            }),
+            Err(e) => Err(match e {
+                wit::HttpError::Denied(m) => Error::Config(format!("{method} {url} denied: {m}")),
+                wit::HttpError::Timeout(m) => Error::Transient(format!("{method} {url} timed out: {m}")),
+                wit::HttpError::Connection(m) => Error::Transient(format!("{method} {url} failed: {m}")),
+                wit::HttpError::TooLarge(m) => Error::System(format!("{method} {url}: response too large: {m}")),
+                wit::HttpError::InvalidRequest(m) => Error::System(format!("{method} {url}: invalid request: {m}")),
+            }),
+        }
+    }
+}
+
+/// An HTTP answer.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub url: String,
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// The first header called `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+    pub fn text(&self) -> Result<&str> {
+        std::str::from_utf8(&self.body).map_err(|e| Error::System(format!("{}: body is not UTF-8: {e}", self.url)))
+    }
+    /// Parses the body as JSON, naming the URL when it is not.
+    pub fn json<T: DeserializeOwned>(&self) -> Result<T> {
+        serde_json::from_slice(&self.body).map_err(|e| {
+            Error::System(format!(
+                "{} answered {} with unexpected JSON: {e}",
+                self.url, self.status
+            ))
+        })
+    }
+    /// Turns a non-2xx answer into an error of the right kind: 401/403/404 are the config's fault,
+    /// 429 and 5xx are passing (the host has already retried them), anything else is a system error.
+    pub fn error_for_status(self) -> Result<Self> {
+        if self.is_success() {
+            return Ok(self);
+        }
+        let body = String::from_utf8_lossy(&self.body[..self.body.len().min(500)]).into_owned();
+        let message = format!("{} answered {}: {body}", self.url, self.status);
+        Err(match self.status {
+            401 | 403 | 404 => Error::Config(message),
+            429 | 500..=599 => Error::Transient(message),
+            _ => Error::System(message),
+        })
+    }
+}
+
+/// Resolves a link from an API answer (absolute, or a path) against the base URL.
+pub fn join(base_url: &str, link: &str) -> String {
+    if link.starts_with("http://") || link.starts_with("https://") {
+        link.to_string()
+    } else {
+        format!("{}/{}", base_url.trim_end_matches('/'), link.trim_start_matches('/'))
+    }
+}
+
+/// The `host:port` of a URL, as [`crate::Source::hosts`] wants it.
+pub fn host_port(url: &str) -> Result<String> {
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| Error::Config(format!("not an absolute URL: {url}")))?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let authority = authority.rsplit('@').next().unwrap_or_default();
+    if authority.is_empty() {
+        return Err(Error::Config(format!("URL has no host: {url}")));
+    }
+    let has_port = authority.rsplit_once(':').is_some_and(|(_, p)| !p.contains(']'));
+    Ok(if has_port {
+        authority.to_string()
+    } else {
+        let port = match scheme {
+            "https" => 443,
+            "http" => 80,
+            other => return Err(Error::Config(format!("unsupported URL scheme {other:?} in {url}"))),
+        };
+        format!("{authority}:{port}")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_port_fills_default_ports() {
+        assert_eq!(host_port("http://127.0.0.1:8080/x").unwrap(), "127.0.0.1:8080");
+        assert_eq!(
+            host_port("https://api.example.com/v1?a=b").unwrap(),
+            "api.example.com:443"
+        );
+        assert_eq!(host_port("http://[::1]/").unwrap(), "[::1]:80");
+        assert_eq!(host_port("http://[::1]:9000").unwrap(), "[::1]:9000");
+        assert!(host_port("example.com").is_err());
+    }
+
+    #[test]
+    fn query_is_encoded_and_appended() {
+        let r = get("http://h/p").query("a", "x y&z").query("b", 2);
+        assert_eq!(r.url(), "http://h/p?a=x+y%26z&b=2");
+        let r = get("http://h/p?c=1").query("a", 1);
+        assert_eq!(r.url(), "http://h/p?c=1&a=1");
+    }
+
+    #[test]
+    fn join_links() {
+        assert_eq!(join("http://h:1/", "/next?p=2"), "http://h:1/next?p=2");
+        assert_eq!(join("http://h:1", "https://other/x"), "https://other/x");
+    }
+}

@@ -1,0 +1,119 @@
+//! The `host` command line.
+
+use crate::egress::HttpOptions;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Runs data-source connectors compiled to WebAssembly components, sandboxed, speaking the
+/// Airbyte protocol on stdout (one JSON message per line).
+#[derive(Debug, Parser)]
+#[command(name = "host", version, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the connector's config specification (SPEC).
+    Spec(PluginArgs),
+    /// Try a config against the API (CONNECTION_STATUS). Exits 0 either way, as in Airbyte;
+    /// the status says whether the check passed.
+    Check(ConfiguredArgs),
+    /// List the streams a config can read (CATALOG).
+    Discover(ConfiguredArgs),
+    /// Read the streams an Airbyte configured catalog selects (RECORD, STATE, LOG, TRACE).
+    Read(ReadArgs),
+    /// Read every stream (or those named) without writing a catalog: incrementally where the
+    /// stream supports it, unless --full-refresh.
+    Run(RunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PluginArgs {
+    /// The connector: a WebAssembly component (.wasm).
+    pub plugin: PathBuf,
+    /// Where compiled components are cached [default: the user's cache dir, sluice/components].
+    #[arg(long, env = "SLUICE_CACHE_DIR", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ConfiguredArgs {
+    #[command(flatten)]
+    pub plugin: PluginArgs,
+    /// The connector's config (JSON).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// Allow requests to HOST:PORT (repeatable). The connector may reach only hosts it declares
+    /// for its config *and* that are granted here; everything else is denied.
+    #[arg(long = "allow-host", value_name = "HOST:PORT")]
+    pub allow_hosts: Vec<String>,
+    #[command(flatten)]
+    pub http: HttpArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    #[command(flatten)]
+    pub common: ConfiguredArgs,
+    /// The configured catalog (JSON) selecting streams and sync modes.
+    #[arg(long, value_name = "FILE")]
+    pub catalog: PathBuf,
+    /// Saved state: Airbyte per-stream, global or legacy form, or a previous run's output.
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub common: ConfiguredArgs,
+    /// Read only these streams (comma-separated) [default: all].
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub streams: Option<Vec<String>>,
+    /// Saved state: Airbyte per-stream, global or legacy form, or a previous run's output.
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+    /// Read every stream in full, ignoring cursors and state.
+    #[arg(long, conflicts_with = "state")]
+    pub full_refresh: bool,
+}
+
+/// HTTP behaviour; the defaults suit public APIs.
+#[derive(Debug, Args)]
+pub struct HttpArgs {
+    /// Connect timeout, seconds.
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    pub http_connect_timeout: f64,
+    /// Longest wait for response bytes, seconds.
+    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    pub http_read_timeout: f64,
+    /// Attempts per request, the first included (429, 5xx and connection errors are retried).
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub http_max_attempts: u32,
+    /// Retries allowed in the whole run.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub http_retry_budget: u64,
+    /// First backoff delay in milliseconds; doubles per attempt, with jitter.
+    #[arg(long, default_value_t = 500, value_name = "MS")]
+    pub http_backoff_ms: u64,
+    /// Largest response body accepted, bytes.
+    #[arg(long, default_value_t = 64 << 20, value_name = "BYTES")]
+    pub http_max_response_bytes: u64,
+}
+
+impl HttpArgs {
+    pub fn options(&self) -> HttpOptions {
+        HttpOptions {
+            connect_timeout: Duration::from_secs_f64(self.http_connect_timeout.max(0.001)),
+            read_timeout: Duration::from_secs_f64(self.http_read_timeout.max(0.001)),
+            max_attempts: self.http_max_attempts.max(1),
+            retry_budget: self.http_retry_budget,
+            backoff_base: Duration::from_millis(self.http_backoff_ms),
+            max_response_bytes: self.http_max_response_bytes,
+            ..HttpOptions::default()
+        }
+    }
+}

@@ -1,0 +1,445 @@
+//! The one place that opens sockets for guests: egress policy, the HTTP client, timeouts,
+//! retries with backoff, `Retry-After`, and response-size caps.
+//!
+//! A request is allowed only when its `host:port` was both declared by the plugin (its
+//! `capabilities`) and granted by the operator (`--allow-host`); anything else fails with
+//! `denied` before any network I/O. Redirects are re-checked hop by hop.
+
+use crate::bindings::{HttpError, Request, Response};
+use anyhow::{Result, bail};
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+/// HTTP behaviour for one run. The defaults suit public APIs.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    pub connect_timeout: Duration,
+    /// Longest wait for the next bytes of a response.
+    pub read_timeout: Duration,
+    /// Longest a single attempt may take end to end.
+    pub request_timeout: Duration,
+    /// Attempts per request, the first included.
+    pub max_attempts: u32,
+    /// Retries allowed across the whole run, so a failing API cannot keep a run busy forever.
+    pub retry_budget: u64,
+    /// First backoff delay; doubled per attempt, with jitter.
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+    /// A `Retry-After` longer than this is not waited for; the response goes to the guest.
+    pub max_retry_after: Duration,
+    pub max_response_bytes: u64,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(60),
+            request_timeout: Duration::from_secs(300),
+            max_attempts: 5,
+            retry_budget: 1000,
+            backoff_base: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(60),
+            max_retry_after: Duration::from_secs(600),
+            max_response_bytes: 64 << 20,
+        }
+    }
+}
+
+/// A `host:port` an operator grants or a plugin declares. Without a port it means the scheme's
+/// default port (80 for http, 443 for https).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HostPort {
+    pub host: String,
+    pub port: Option<u16>,
+}
+
+impl HostPort {
+    pub fn parse(text: &str) -> Result<Self> {
+        let text = text.trim();
+        let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+            let (host, after) = rest
+                .split_once(']')
+                .ok_or_else(|| anyhow::anyhow!("unclosed [ in {text:?}"))?;
+            (format!("[{}]", host.to_ascii_lowercase()), after.strip_prefix(':'))
+        } else {
+            match text.rsplit_once(':') {
+                Some((h, p)) => (h.to_ascii_lowercase(), Some(p)),
+                None => (text.to_ascii_lowercase(), None),
+            }
+        };
+        if host.is_empty() || host.contains(['/', '@', ' ']) {
+            bail!("{text:?} is not a host or host:port");
+        }
+        let port = port
+            .map(|p| {
+                p.parse::<u16>()
+                    .map_err(|_| anyhow::anyhow!("{text:?} has an invalid port"))
+            })
+            .transpose()?;
+        Ok(HostPort { host, port })
+    }
+
+    fn matches(&self, host: &str, port: u16, default_port: u16) -> bool {
+        self.host == host && self.port.unwrap_or(default_port) == port
+    }
+}
+
+impl fmt::Display for HostPort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.port {
+            Some(p) => write!(f, "{}:{p}", self.host),
+            None => f.write_str(&self.host),
+        }
+    }
+}
+
+/// Who may be reached: what the plugin declared, limited to what the operator granted.
+#[derive(Debug, Clone, Default)]
+pub struct EgressPolicy {
+    declared: BTreeSet<HostPort>,
+    granted: BTreeSet<HostPort>,
+}
+
+impl EgressPolicy {
+    pub fn new(declared: impl IntoIterator<Item = HostPort>, granted: impl IntoIterator<Item = HostPort>) -> Self {
+        EgressPolicy {
+            declared: declared.into_iter().collect(),
+            granted: granted.into_iter().collect(),
+        }
+    }
+
+    /// Declared hosts the operator has not granted: requests to them will be denied.
+    pub fn ungranted(&self) -> Vec<&HostPort> {
+        self.declared
+            .iter()
+            .filter(|d| !self.granted.iter().any(|g| g.host == d.host && g.port == d.port))
+            .collect()
+    }
+
+    /// `Ok` when the URL may be requested, else why not.
+    pub fn check(&self, url: &url::Url) -> Result<(), String> {
+        let default_port = match url.scheme() {
+            "http" => 80,
+            "https" => 443,
+            other => return Err(format!("scheme {other:?} is not allowed (only http and https)")),
+        };
+        let Some(host) = url.host_str() else {
+            return Err(format!("{url} has no host"));
+        };
+        let host = host.to_ascii_lowercase();
+        let port = url.port().unwrap_or(default_port);
+        let target = format!("{host}:{port}");
+        if !self.declared.iter().any(|d| d.matches(&host, port, default_port)) {
+            return Err(format!(
+                "{target} is not among the hosts the plugin declared for this config"
+            ));
+        }
+        if !self.granted.iter().any(|g| g.matches(&host, port, default_port)) {
+            return Err(format!(
+                "{target} is not granted by the operator (grant it with --allow-host {target})"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Counters for the run summary.
+#[derive(Debug, Default)]
+pub struct EgressStats {
+    pub requests: AtomicU64,
+    pub retries: AtomicU64,
+    pub denied: AtomicU64,
+    pub bytes_in: AtomicU64,
+    pub bytes_out: AtomicU64,
+}
+
+/// Performs every request of one run.
+pub struct Egress {
+    client: reqwest::Client,
+    policy: Arc<EgressPolicy>,
+    options: HttpOptions,
+    retry_budget: AtomicU64,
+    pub stats: EgressStats,
+}
+
+/// What the redirect policy reports when a hop is not allowed.
+#[derive(Debug)]
+struct RedirectDenied(String);
+impl fmt::Display for RedirectDenied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "redirect denied: {}", self.0)
+    }
+}
+impl std::error::Error for RedirectDenied {}
+
+const MAX_REDIRECTS: usize = 10;
+
+impl Egress {
+    pub fn new(policy: EgressPolicy, options: HttpOptions) -> Result<Self> {
+        let policy = Arc::new(policy);
+        let redirect_policy = policy.clone();
+        let client = reqwest::Client::builder()
+            .connect_timeout(options.connect_timeout)
+            .read_timeout(options.read_timeout)
+            .timeout(options.request_timeout)
+            // Proxies from the environment would send guest traffic somewhere nobody granted.
+            .no_proxy()
+            .user_agent(concat!("sluice/", env!("CARGO_PKG_VERSION")))
+            .redirect(reqwest::redirect::Policy::custom(move |attempt| {
+                if attempt.previous().len() >= MAX_REDIRECTS {
+                    return attempt.error(RedirectDenied(format!("more than {MAX_REDIRECTS} redirects")));
+                }
+                match redirect_policy.check(attempt.url()) {
+                    Ok(()) => attempt.follow(),
+                    Err(why) => attempt.error(RedirectDenied(why)),
+                }
+            }))
+            .build()?;
+        Ok(Egress {
+            client,
+            policy,
+            retry_budget: AtomicU64::new(options.retry_budget),
+            options,
+            stats: EgressStats::default(),
+        })
+    }
+
+    pub fn policy(&self) -> &EgressPolicy {
+        &self.policy
+    }
+
+    /// Sends a guest's request: policy check, then attempts with backoff until one is final.
+    pub async fn send(&self, req: Request) -> Result<Response, HttpError> {
+        let url = url::Url::parse(&req.url)
+            .map_err(|e| HttpError::InvalidRequest(format!("invalid URL {:?}: {e}", req.url)))?;
+        if let Err(why) = self.policy.check(&url) {
+            self.stats.denied.fetch_add(1, Ordering::Relaxed);
+            return Err(HttpError::Denied(why));
+        }
+        let method = reqwest::Method::from_bytes(req.method.to_ascii_uppercase().as_bytes())
+            .map_err(|_| HttpError::InvalidRequest(format!("invalid method {:?}", req.method)))?;
+        let idempotent = matches!(method.as_str(), "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS");
+        let mut attempt = 1;
+        loop {
+            let outcome = self.attempt(&method, &url, &req).await;
+            let delay = match &outcome {
+                Ok(resp) if resp.status == 429 => Some(self.retry_after(resp).unwrap_or_else(|| self.backoff(attempt))),
+                Ok(resp) if idempotent && is_retryable_status(resp.status) => {
+                    Some(self.retry_after(resp).unwrap_or_else(|| self.backoff(attempt)))
+                }
+                Err(Failure::Connect(_)) => Some(self.backoff(attempt)),
+                Err(Failure::Other(HttpError::Timeout(_) | HttpError::Connection(_))) if idempotent => {
+                    Some(self.backoff(attempt))
+                }
+                _ => None,
+            };
+            let retry = match delay {
+                Some(d) if attempt < self.options.max_attempts && d <= self.options.max_retry_after => {
+                    self.take_retry().then_some(d)
+                }
+                _ => None,
+            };
+            match retry {
+                Some(delay) => {
+                    self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                None => return outcome.map_err(Failure::into_http_error),
+            }
+        }
+    }
+
+    async fn attempt(&self, method: &reqwest::Method, url: &url::Url, req: &Request) -> Result<Response, Failure> {
+        let mut builder = self.client.request(method.clone(), url.clone());
+        for (name, value) in &req.headers {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        if let Some(body) = &req.body {
+            self.stats.bytes_out.fetch_add(body.len() as u64, Ordering::Relaxed);
+            builder = builder.body(body.clone());
+        }
+        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+        let mut resp = builder.send().await.map_err(classify)?;
+        let cap = self.options.max_response_bytes;
+        let too_large = || Failure::Other(HttpError::TooLarge(format!("{url} answered more than {cap} bytes")));
+        if resp.content_length().is_some_and(|len| len > cap) {
+            return Err(too_large());
+        }
+        let status = resp.status().as_u16();
+        let headers = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        let mut body = Vec::with_capacity(resp.content_length().unwrap_or(0) as usize);
+        while let Some(chunk) = resp.chunk().await.map_err(classify)? {
+            if (body.len() + chunk.len()) as u64 > cap {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        self.stats.bytes_in.fetch_add(body.len() as u64, Ordering::Relaxed);
+        Ok(Response { status, headers, body })
+    }
+
+    fn take_retry(&self) -> bool {
+        self.retry_budget
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    /// Exponential backoff with jitter: half the step fixed, half random.
+    fn backoff(&self, attempt: u32) -> Duration {
+        let step = self
+            .options
+            .backoff_base
+            .saturating_mul(1 << (attempt - 1).min(20))
+            .min(self.options.backoff_max);
+        let half = step / 2;
+        half + Duration::from_nanos(fastrand::u64(0..=half.as_nanos() as u64))
+    }
+
+    /// `Retry-After` in seconds or as an HTTP date, honoured exactly.
+    fn retry_after(&self, resp: &Response) -> Option<Duration> {
+        let value = resp
+            .headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("retry-after"))?
+            .1
+            .trim();
+        if let Ok(secs) = value.parse::<u64>() {
+            return Some(Duration::from_secs(secs));
+        }
+        let when = httpdate::parse_http_date(value).ok()?;
+        Some(when.duration_since(SystemTime::now()).unwrap_or_default())
+    }
+}
+
+fn is_retryable_status(status: u16) -> bool {
+    matches!(status, 500 | 502 | 503 | 504) || (status >= 507 && status <= 599)
+}
+
+/// An attempt's failure; connection failures before anything was sent are safe to retry for
+/// any method.
+enum Failure {
+    Connect(HttpError),
+    Other(HttpError),
+}
+
+impl Failure {
+    fn into_http_error(self) -> HttpError {
+        match self {
+            Failure::Connect(e) | Failure::Other(e) => e,
+        }
+    }
+}
+
+fn classify(e: reqwest::Error) -> Failure {
+    let mut source: Option<&dyn std::error::Error> = Some(&e);
+    while let Some(err) = source {
+        if let Some(denied) = err.downcast_ref::<RedirectDenied>() {
+            return Failure::Other(HttpError::Denied(denied.0.clone()));
+        }
+        source = err.source();
+    }
+    let text = error_chain(&e);
+    if e.is_connect() {
+        Failure::Connect(HttpError::Connection(text))
+    } else if e.is_timeout() {
+        Failure::Other(HttpError::Timeout(text))
+    } else if e.is_builder() || e.is_request() && e.to_string().contains("builder") {
+        Failure::Other(HttpError::InvalidRequest(text))
+    } else {
+        Failure::Other(HttpError::Connection(text))
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(declared: &[&str], granted: &[&str]) -> EgressPolicy {
+        EgressPolicy::new(
+            declared.iter().map(|h| HostPort::parse(h).unwrap()),
+            granted.iter().map(|h| HostPort::parse(h).unwrap()),
+        )
+    }
+
+    #[test]
+    fn host_port_parsing() {
+        assert_eq!(
+            HostPort::parse("Example.com:8080").unwrap(),
+            HostPort {
+                host: "example.com".into(),
+                port: Some(8080)
+            }
+        );
+        assert_eq!(
+            HostPort::parse("[::1]:80").unwrap(),
+            HostPort {
+                host: "[::1]".into(),
+                port: Some(80)
+            }
+        );
+        assert_eq!(HostPort::parse("api.x.io").unwrap().port, None);
+        assert!(HostPort::parse("http://x").is_err());
+        assert!(HostPort::parse("x:99999").is_err());
+    }
+
+    #[test]
+    fn policy_is_declared_and_granted() {
+        let p = policy(&["127.0.0.1:8080", "api.x.io"], &["127.0.0.1:8080"]);
+        assert!(p.check(&"http://127.0.0.1:8080/items".parse().unwrap()).is_ok());
+        let e = p.check(&"https://api.x.io/v1".parse().unwrap()).unwrap_err();
+        assert!(e.contains("--allow-host api.x.io:443"), "{e}");
+        let e = p.check(&"http://127.0.0.1:9999/".parse().unwrap()).unwrap_err();
+        assert!(e.contains("not among the hosts the plugin declared"), "{e}");
+        assert!(p.check(&"ftp://127.0.0.1:8080/".parse().unwrap()).is_err());
+        assert_eq!(p.ungranted().len(), 1);
+    }
+
+    #[test]
+    fn default_ports() {
+        let p = policy(&["api.x.io"], &["api.x.io:443"]);
+        assert!(p.check(&"https://api.x.io/".parse().unwrap()).is_ok());
+        assert!(p.check(&"http://api.x.io/".parse().unwrap()).is_err());
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let opts = HttpOptions {
+            backoff_base: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(1),
+            ..Default::default()
+        };
+        let egress = Egress::new(EgressPolicy::default(), opts).unwrap();
+        for _ in 0..50 {
+            let d1 = egress.backoff(1);
+            assert!(d1 >= Duration::from_millis(50) && d1 <= Duration::from_millis(100));
+            let d3 = egress.backoff(3);
+            assert!(d3 >= Duration::from_millis(200) && d3 <= Duration::from_millis(400));
+            assert!(egress.backoff(30) <= Duration::from_secs(1));
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! Sluice: runs untrusted data-source connectors compiled to WebAssembly components.
+//!
+//! The host owns everything that is hard to get right or dangerous to hand to untrusted code:
+//! HTTP (egress policy, retries), state, scheduling and the output stream. A connector only
+//! knows its API: how to slice a stream into partitions and read a page of one.
+//!
+//! Modules, one per concern: [`engine`] (wasmtime, the compiled-component cache), [`sandbox`]
+//! (what a guest can see), [`egress`] (HTTP), [`connector`] (instances and calls), [`read`] (the
+//! pagination loop), [`state`] (cursors), [`catalog`], [`protocol`] (messages and the writer),
+//! [`cli`] and [`commands`].
+
+pub mod bindings;
+pub mod catalog;
+pub mod cli;
+pub mod commands;
+pub mod connector;
+pub mod egress;
+pub mod engine;
+pub mod protocol;
+pub mod read;
+pub mod sandbox;
+pub mod state;

@@ -1,0 +1,163 @@
+//! What a guest instance can see: a WASI context that grants nothing (no files, environment,
+//! arguments or sockets), the host's `http` and `log` imports, and captured stdout/stderr.
+
+use crate::bindings::{self, HttpError, Level, Request, Response};
+use crate::egress::Egress;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+/// Most bytes of stdout/stderr kept per instance between two flushes; the rest is counted.
+const MAX_CAPTURED_OUTPUT: usize = 1 << 20;
+
+/// A message for the operator from a guest: its `log` calls, its stdout and stderr, and host
+/// notices about it (such as a denied request).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestLog {
+    pub level: Level,
+    pub message: String,
+}
+
+/// The data of one guest instance's `Store`.
+pub struct GuestState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    egress: Arc<Egress>,
+    logs: Vec<GuestLog>,
+    stdout: Capture,
+    stderr: Capture,
+}
+
+impl GuestState {
+    pub fn new(egress: Arc<Egress>) -> Self {
+        let stdout = Capture::default();
+        let stderr = Capture::default();
+        // Deny by default: nothing is granted beyond clocks, randomness and captured stdio.
+        let wasi = WasiCtxBuilder::new()
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .build();
+        GuestState {
+            wasi,
+            table: ResourceTable::new(),
+            egress,
+            logs: Vec::new(),
+            stdout,
+            stderr,
+        }
+    }
+
+    /// Everything the guest said since the last call, oldest first within each source.
+    pub fn take_logs(&mut self) -> Vec<GuestLog> {
+        let mut logs = std::mem::take(&mut self.logs);
+        for (capture, level, name) in [
+            (&self.stdout, Level::Info, "stdout"),
+            (&self.stderr, Level::Warn, "stderr"),
+        ] {
+            for line in capture.take_lines() {
+                logs.push(GuestLog {
+                    level,
+                    message: format!("[{name}] {line}"),
+                });
+            }
+        }
+        logs
+    }
+}
+
+impl WasiView for GuestState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl bindings::sluice::connector::types::Host for GuestState {}
+
+impl bindings::sluice::connector::http::Host for GuestState {
+    async fn send(&mut self, req: Request) -> Result<Response, HttpError> {
+        let egress = self.egress.clone();
+        let result = egress.send(req).await;
+        if let Err(HttpError::Denied(why)) = &result {
+            self.logs.push(GuestLog {
+                level: Level::Warn,
+                message: format!("request denied: {why}"),
+            });
+        }
+        result
+    }
+}
+
+impl bindings::sluice::connector::log::Host for GuestState {
+    async fn log(&mut self, level: Level, message: String) {
+        self.logs.push(GuestLog { level, message });
+    }
+}
+
+pub fn add_to_linker(linker: &mut Linker<GuestState>) -> anyhow::Result<()> {
+    wasmtime_wasi::p2::add_to_linker_async(linker).map_err(|e| anyhow::anyhow!("{e}"))?;
+    bindings::Connector::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |s| s)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(())
+}
+
+/// A guest's stdout or stderr, kept in memory and turned into LOG lines by the host.
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<CaptureBuf>>);
+
+#[derive(Default)]
+struct CaptureBuf {
+    bytes: Vec<u8>,
+    dropped: usize,
+}
+
+impl Capture {
+    fn take_lines(&self) -> Vec<String> {
+        let mut buf = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut lines: Vec<String> = String::from_utf8_lossy(&buf.bytes)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(str::to_owned)
+            .collect();
+        if buf.dropped > 0 {
+            lines.push(format!("({} more bytes of output dropped)", buf.dropped));
+        }
+        buf.bytes.clear();
+        buf.dropped = 0;
+        lines
+    }
+}
+
+impl IsTerminal for Capture {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for Capture {
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+impl tokio::io::AsyncWrite for Capture {
+    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        let mut buf = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let room = MAX_CAPTURED_OUTPUT.saturating_sub(buf.bytes.len()).min(data.len());
+        buf.bytes.extend_from_slice(&data[..room]);
+        buf.dropped += data.len() - room;
+        Poll::Ready(Ok(data.len()))
+    }
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}

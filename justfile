@@ -1,0 +1,39 @@
+# Every task a person runs. `just --list` shows them.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+plugins_dir := "target/plugins"
+
+# List the recipes.
+default:
+    @just --list
+
+# Build the connectors (WebAssembly components) into target/plugins/<name>.wasm.
+build-plugins:
+    rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
+    cargo build --target wasm32-wasip2 --profile plugin -p demo-source
+    mkdir -p {{plugins_dir}}
+    cp target/wasm32-wasip2/plugin/demo_source.wasm {{plugins_dir}}/demo-source.wasm
+    @ls -l {{plugins_dir}}
+
+# Build the host and the demo API.
+build:
+    cargo build --release -p sluice-host -p sluice-tests
+
+# Run the demo connector sandboxed against the bundled demo API and show what it read.
+demo records="1000": build-plugins build
+    scripts/demo.sh {{records}}
+
+# Run every test.
+test: build-plugins
+    cargo nextest run --workspace --exclude demo-source --no-fail-fast
+
+# Benchmarks: the host against a native reader, same run, ratios.
+bench: build-plugins
+    cargo bench -p sluice-host --bench throughput
+
+# Formatting and lints, warnings as errors.
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --workspace --exclude demo-source --all-targets -- -D warnings
+    cargo clippy -p demo-source --target wasm32-wasip2 -- -D warnings

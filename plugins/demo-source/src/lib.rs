@@ -1,0 +1,192 @@
+//! The demo connector: reads the bundled demo API (`demo-api`).
+//!
+//! Streams:
+//! - `items`: every item, cursor pagination (`next_cursor`);
+//! - `accounts`: page-number pagination, ends on a short page;
+//! - `account_items`: one partition per account, next-URL pagination, incremental on `updated_at`.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use sluice_guest::{CursorValue, Page, Partition, Result, ResultExt, Source, Stream, Value, http, json, paginate};
+
+#[derive(Deserialize)]
+struct Config {
+    base_url: String,
+    #[serde(default = "default_page_size")]
+    page_size: u32,
+    /// Read account items updated after this RFC 3339 date-time only.
+    start_date: Option<String>,
+}
+
+fn default_page_size() -> u32 {
+    100
+}
+
+impl Config {
+    fn url(&self, path: &str) -> String {
+        http::join(&self.base_url, path)
+    }
+}
+
+#[derive(Deserialize)]
+struct CursorPage {
+    data: Vec<Box<RawValue>>,
+    next_cursor: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct NextUrlPage {
+    data: Vec<Box<RawValue>>,
+    next: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct NumberedPage<T> {
+    data: Vec<T>,
+}
+
+#[derive(Deserialize)]
+struct Account {
+    id: u64,
+}
+
+struct DemoSource;
+
+impl DemoSource {
+    fn accounts_page(config: &Config, page: u64) -> Result<Vec<Box<RawValue>>> {
+        let answer: NumberedPage<Box<RawValue>> = http::get(config.url("/accounts"))
+            .query("page", page)
+            .query("per_page", config.page_size)
+            .send()?
+            .error_for_status()?
+            .json()?;
+        Ok(answer.data)
+    }
+}
+
+fn item_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer"},
+            "name": {"type": "string"},
+            "account_id": {"type": "integer"},
+            "amount": {"type": "integer"},
+            "updated_at": {"type": "string", "format": "date-time"}
+        },
+        "required": ["id", "updated_at"]
+    })
+}
+
+impl Source for DemoSource {
+    type Config = Config;
+
+    fn spec() -> Value {
+        json!({
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "title": "Demo API source",
+            "type": "object",
+            "required": ["base_url"],
+            "additionalProperties": true,
+            "properties": {
+                "base_url": {"type": "string", "description": "Where the demo API listens, e.g. http://127.0.0.1:8080"},
+                "page_size": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 100},
+                "start_date": {"type": "string", "format": "date-time", "description": "Read account items updated after this time"}
+            }
+        })
+    }
+
+    fn hosts(config: &Config) -> Result<Vec<String>> {
+        Ok(vec![http::host_port(&config.base_url)?])
+    }
+
+    fn check(config: &Config) -> Result<()> {
+        if config.page_size == 0 || config.page_size > 10_000 {
+            return Err(sluice_guest::Error::config("page_size must be between 1 and 10000"));
+        }
+        Self::accounts_page(config, 1).context("cannot list accounts")?;
+        Ok(())
+    }
+
+    fn streams(_config: &Config) -> Result<Vec<Stream>> {
+        Ok(vec![
+            Stream::new("items", item_schema()).primary_key("id"),
+            Stream::new(
+                "accounts",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "integer"},
+                        "name": {"type": "string"},
+                        "created_at": {"type": "string", "format": "date-time"}
+                    },
+                    "required": ["id"]
+                }),
+            )
+            .primary_key("id"),
+            Stream::new("account_items", item_schema())
+                .primary_key("id")
+                .cursor_field("updated_at"),
+        ])
+    }
+
+    fn partitions(config: &Config, stream: &str, _state: Option<&Value>) -> Result<Vec<Partition>> {
+        if stream != "account_items" {
+            return Ok(vec![Partition::whole(stream)]);
+        }
+        // One partition per account; every page of accounts is listed (bounded by a short page).
+        let start = config.start_date.clone().map(CursorValue::Datetime);
+        let mut partitions = Vec::new();
+        let mut page = 1;
+        loop {
+            let accounts = Self::accounts_page(config, page).context("listing accounts")?;
+            for raw in &accounts {
+                let account: Account = serde_json::from_str(raw.get())?;
+                partitions
+                    .push(Partition::keyed(stream, json!({"account_id": account.id}))?.starting_at(start.clone()));
+            }
+            match paginate::next_page_number(page, accounts.len(), config.page_size as usize) {
+                Some(_) => page += 1,
+                None => return Ok(partitions),
+            }
+        }
+    }
+
+    fn read_page(config: &Config, partition: &Partition, token: Option<Value>) -> Result<Page> {
+        match partition.stream.as_str() {
+            "items" => {
+                let mut request = http::get(config.url("/items")).query("limit", config.page_size);
+                if let Some(cursor) = paginate::cursor(token.as_ref())? {
+                    request = request.query("cursor", cursor);
+                }
+                let answer: CursorPage = request.send()?.error_for_status()?.json()?;
+                Ok(Page::from_raw(answer.data).next(paginate::next_cursor(answer.next_cursor.as_deref())))
+            }
+            "accounts" => {
+                let page = paginate::page_number(token.as_ref(), 1)?;
+                let records = Self::accounts_page(config, page)?;
+                let next = paginate::next_page_number(page, records.len(), config.page_size as usize);
+                Ok(Page::from_raw(records).next(next))
+            }
+            "account_items" => {
+                let request = match paginate::cursor(token.as_ref())? {
+                    Some(next_url) => http::get(config.url(next_url)),
+                    None => {
+                        let account: Account = serde_json::from_value(json!({"id": partition.key["account_id"]}))?;
+                        let mut request = http::get(config.url(&format!("/accounts/{}/items", account.id)))
+                            .query("limit", config.page_size);
+                        if let Some(start) = partition.cursor_start() {
+                            request = request.query("updated_after", start.to_query_value());
+                        }
+                        request
+                    }
+                };
+                let answer: NextUrlPage = request.send()?.error_for_status()?.json()?;
+                Ok(Page::from_raw(answer.data).next(paginate::next_cursor(answer.next.as_deref())))
+            }
+            other => Err(sluice_guest::Error::config(format!("unknown stream {other:?}"))),
+        }
+    }
+}
+
+sluice_guest::export_source!(DemoSource);

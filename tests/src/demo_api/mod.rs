@@ -1,0 +1,235 @@
+//! A small HTTP API that serves deterministic demo data, for the demo connector, the end-to-end
+//! tests and the benchmarks.
+//!
+//! It offers the pagination styles connectors meet in the wild (opaque cursor, page number,
+//! next URL), asynchronous report jobs, and fault injection (latency, 429 with `Retry-After`,
+//! 500), and counts what it served so tests can assert on client behaviour.
+//!
+//! Endpoints:
+//! - `GET /items?limit=N&cursor=C` → `{"data": [item], "next_cursor": "..." | null}`
+//! - `GET /accounts?page=P&per_page=N` → `{"data": [account], "page": P, "per_page": N}`
+//! - `GET /accounts/{id}/items?updated_after=TS&limit=N&cursor=C` → `{"data": [item], "next": "/accounts/..." | null}`
+//! - `POST /reports` `{"account_id"?: A, "updated_after"?: TS}` → 201 `{"id": "job-N", "status": "running"}`
+//! - `GET /reports/{id}` → `{"id", "status", "download_url"? , "error"?}`
+//! - `GET /reports/{id}/download` → NDJSON items (409 until completed)
+//! - `DELETE /reports/{id}` → 204
+//! - `GET /_stats` → [`Stats`] (not counted, never delayed or failed)
+
+pub mod data;
+mod routes;
+mod state;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::future::IntoFuture;
+use std::net::SocketAddr;
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+pub use routes::MAX_PAGE_SIZE;
+
+use state::Shared;
+
+/// How long in-flight requests may take to finish once shutdown is requested.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
+/// What the server serves and how badly it behaves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DemoApiConfig {
+    /// Number of items (ids 1..=records).
+    pub records: u64,
+    /// Number of accounts (ids 1..=accounts); items are spread over them round-robin.
+    pub accounts: u64,
+    /// Delay before answering every request but `/_stats`.
+    pub latency_ms: u64,
+    /// Every K-th request (but `/_stats`) gets an injected error, alternating 429 and 500;
+    /// 0 = never.
+    pub error_every: u64,
+    /// `Retry-After` of injected 429s, in seconds.
+    pub retry_after_secs: u64,
+    /// A report job finishes on its `job_polls`-th status poll (0: on the first).
+    pub job_polls: u64,
+    /// Every K-th report job fails instead of completing; 0 = never.
+    pub fail_job_every: u64,
+    /// Port on 127.0.0.1; 0 picks a free one.
+    pub port: u16,
+}
+
+impl Default for DemoApiConfig {
+    fn default() -> Self {
+        DemoApiConfig {
+            records: 1000,
+            accounts: 5,
+            latency_ms: 0,
+            error_every: 0,
+            retry_after_secs: 1,
+            job_polls: 2,
+            fail_job_every: 0,
+            port: 0,
+        }
+    }
+}
+
+/// Counters of what the server did, as returned by [`DemoApi::stats`] and `GET /_stats`.
+/// Requests to `/_stats` itself are not counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stats {
+    /// Requests received, injected errors and unknown paths included.
+    pub requests: u64,
+    /// Requests answered with an injected 429 or 500.
+    pub errors_injected: u64,
+    /// Report jobs created.
+    pub jobs_created: u64,
+    /// Report jobs currently running (created, not yet finished nor deleted).
+    pub jobs_running: u64,
+    /// Highest `jobs_running` seen.
+    pub max_jobs_running: u64,
+    /// Requests by route pattern (e.g. `/accounts/{id}/items`); `<unmatched>` for unknown paths.
+    pub requests_by_path: BTreeMap<String, u64>,
+}
+
+/// A running demo API server. Stops on [`DemoApi::shutdown`] or when dropped.
+pub struct DemoApi {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    server: Option<tokio::task::JoinHandle<()>>,
+    /// The thread that owns the runtime, for servers made by [`DemoApi::start_background`].
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl DemoApi {
+    /// Binds 127.0.0.1:`cfg.port` and serves on the current tokio runtime.
+    pub async fn start(cfg: DemoApiConfig) -> anyhow::Result<DemoApi> {
+        anyhow::ensure!(
+            cfg.accounts > 0 || cfg.records == 0,
+            "items need at least one account to belong to"
+        );
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", cfg.port))
+            .await
+            .with_context(|| format!("binding 127.0.0.1:{}", cfg.port))?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared::new(cfg));
+        let (stop, stopped) = watch::channel(false);
+        let server = tokio::spawn(serve(listener, routes::router(shared.clone()), stopped));
+        Ok(DemoApi {
+            addr,
+            shared,
+            stop,
+            server: Some(server),
+            thread: None,
+        })
+    }
+
+    /// Like [`DemoApi::start`], for code without a runtime: serves from a runtime of its own on
+    /// a dedicated thread. Returns once the server is listening.
+    pub fn start_background(cfg: DemoApiConfig) -> anyhow::Result<DemoApi> {
+        let (started_tx, started_rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("demo-api".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .thread_name("demo-api-worker")
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(e) => {
+                        let _ = started_tx.send(Err(anyhow::Error::new(e).context("building a tokio runtime")));
+                        return;
+                    }
+                };
+                runtime.block_on(async {
+                    match DemoApi::start(cfg).await {
+                        Ok(mut api) => {
+                            let server = api.server.take().expect("a fresh server has its task");
+                            // The caller owns the handle; this thread only drives the server.
+                            if started_tx.send(Ok(api)).is_ok() {
+                                let _ = server.await;
+                            }
+                        }
+                        Err(e) => {
+                            let _ = started_tx.send(Err(e));
+                        }
+                    }
+                });
+                // Ends connections still open after the grace period.
+                runtime.shutdown_timeout(SHUTDOWN_GRACE);
+            })
+            .context("spawning the demo-api thread")?;
+        let mut api = started_rx.recv().context("the demo-api thread died while starting")??;
+        api.thread = Some(thread);
+        Ok(api)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`, without a trailing slash.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> Stats {
+        self.shared.stats()
+    }
+
+    /// The configuration the server runs with.
+    pub fn config(&self) -> &DemoApiConfig {
+        &self.shared.cfg
+    }
+
+    /// Stops the server. For a [`DemoApi::start_background`] server, returns once it has
+    /// stopped listening; for a [`DemoApi::start`] one, the server task stops the next time the
+    /// runtime polls it (use [`DemoApi::shutdown_and_wait`] to wait for that). Never blocks
+    /// longer than the shutdown grace period (one second).
+    pub fn shutdown(self) {
+        drop(self);
+    }
+
+    /// Stops a [`DemoApi::start`] server and waits until it no longer listens.
+    pub async fn shutdown_and_wait(mut self) {
+        let _ = self.stop.send(true);
+        if let Some(server) = self.server.take() {
+            let _ = server.await;
+        }
+    }
+}
+
+impl Drop for DemoApi {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Serves until `stop` turns true (or its sender is gone), then lets in-flight requests finish
+/// for at most [`SHUTDOWN_GRACE`].
+async fn serve(listener: tokio::net::TcpListener, app: axum::Router, stop: watch::Receiver<bool>) {
+    let stop_requested = |mut stop: watch::Receiver<bool>| async move {
+        // An error means the sender is gone, which is a stop too.
+        let _ = stop.wait_for(|&stop| stop).await;
+    };
+    let graceful = axum::serve(listener, app).with_graceful_shutdown(stop_requested(stop.clone()));
+    tokio::select! {
+        result = graceful.into_future() => {
+            if let Err(e) = result {
+                eprintln!("demo-api: server error: {e}");
+            }
+        }
+        () = async {
+            stop_requested(stop).await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => {}
+    }
+}

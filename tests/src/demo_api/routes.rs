@@ -1,0 +1,357 @@
+//! The HTTP surface: router, request accounting middleware and endpoint handlers.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{MatchedPath, Path, Query, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+
+use super::data::{self, Account, Item};
+use super::state::{InjectedError, JobStatus, Shared};
+
+/// Largest accepted `limit` / `per_page`.
+pub const MAX_PAGE_SIZE: u64 = 10_000;
+const DEFAULT_PAGE_SIZE: u64 = 100;
+
+/// The stats endpoint: not counted, never delayed, never failed.
+const STATS_PATH: &str = "/_stats";
+/// `requests_by_path` key for requests that matched no route.
+const UNMATCHED_PATH: &str = "<unmatched>";
+
+type AppState = Arc<Shared>;
+type Params = HashMap<String, String>;
+
+pub fn router(shared: AppState) -> Router {
+    Router::new()
+        .route("/items", get(list_items))
+        .route("/accounts", get(list_accounts))
+        .route("/accounts/{id}/items", get(list_account_items))
+        .route("/reports", post(create_report))
+        .route("/reports/{id}", get(get_report).delete(delete_report))
+        .route("/reports/{id}/download", get(download_report))
+        .route(STATS_PATH, get(stats))
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such endpoint") })
+        .method_not_allowed_fallback(|| async { ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed") })
+        .layer(middleware::from_fn_with_state(shared.clone(), instrument))
+        .with_state(shared)
+}
+
+/// Counts every request (but the stats endpoint), applies the configured latency, and answers
+/// with an injected error instead of running the handler when it is that request's turn, so an
+/// injected error never changes any state.
+async fn instrument(State(shared): State<AppState>, req: Request, next: Next) -> Response {
+    let path = match req.extensions().get::<MatchedPath>() {
+        Some(p) if p.as_str() == STATS_PATH => return next.run(req).await,
+        Some(p) => p.as_str(),
+        None => UNMATCHED_PATH,
+    };
+    // Counted on arrival, so the error cadence follows arrival order rather than completion.
+    let injected = shared.begin_request(path);
+    if shared.cfg.latency_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(shared.cfg.latency_ms)).await;
+    }
+    match injected {
+        None => next.run(req).await,
+        Some(InjectedError::TooManyRequests) => {
+            let retry_after = shared.cfg.retry_after_secs.to_string();
+            let err = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "injected error: slow down");
+            ([(header::RETRY_AFTER, retry_after)], err).into_response()
+        }
+        Some(InjectedError::Internal) => {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "injected error: internal").into_response()
+        }
+    }
+}
+
+/// An error answer: `{"error": message}` with the given status.
+#[derive(Debug)]
+struct ApiError {
+    status: StatusCode,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            message: message.into(),
+        }
+    }
+
+    fn bad_param(name: &str, value: &str, expected: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("invalid parameter `{name}`: expected {expected}, got {value:?}"),
+        )
+    }
+
+    fn not_found(what: impl std::fmt::Display) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, format!("{what} not found"))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({ "error": self.message });
+        (self.status, Json(body)).into_response()
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, format!("invalid query string: {rejection}"))
+    }
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// An integer query parameter within `min..=max`, or `default` when absent.
+fn int_param(q: &Params, name: &str, default: u64, min: u64, max: u64) -> ApiResult<u64> {
+    let Some(raw) = q.get(name) else {
+        return Ok(default);
+    };
+    raw.parse()
+        .ok()
+        .filter(|n| (min..=max).contains(n))
+        .ok_or_else(|| ApiError::bad_param(name, raw, &format!("an integer between {min} and {max}")))
+}
+
+fn limit_param(q: &Params, name: &str) -> ApiResult<u64> {
+    int_param(q, name, DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)
+}
+
+/// Cursors are opaque to clients: "c" followed by the last id served.
+fn encode_cursor(last_id: u64) -> String {
+    format!("c{last_id}")
+}
+
+/// The id to continue after; 0 (the start) when the cursor is absent or empty.
+fn cursor_param(q: &Params, records: u64) -> ApiResult<u64> {
+    match q.get("cursor").map(String::as_str) {
+        None | Some("") => Ok(0),
+        Some(raw) => raw
+            .strip_prefix('c')
+            .and_then(|id| id.parse().ok())
+            .filter(|id| (1..=records).contains(id))
+            .ok_or_else(|| ApiError::bad_param("cursor", raw, "a cursor returned by this server")),
+    }
+}
+
+fn timestamp_param(name: &str, raw: &str) -> ApiResult<i64> {
+    data::parse_rfc3339(raw)
+        .ok_or_else(|| ApiError::bad_param(name, raw, "an RFC 3339 timestamp such as 2024-01-01T00:00:00Z"))
+}
+
+fn items(ids: &[u64], accounts: u64) -> Vec<Item> {
+    ids.iter().map(|&id| data::item(id, accounts)).collect()
+}
+
+#[derive(Serialize)]
+struct ItemsPage {
+    data: Vec<Item>,
+    next_cursor: Option<String>,
+}
+
+/// `GET /items?limit=N&cursor=C`: cursor pagination over all items.
+async fn list_items(
+    State(shared): State<AppState>,
+    q: Result<Query<Params>, QueryRejection>,
+) -> ApiResult<Json<ItemsPage>> {
+    let Query(q) = q?;
+    let limit = limit_param(&q, "limit")?;
+    let after = cursor_param(&q, shared.cfg.records)?;
+    let (ids, more) = shared.filter(None, None).page(after, limit);
+    let next_cursor = more.then(|| encode_cursor(*ids.last().expect("more implies a last id")));
+    Ok(Json(ItemsPage {
+        data: items(&ids, shared.cfg.accounts),
+        next_cursor,
+    }))
+}
+
+#[derive(Serialize)]
+struct AccountsPage {
+    data: Vec<Account>,
+    page: u64,
+    per_page: u64,
+}
+
+/// `GET /accounts?page=P&per_page=N`: page-number pagination; pages past the end are empty.
+async fn list_accounts(
+    State(shared): State<AppState>,
+    q: Result<Query<Params>, QueryRejection>,
+) -> ApiResult<Json<AccountsPage>> {
+    let Query(q) = q?;
+    let page = int_param(&q, "page", 1, 1, u64::MAX)?;
+    let per_page = limit_param(&q, "per_page")?;
+    let first = (page - 1).saturating_mul(per_page).saturating_add(1);
+    let last = first.saturating_add(per_page - 1).min(shared.cfg.accounts);
+    Ok(Json(AccountsPage {
+        data: (first..=last).map(data::account).collect(),
+        page,
+        per_page,
+    }))
+}
+
+#[derive(Serialize)]
+struct AccountItemsPage {
+    data: Vec<Item>,
+    next: Option<String>,
+}
+
+/// `GET /accounts/{id}/items?updated_after=TS&limit=N&cursor=C`: an account's items updated
+/// strictly after TS, with a ready-made link to the next page.
+async fn list_account_items(
+    State(shared): State<AppState>,
+    Path(id): Path<String>,
+    q: Result<Query<Params>, QueryRejection>,
+) -> ApiResult<Json<AccountItemsPage>> {
+    let Query(q) = q?;
+    let account_id = id
+        .parse()
+        .ok()
+        .filter(|a| (1..=shared.cfg.accounts).contains(a))
+        .ok_or_else(|| ApiError::not_found(format_args!("account {id:?}")))?;
+    let updated_after = q.get("updated_after");
+    let after_ts = updated_after
+        .map(|ts| timestamp_param("updated_after", ts))
+        .transpose()?;
+    let limit = limit_param(&q, "limit")?;
+    let after = cursor_param(&q, shared.cfg.records)?;
+
+    let (ids, more) = shared.filter(Some(account_id), after_ts).page(after, limit);
+    let next = more.then(|| {
+        let last = *ids.last().expect("more implies a last id");
+        let mut url = format!("/accounts/{account_id}/items?");
+        if let Some(ts) = updated_after {
+            url += &format!("updated_after={}&", percent_encode(ts));
+        }
+        url + &format!("limit={limit}&cursor={}", encode_cursor(last))
+    });
+    Ok(Json(AccountItemsPage {
+        data: items(&ids, shared.cfg.accounts),
+        next,
+    }))
+}
+
+/// Percent-encodes a query value (notably `+` of a timestamp offset, which would decode as a
+/// space).
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~:".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out += &format!("%{b:02X}");
+        }
+    }
+    out
+}
+
+#[derive(Default, Deserialize)]
+struct ReportRequest {
+    account_id: Option<u64>,
+    updated_after: Option<String>,
+}
+
+#[derive(Serialize)]
+struct JobView {
+    id: String,
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    download_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// `POST /reports` with an optional JSON body `{"account_id": A, "updated_after": TS}`
+/// (both optional; an empty body means all items): starts a report job.
+async fn create_report(State(shared): State<AppState>, body: Bytes) -> ApiResult<(StatusCode, Json<JobView>)> {
+    let request: ReportRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        ReportRequest::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}")))?
+    };
+    if let Some(a) = request.account_id
+        && !(1..=shared.cfg.accounts).contains(&a)
+    {
+        return Err(ApiError::bad_param(
+            "account_id",
+            &a.to_string(),
+            "an existing account id",
+        ));
+    }
+    let after_ts = request
+        .updated_after
+        .as_deref()
+        .map(|ts| timestamp_param("updated_after", ts))
+        .transpose()?;
+
+    let id = shared.create_job(shared.filter(request.account_id, after_ts));
+    let view = JobView {
+        id,
+        status: JobStatus::Running.as_str(),
+        download_url: None,
+        error: None,
+    };
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// `GET /reports/{id}`: polls a job; each poll brings it closer to finishing.
+async fn get_report(State(shared): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<JobView>> {
+    let status = shared
+        .poll_job(&id)
+        .ok_or_else(|| ApiError::not_found(format_args!("report {id:?}")))?;
+    let download_url = (status == JobStatus::Completed).then(|| format!("/reports/{id}/download"));
+    let error = (status == JobStatus::Failed).then(|| {
+        format!(
+            "report generation failed (every {}th job fails)",
+            shared.cfg.fail_job_every
+        )
+    });
+    Ok(Json(JobView {
+        id,
+        status: status.as_str(),
+        download_url,
+        error,
+    }))
+}
+
+/// `GET /reports/{id}/download`: the completed report's items as NDJSON.
+async fn download_report(State(shared): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
+    let job = shared
+        .job(&id)
+        .ok_or_else(|| ApiError::not_found(format_args!("report {id:?}")))?;
+    if job.status != JobStatus::Completed {
+        let msg = format!("report {id:?} is {}, not completed", job.status.as_str());
+        return Err(ApiError::new(StatusCode::CONFLICT, msg));
+    }
+    let mut body = Vec::new();
+    for item_id in job.filter.ids_after(0) {
+        serde_json::to_writer(&mut body, &data::item(item_id, shared.cfg.accounts)).expect("items serialize");
+        body.push(b'\n');
+    }
+    Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response())
+}
+
+/// `DELETE /reports/{id}`: forgets a job, aborting it if it is still running.
+async fn delete_report(State(shared): State<AppState>, Path(id): Path<String>) -> ApiResult<StatusCode> {
+    if shared.delete_job(&id) {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found(format_args!("report {id:?}")))
+    }
+}
+
+/// `GET /_stats`: the counters.
+async fn stats(State(shared): State<AppState>) -> Json<super::Stats> {
+    Json(shared.stats())
+}
