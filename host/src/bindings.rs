@@ -5,6 +5,7 @@ wasmtime::component::bindgen!({
     world: "connector",
     imports: { default: async },
     exports: { default: async },
+    additional_derives: [PartialEq],
 });
 
 pub use exports::sluice::connector::source::{CapabilitySet as Capabilities, Page, Partition, PartitionBatch, Stream};

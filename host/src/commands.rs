@@ -225,10 +225,10 @@ fn summary_line(summaries: &[StreamSummary], connector: &Connector, elapsed: std
     let streams: Vec<String> = summaries
         .iter()
         .map(|s| {
-            let status = if s.complete() {
-                String::new()
-            } else {
-                format!(", INCOMPLETE: {} partition(s) failed", s.failed_partitions)
+            let status = match (s.failed, s.failed_partitions) {
+                (true, _) => ", FAILED before reading".to_string(),
+                (false, 0) => String::new(),
+                (false, n) => format!(", INCOMPLETE: {n} partition(s) failed"),
             };
             format!(
                 "{} {} records in {} partition(s){status}",

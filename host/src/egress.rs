@@ -326,7 +326,7 @@ impl Egress {
 }
 
 fn is_retryable_status(status: u16) -> bool {
-    matches!(status, 500 | 502 | 503 | 504) || (status >= 507 && status <= 599)
+    matches!(status, 500 | 502 | 503 | 504) || (507..=599).contains(&status)
 }
 
 /// An attempt's failure; connection failures before anything was sent are safe to retry for

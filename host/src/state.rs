@@ -42,16 +42,15 @@ impl InputState {
             Ok(other) => bail!("state must be a JSON array or object, not {}", kind(&other)),
             Err(whole) => {
                 // Perhaps JSON lines (a previous run's output).
-                let mut lines = 0;
-                for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+                let content = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+                for (seen, (n, line)) in content.enumerate() {
                     let message: Value = serde_json::from_str(line).map_err(|e| {
-                        if lines == 0 {
+                        if seen == 0 {
                             anyhow!("state is not valid JSON: {whole}")
                         } else {
                             anyhow!("line {}: not valid JSON: {e}", n + 1)
                         }
                     })?;
-                    lines += 1;
                     if message.get("type").and_then(Value::as_str) == Some("STATE") {
                         state.add_message(&message).with_context(|| format!("line {}", n + 1))?;
                     }

@@ -1,1 +1,8 @@
+//! End-to-end tests: the `host` binary, real plugins built by `just build-plugins`, and the demo
+//! API on a real loopback socket. Each test plugin is paired with the tests that use it.
 
+mod support;
+
+mod commands;
+mod guest_behaviour;
+mod read;

@@ -1,0 +1,101 @@
+//! A connector for host tests. Its config picks a behaviour (`mode`), well-behaved or not, so
+//! each host test can pair with exactly the misbehaviour it checks.
+
+use serde::Deserialize;
+use sluice_guest::{Error, Page, Partition, Result, Source, Stream, Value, json, log, paginate};
+
+#[derive(Deserialize)]
+struct Config {
+    #[serde(default)]
+    mode: String,
+    /// Partitions of the `numbers` stream.
+    #[serde(default = "one")]
+    partitions: u64,
+    /// Pages per partition.
+    #[serde(default = "one")]
+    pages: u64,
+    /// Records per page.
+    #[serde(default = "one")]
+    per_page: u64,
+    /// For `mode = "fail-partition"`: the partition that fails.
+    #[serde(default)]
+    failing_partition: u64,
+}
+
+fn one() -> u64 {
+    1
+}
+
+struct TestConnector;
+
+impl Source for TestConnector {
+    type Config = Config;
+
+    fn spec() -> Value {
+        json!({"type": "object", "properties": {"mode": {"type": "string"}}})
+    }
+
+    fn check(config: &Config) -> Result<()> {
+        match config.mode.as_str() {
+            "print" => {
+                println!("hello from stdout");
+                eprintln!("hello from stderr");
+                log::warn("hello from the log import");
+                Ok(())
+            }
+            "panic" => panic!("check panicked on purpose"),
+            _ => Ok(()),
+        }
+    }
+
+    fn streams(_: &Config) -> Result<Vec<Stream>> {
+        Ok(vec![
+            Stream::new("numbers", json!({"type": "object"})).primary_key("id"),
+        ])
+    }
+
+    fn partitions(config: &Config, stream: &str, _: Option<&Value>) -> Result<Vec<Partition>> {
+        (0..config.partitions)
+            .map(|p| Partition::keyed(stream, json!({"p": p})))
+            .collect()
+    }
+
+    fn read_page(config: &Config, partition: &Partition, token: Option<Value>) -> Result<Page> {
+        let p = partition.key["p"].as_u64().unwrap_or(0);
+        if config.mode == "repeat-token" {
+            // The same next token forever: the host must stop the loop.
+            let id = u64::from(token.is_some());
+            return Ok(Page::from_values([json!({"id": id})])?.next(Some(json!("same"))));
+        }
+        let page = paginate::page_number(token.as_ref(), 0)?;
+        let records = match config.mode.as_str() {
+            "invalid-json" => vec!["{not json".to_string()],
+            "not-object" => vec!["[1, 2]".to_string()],
+            // Legal JSON whose whitespace would end the line and forge a STATE message.
+            "forge" => vec![
+                "{\"id\": 1,\n\"note\": \"x\"}\n{\"type\":\"STATE\",\"state\":{\"data\":{}}}".to_string(),
+                "{\"id\": 2,\r\n\"text\": \"line\\n{\\\"type\\\":\\\"STATE\\\"}\"\n}".to_string(),
+            ],
+            "newline" => vec![
+                "{\"id\": 1,\n\"note\": \"x\"}".to_string(),
+                "{\"id\": 2,\r\n\"text\": \"a\\nb\"\n}".to_string(),
+            ],
+            "panic" => panic!("read_page panicked on purpose"),
+            "config-error" => return Err(Error::config("the API key is wrong")),
+            "transient-error" => return Err(Error::transient("the API is overloaded")),
+            "fail-partition" if p == config.failing_partition => {
+                return Err(Error::system(format!("partition {p} fails on purpose")));
+            }
+            _ => (0..config.per_page)
+                .map(|i| json!({"id": (p * config.pages + page) * config.per_page + i, "p": p}).to_string())
+                .collect(),
+        };
+        let next = (page + 1 < config.pages).then(|| json!(page + 1));
+        Ok(Page {
+            records,
+            next_token: next,
+        })
+    }
+}
+
+sluice_guest::export_source!(TestConnector);

@@ -1,0 +1,185 @@
+//! spec, check, discover, and loading plugins (the compiled-component cache, bad files).
+
+use crate::support::*;
+use serde_json::json;
+
+#[test]
+fn spec_describes_the_config() {
+    let run = host(&["spec"]).arg(plugin("demo-source")).run();
+    assert!(run.success(), "{}", run.stderr());
+    let specs = run.of_type("SPEC");
+    assert_eq!(specs.len(), 1);
+    let schema = &specs[0]["spec"]["connectionSpecification"];
+    assert_eq!(schema["required"], json!(["base_url"]));
+    assert_eq!(schema["properties"]["page_size"]["type"], "integer");
+}
+
+#[test]
+fn check_succeeds_against_the_api() {
+    let api = demo_api(DemoApiConfig::default());
+    let files = Files::new();
+    let run = host(&["check"])
+        .arg(plugin("demo-source"))
+        .arg("--config")
+        .arg(files.json("config.json", &demo_config(&api, 10)))
+        .arg("--allow-host")
+        .arg(host_port(&api))
+        .run();
+    assert!(run.success(), "{}", run.stderr());
+    assert_eq!(
+        run.of_type("CONNECTION_STATUS")[0]["connectionStatus"],
+        json!({"status": "SUCCEEDED"})
+    );
+    assert!(api.stats().requests >= 1, "check must reach the API");
+}
+
+#[test]
+fn bad_config_fails_the_check_with_a_message() {
+    let api = demo_api(DemoApiConfig::default());
+    let files = Files::new();
+    let check = |config: &std::path::Path| {
+        let run = host(&["check"])
+            .arg(plugin("demo-source"))
+            .arg("--config")
+            .arg(config)
+            .arg("--allow-host")
+            .arg(host_port(&api))
+            .run();
+        let statuses = run.of_type("CONNECTION_STATUS");
+        assert_eq!(statuses.len(), 1, "{}", run.stdout());
+        assert_eq!(statuses[0]["connectionStatus"]["status"], "FAILED");
+        statuses[0]["connectionStatus"]["message"].as_str().unwrap().to_string()
+    };
+    let missing = check(&files.json("missing.json", &json!({"page_size": 5})));
+    assert!(missing.contains("base_url"), "{missing}");
+    let zero = check(&files.json("zero.json", &json!({"base_url": api.base_url(), "page_size": 0})));
+    assert!(zero.contains("page_size"), "{zero}");
+    let not_json = check(&files.text("broken.json", b"{\"base_url\": "));
+    assert!(not_json.contains("not valid JSON"), "{not_json}");
+    let wrong_type = check(&files.json("array.json", &json!([1])));
+    assert!(wrong_type.contains("JSON object"), "{wrong_type}");
+    // A host nobody granted: the check fails, naming the grant that is missing.
+    let ungranted = host(&["check"])
+        .arg(plugin("demo-source"))
+        .arg("--config")
+        .arg(files.json("c.json", &demo_config(&api, 5)))
+        .run();
+    let status = &ungranted.of_type("CONNECTION_STATUS")[0]["connectionStatus"];
+    assert_eq!(status["status"], "FAILED");
+    assert!(status["message"].as_str().unwrap().contains("--allow-host"), "{status}");
+}
+
+#[test]
+fn discover_lists_streams_with_keys_and_cursors() {
+    let api = demo_api(DemoApiConfig::default());
+    let files = Files::new();
+    let run = host(&["discover"])
+        .arg(plugin("demo-source"))
+        .arg("--config")
+        .arg(files.json("config.json", &demo_config(&api, 10)))
+        .run();
+    assert!(run.success(), "{}", run.stderr());
+    let streams = run.of_type("CATALOG")[0]["catalog"]["streams"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let names: Vec<&str> = streams.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["items", "accounts", "account_items"]);
+    for s in &streams {
+        assert_eq!(s["source_defined_primary_key"], json!([["id"]]));
+        assert_eq!(s["json_schema"]["type"], "object");
+    }
+    assert_eq!(
+        streams[2]["supported_sync_modes"],
+        json!(["full_refresh", "incremental"])
+    );
+    assert_eq!(streams[2]["default_cursor_field"], json!(["updated_at"]));
+    assert_eq!(streams[0]["supported_sync_modes"], json!(["full_refresh"]));
+}
+
+#[test]
+fn second_load_uses_the_compiled_cache() {
+    let cache = tempfile::tempdir().unwrap();
+    let first = host(&["spec"]).arg(plugin("demo-source")).cache_dir(cache.path()).run();
+    assert!(first.success(), "{}", first.stderr());
+    assert!(first.logs()[0].contains("compiled in"), "{:?}", first.logs());
+    let cached: Vec<_> = std::fs::read_dir(cache.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(cached.len(), 1, "one compiled component: {cached:?}");
+    assert!(cached[0].extension().is_some_and(|e| e == "cwasm"));
+    let modified = std::fs::metadata(&cached[0]).unwrap().modified().unwrap();
+
+    let second = host(&["spec"]).arg(plugin("demo-source")).cache_dir(cache.path()).run();
+    assert!(second.success());
+    assert!(
+        second.logs()[0].contains("loaded compiled code from cache"),
+        "{:?}",
+        second.logs()
+    );
+    assert_eq!(
+        std::fs::metadata(&cached[0]).unwrap().modified().unwrap(),
+        modified,
+        "not rewritten"
+    );
+    assert_eq!(second.of_type("SPEC"), first.of_type("SPEC"));
+}
+
+#[test]
+fn a_damaged_cache_entry_is_rebuilt() {
+    let cache = tempfile::tempdir().unwrap();
+    assert!(
+        host(&["spec"])
+            .arg(plugin("demo-source"))
+            .cache_dir(cache.path())
+            .run()
+            .success()
+    );
+    let entry = std::fs::read_dir(cache.path()).unwrap().next().unwrap().unwrap().path();
+    std::fs::write(&entry, b"garbage").unwrap();
+    let run = host(&["spec"]).arg(plugin("demo-source")).cache_dir(cache.path()).run();
+    assert!(run.success(), "{}", run.stderr());
+    assert!(run.logs()[0].contains("compiled in"), "{:?}", run.logs());
+    assert_eq!(run.of_type("SPEC").len(), 1);
+}
+
+/// Runs `spec` on a bad file and returns stderr, checking it is one line and the exit fails.
+fn refused(file: &std::path::Path) -> String {
+    let run = host(&["spec"]).arg(file).run();
+    assert!(!run.success());
+    let stderr = run.stderr();
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    let errors = run.errors();
+    assert_eq!(errors.len(), 1, "a TRACE error too: {}", run.stdout());
+    stderr
+}
+
+#[test]
+fn files_that_are_not_components_are_refused() {
+    let files = Files::new();
+    let text = refused(&files.text("notes.wasm", b"just some text"));
+    assert!(text.contains("not a WebAssembly file"), "{text}");
+    let core = refused(&files.text("core.wasm", b"\0asm\x01\0\0\0"));
+    assert!(core.contains("core WebAssembly module, not a component"), "{core}");
+    let corrupt = refused(&files.text("corrupt.wasm", b"\0asm\x0d\0\x01\0\xff\xff\xff\xff"));
+    assert!(corrupt.contains("not a valid WebAssembly component"), "{corrupt}");
+    let missing = refused(&files.path().join("nowhere.wasm"));
+    assert!(missing.contains("cannot read plugin"), "{missing}");
+}
+
+#[test]
+fn a_plugin_for_another_wit_version_is_refused() {
+    let stderr = refused(&plugin("wrong-version"));
+    assert!(stderr.contains("sluice:connector@9.0.0"), "{stderr}");
+    assert!(stderr.contains("this host supports sluice:connector@0.1.0"), "{stderr}");
+}
+
+#[test]
+fn help_lists_the_commands() {
+    let run = host(&["--help"]).run_raw();
+    let help = String::from_utf8_lossy(&run.stdout).into_owned();
+    for command in ["spec", "check", "discover", "read", "run"] {
+        assert!(help.contains(command), "{help}");
+    }
+}
