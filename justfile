@@ -24,7 +24,7 @@ build:
 
 # Run the demo connector sandboxed against the bundled demo API and show what it read.
 demo records="1000": build-plugins build
-    scripts/demo.sh {{records}}
+    scripts/demo.sh {{records}} target/release
 
 # Run every test.
 test: build-plugins
