@@ -34,21 +34,14 @@ pub fn get_json<T: DeserializeOwned>(url: impl Into<String>) -> Result<T> {
 impl Request {
     pub fn new(method: &str, url: impl Into<String>) -> Self {
         let url = url.into();
-        Request {
-            method: method.to_string(),
-            has_query: url.contains('?'),
-            url,
-            headers: Vec::new(),
-            body: None,
-        }
+        Request { method: method.to_string(), has_query: url.contains('?'), url, headers: Vec::new(), body: None }
     }
     /// Appends a query parameter, percent-encoded.
     pub fn query(mut self, name: &str, value: impl std::fmt::Display) -> Self {
         self.url.push(if self.has_query { '&' } else { '?' });
         self.has_query = true;
-        let encoded: String = form_urlencoded::Serializer::new(String::new())
-            .append_pair(name, &value.to_string())
-            .finish();
+        let encoded: String =
+            form_urlencoded::Serializer::new(String::new()).append_pair(name, &value.to_string()).finish();
         self.url.push_str(&encoded);
         self
     }
@@ -75,19 +68,9 @@ impl Request {
     pub fn send(self) -> Result<Response> {
         let url = self.url.clone();
         let method = self.method.clone();
-        let req = wit::Request {
-            method: self.method,
-            url: self.url,
-            headers: self.headers,
-            body: self.body,
-        };
+        let req = wit::Request { method: self.method, url: self.url, headers: self.headers, body: self.body };
         match wit::send(&req) {
-            Ok(r) => Ok(Response {
-                url,
-                status: r.status,
-                headers: r.headers,
-                body: r.body,
-            }),
+            Ok(r) => Ok(Response { url, status: r.status, headers: r.headers, body: r.body }),
             Err(e) => Err(match e {
                 wit::HttpError::Denied(m) => Error::Config(format!("{method} {url} denied: {m}")),
                 wit::HttpError::Timeout(m) => Error::Transient(format!("{method} {url} timed out: {m}")),
@@ -111,10 +94,7 @@ pub struct Response {
 impl Response {
     /// The first header called `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
     pub fn is_success(&self) -> bool {
         (200..300).contains(&self.status)
@@ -124,12 +104,8 @@ impl Response {
     }
     /// Parses the body as JSON, naming the URL when it is not.
     pub fn json<T: DeserializeOwned>(&self) -> Result<T> {
-        serde_json::from_slice(&self.body).map_err(|e| {
-            Error::System(format!(
-                "{} answered {} with unexpected JSON: {e}",
-                self.url, self.status
-            ))
-        })
+        serde_json::from_slice(&self.body)
+            .map_err(|e| Error::System(format!("{} answered {} with unexpected JSON: {e}", self.url, self.status)))
     }
     /// Turns a non-2xx answer into an error of the right kind: 401/403/404 are the config's fault,
     /// 429 and 5xx are passing (the host has already retried them), anything else is a system error.
@@ -158,9 +134,7 @@ pub fn join(base_url: &str, link: &str) -> String {
 
 /// The `host:port` of a URL, as [`crate::Source::hosts`] wants it.
 pub fn host_port(url: &str) -> Result<String> {
-    let (scheme, rest) = url
-        .split_once("://")
-        .ok_or_else(|| Error::Config(format!("not an absolute URL: {url}")))?;
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| Error::Config(format!("not an absolute URL: {url}")))?;
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     let authority = authority.rsplit('@').next().unwrap_or_default();
     if authority.is_empty() {
@@ -186,10 +160,7 @@ mod tests {
     #[test]
     fn host_port_fills_default_ports() {
         assert_eq!(host_port("http://127.0.0.1:8080/x").unwrap(), "127.0.0.1:8080");
-        assert_eq!(
-            host_port("https://api.example.com/v1?a=b").unwrap(),
-            "api.example.com:443"
-        );
+        assert_eq!(host_port("https://api.example.com/v1?a=b").unwrap(), "api.example.com:443");
         assert_eq!(host_port("http://[::1]/").unwrap(), "[::1]:80");
         assert_eq!(host_port("http://[::1]:9000").unwrap(), "[::1]:9000");
         assert!(host_port("example.com").is_err());

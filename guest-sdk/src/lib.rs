@@ -165,11 +165,8 @@ pub mod __private {
     }
 
     pub fn capabilities<S: Source>(config_json: String) -> WitResult<Capabilities> {
-        let run = || -> crate::Result<Capabilities> {
-            Ok(Capabilities {
-                hosts: S::hosts(&config::<S>(&config_json)?)?,
-            })
-        };
+        let run =
+            || -> crate::Result<Capabilities> { Ok(Capabilities { hosts: S::hosts(&config::<S>(&config_json)?)? }) };
         run().map_err(Into::into)
     }
 
@@ -180,10 +177,7 @@ pub mod __private {
 
     pub fn discover<S: Source>(config_json: String) -> WitResult<Vec<WitStream>> {
         let run = || -> crate::Result<Vec<WitStream>> {
-            Ok(S::streams(&config::<S>(&config_json)?)?
-                .into_iter()
-                .map(Into::into)
-                .collect())
+            Ok(S::streams(&config::<S>(&config_json)?)?.into_iter().map(Into::into).collect())
         };
         run().map_err(Into::into)
     }

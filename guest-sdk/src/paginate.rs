@@ -28,9 +28,7 @@ pub fn cursor(token: Option<&Value>) -> Result<Option<&str>> {
     match token {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(Error::System(format!(
-            "expected a cursor string as page token, got {other}"
-        ))),
+        Some(other) => Err(Error::System(format!("expected a cursor string as page token, got {other}"))),
     }
 }
 
@@ -42,9 +40,7 @@ pub fn next_cursor(next: Option<&str>) -> Option<Value> {
 fn number(token: Option<&Value>, default: u64, what: &str) -> Result<u64> {
     match token {
         None | Some(Value::Null) => Ok(default),
-        Some(v) => v
-            .as_u64()
-            .ok_or_else(|| Error::System(format!("expected a {what} as page token, got {v}"))),
+        Some(v) => v.as_u64().ok_or_else(|| Error::System(format!("expected a {what} as page token, got {v}"))),
     }
 }
 

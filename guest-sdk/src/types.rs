@@ -16,12 +16,7 @@ pub struct Stream {
 
 impl Stream {
     pub fn new(name: impl Into<String>, json_schema: Value) -> Self {
-        Stream {
-            name: name.into(),
-            json_schema,
-            primary_key: Vec::new(),
-            cursor_field: None,
-        }
+        Stream { name: name.into(), json_schema, primary_key: Vec::new(), cursor_field: None }
     }
     /// Adds a top-level field to the primary key.
     pub fn primary_key(mut self, field: &str) -> Self {
@@ -84,19 +79,11 @@ pub struct Partition {
 impl Partition {
     /// The one partition of an unpartitioned stream.
     pub fn whole(stream: &str) -> Self {
-        Partition {
-            stream: stream.to_string(),
-            key: Value::Null,
-            cursor_range: None,
-        }
+        Partition { stream: stream.to_string(), key: Value::Null, cursor_range: None }
     }
     /// A partition identified by `key`, e.g. `json!({"account_id": 7})`.
     pub fn keyed(stream: &str, key: impl Serialize) -> Result<Self> {
-        Ok(Partition {
-            stream: stream.to_string(),
-            key: serde_json::to_value(key)?,
-            cursor_range: None,
-        })
+        Ok(Partition { stream: stream.to_string(), key: serde_json::to_value(key)?, cursor_range: None })
     }
     /// Sets where the partition starts; the host raises it to the saved cursor on incremental runs.
     pub fn starting_at(mut self, start: Option<CursorValue>) -> Self {
@@ -135,10 +122,9 @@ impl From<Partition> for wit::Partition {
         wit::Partition {
             stream: p.stream,
             key: p.key.to_string(),
-            cursor_range: p.cursor_range.map(|r| wit::CursorRange {
-                start: r.start.map(cursor_to_wit),
-                end: r.end.map(cursor_to_wit),
-            }),
+            cursor_range: p
+                .cursor_range
+                .map(|r| wit::CursorRange { start: r.start.map(cursor_to_wit), end: r.end.map(cursor_to_wit) }),
         }
     }
 }
@@ -150,10 +136,9 @@ impl TryFrom<wit::Partition> for Partition {
             key: serde_json::from_str(&p.key)
                 .map_err(|e| Error::System(format!("the host sent an invalid partition key: {e}")))?,
             stream: p.stream,
-            cursor_range: p.cursor_range.map(|r| CursorRange {
-                start: r.start.map(cursor_from_wit),
-                end: r.end.map(cursor_from_wit),
-            }),
+            cursor_range: p
+                .cursor_range
+                .map(|r| CursorRange { start: r.start.map(cursor_from_wit), end: r.end.map(cursor_from_wit) }),
         })
     }
 }
@@ -170,21 +155,12 @@ impl Page {
     /// A page of records taken verbatim from the API's JSON, with no re-encoding: parse the
     /// answer's record list as `Vec<Box<RawValue>>`.
     pub fn from_raw(records: Vec<Box<RawValue>>) -> Self {
-        Page {
-            records: records.into_iter().map(|r| String::from(Box::<str>::from(r))).collect(),
-            next_token: None,
-        }
+        Page { records: records.into_iter().map(|r| String::from(Box::<str>::from(r))).collect(), next_token: None }
     }
     /// A page of records built as values.
     pub fn from_values<T: Serialize>(records: impl IntoIterator<Item = T>) -> Result<Self> {
-        let records = records
-            .into_iter()
-            .map(|r| serde_json::to_string(&r))
-            .collect::<Result<_, _>>()?;
-        Ok(Page {
-            records,
-            next_token: None,
-        })
+        let records = records.into_iter().map(|r| serde_json::to_string(&r)).collect::<Result<_, _>>()?;
+        Ok(Page { records, next_token: None })
     }
     /// Where the next page is; `None` ends the partition.
     pub fn next(mut self, token: Option<Value>) -> Self {
@@ -201,9 +177,6 @@ impl Page {
 
 impl From<Page> for wit::Page {
     fn from(p: Page) -> Self {
-        wit::Page {
-            records: p.records,
-            next_token: p.next_token.map(|t| t.to_string()),
-        }
+        wit::Page { records: p.records, next_token: p.next_token.map(|t| t.to_string()) }
     }
 }

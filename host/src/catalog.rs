@@ -1,49 +1,96 @@
-//! Which streams to read and how: an Airbyte configured catalog for `read`, or stream names for
-//! `run`. Unknown keys are ignored, as platforms add their own.
+//! Which streams to read and how: an Airbyte configured catalog, or a Singer catalog whose
+//! streams are marked selected. Unknown keys are ignored, as platforms add their own.
 
-use anyhow::{Context, Result, bail};
-use serde::Deserialize;
+use anyhow::{Context, Result, anyhow, bail};
+use serde_json::{Value, json};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SyncMode {
-    FullRefresh,
-    Incremental,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct ConfiguredCatalog {
-    pub streams: Vec<ConfiguredStream>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct ConfiguredStream {
-    pub stream: StreamRef,
-    pub sync_mode: SyncMode,
-    #[serde(default)]
-    pub cursor_field: Option<Vec<String>>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct StreamRef {
+/// One selected stream; `incremental` is `None` when the catalog leaves it to the stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selected {
     pub name: String,
+    pub incremental: Option<bool>,
 }
 
-impl ConfiguredCatalog {
-    pub fn parse(text: &str) -> Result<Self> {
-        let de = &mut serde_json::Deserializer::from_str(text);
-        let catalog: ConfiguredCatalog =
-            serde_path_to_error::deserialize(de).map_err(|e| anyhow::anyhow!("at {}: {}", e.path(), e.inner()))?;
-        if catalog.streams.is_empty() {
-            bail!("the catalog selects no streams");
-        }
-        Ok(catalog)
-    }
+/// Reads a catalog file of either kind.
+pub fn load(path: &std::path::Path) -> Result<Vec<Selected>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read catalog {}", path.display()))?;
+    parse(&text).with_context(|| format!("invalid catalog {}", path.display()))
+}
 
-    pub fn load(path: &std::path::Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read catalog {}", path.display()))?;
-        Self::parse(&text).with_context(|| format!("invalid catalog {}", path.display()))
+pub fn parse(text: &str) -> Result<Vec<Selected>> {
+    let catalog: Value = serde_json::from_str(text).map_err(|e| anyhow!("not valid JSON: {e}"))?;
+    let streams = catalog.get("streams").and_then(Value::as_array).ok_or_else(|| anyhow!("no \"streams\" array"))?;
+    let mut selected = Vec::new();
+    for (i, entry) in streams.iter().enumerate() {
+        let at = |what: &str| anyhow!("streams[{i}]: {what}");
+        if let Some(stream) = entry.get("stream").filter(|s| s.is_object()) {
+            // Airbyte: every listed stream is selected; sync_mode says how.
+            let name = stream.get("name").and_then(Value::as_str).ok_or_else(|| at("stream.name is missing"))?;
+            let incremental = match entry.get("sync_mode").and_then(Value::as_str) {
+                Some("incremental") => true,
+                Some("full_refresh") => false,
+                Some(other) => {
+                    return Err(at(&format!("unknown sync_mode {other:?} (expected full_refresh or incremental)")));
+                }
+                None => return Err(at("sync_mode is missing")),
+            };
+            selected.push(Selected { name: name.to_string(), incremental: Some(incremental) });
+        } else if let Some(id) = entry.get("tap_stream_id").or(entry.get("stream")).and_then(Value::as_str) {
+            // Singer: a stream is read when it (or its top-level metadata) says selected.
+            let top = entry
+                .get("metadata")
+                .and_then(Value::as_array)
+                .and_then(|m| m.iter().find(|m| m.get("breadcrumb").is_some_and(|b| b == &json!([]))))
+                .and_then(|m| m.get("metadata"));
+            let flag = |key: &str| top.and_then(|m| m.get(key)).or(entry.get(key));
+            if flag("selected").and_then(Value::as_bool) != Some(true) {
+                continue;
+            }
+            let method = flag("replication-method").or(entry.get("replication_method")).and_then(Value::as_str);
+            let incremental = match method.map(str::to_ascii_uppercase).as_deref() {
+                Some("INCREMENTAL") => Some(true),
+                Some("FULL_TABLE") => Some(false),
+                _ => None,
+            };
+            selected.push(Selected { name: id.to_string(), incremental });
+        } else {
+            return Err(at("neither an Airbyte configured stream nor a Singer stream"));
+        }
     }
+    if selected.is_empty() {
+        bail!("the catalog selects no streams");
+    }
+    Ok(selected)
+}
+
+/// A Singer catalog for `--discover`, every stream selected.
+pub fn singer_catalog(streams: &[crate::bindings::Stream]) -> Value {
+    let entries: Vec<Value> = streams
+        .iter()
+        .map(|s| {
+            let schema: Value = serde_json::from_str(&s.json_schema).unwrap_or(json!({}));
+            let keys: Vec<&str> = s.primary_key.iter().filter(|k| k.len() == 1).map(|k| k[0].as_str()).collect();
+            let cursor = s.cursor_field.as_ref().filter(|c| c.len() == 1).map(|c| c[0].clone());
+            let mut top = json!({"inclusion": "available", "selected": true, "table-key-properties": keys});
+            let mut entry =
+                json!({"tap_stream_id": s.name, "stream": s.name, "schema": schema, "key_properties": keys});
+            match &cursor {
+                Some(c) => {
+                    top["valid-replication-keys"] = json!([c]);
+                    top["replication-method"] = json!("INCREMENTAL");
+                    entry["replication_key"] = json!(c);
+                    entry["replication_method"] = json!("INCREMENTAL");
+                }
+                None => {
+                    top["forced-replication-method"] = json!("FULL_TABLE");
+                    entry["replication_method"] = json!("FULL_TABLE");
+                }
+            }
+            entry["metadata"] = json!([{"breadcrumb": [], "metadata": top}]);
+            entry
+        })
+        .collect();
+    json!({"streams": entries})
 }
 
 #[cfg(test)]
@@ -51,22 +98,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_and_ignores_extras() {
-        let c = ConfiguredCatalog::parse(
+    fn airbyte_catalogs() {
+        let c = parse(
             r#"{"streams":[{"stream":{"name":"items","json_schema":{},"supported_sync_modes":["full_refresh"]},
                 "sync_mode":"incremental","destination_sync_mode":"append","cursor_field":["updated_at"],"extra":1}]}"#,
         )
         .unwrap();
-        assert_eq!(c.streams[0].stream.name, "items");
-        assert_eq!(c.streams[0].sync_mode, SyncMode::Incremental);
+        assert_eq!(c, [Selected { name: "items".into(), incremental: Some(true) }]);
+        let e = parse(r#"{"streams":[{"stream":{"name":"a"},"sync_mode":"sometimes"}]}"#).unwrap_err();
+        assert!(e.to_string().contains("streams[0]: unknown sync_mode"), "{e}");
+        assert!(parse(r#"{"streams":[]}"#).unwrap_err().to_string().contains("no streams"));
+        assert!(parse("[]").unwrap_err().to_string().contains("\"streams\""));
     }
 
     #[test]
-    fn errors_name_the_place() {
-        let e =
-            ConfiguredCatalog::parse(r#"{"streams":[{"stream":{"name":"a"},"sync_mode":"sometimes"}]}"#).unwrap_err();
-        assert!(e.to_string().contains("streams[0].sync_mode"), "{e}");
-        let e = ConfiguredCatalog::parse(r#"{"streams":[]}"#).unwrap_err();
-        assert!(e.to_string().contains("no streams"));
+    fn singer_catalogs_round_trip() {
+        let stream = crate::bindings::Stream {
+            name: "a".into(),
+            json_schema: "{}".into(),
+            primary_key: vec![vec!["id".into()]],
+            cursor_field: Some(vec!["u".into()]),
+        };
+        let mut catalog = singer_catalog(&[
+            stream.clone(),
+            crate::bindings::Stream { name: "b".into(), cursor_field: None, ..stream },
+        ]);
+        assert_eq!(
+            parse(&catalog.to_string()).unwrap(),
+            [
+                Selected { name: "a".into(), incremental: Some(true) },
+                Selected { name: "b".into(), incremental: Some(false) }
+            ]
+        );
+        catalog["streams"][0]["metadata"][0]["metadata"]["selected"] = json!(false);
+        assert_eq!(parse(&catalog.to_string()).unwrap().len(), 1);
     }
 }

@@ -1,6 +1,7 @@
 //! The `host` command line.
 
 use crate::egress::HttpOptions;
+use crate::protocol::Format;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -58,27 +59,58 @@ pub struct ConfiguredArgs {
 pub struct ReadArgs {
     #[command(flatten)]
     pub common: ConfiguredArgs,
-    /// The configured catalog (JSON) selecting streams and sync modes.
+    /// The catalog (JSON) selecting streams and sync modes: an Airbyte configured catalog, or a
+    /// Singer catalog with `selected` metadata.
     #[arg(long, value_name = "FILE")]
     pub catalog: PathBuf,
-    /// Saved state: Airbyte per-stream, global or legacy form, or a previous run's output.
+    /// Saved state: Airbyte per-stream, global or legacy form, Singer bookmarks, or a previous
+    /// run's output (the last STATE per stream wins).
     #[arg(long, value_name = "FILE")]
     pub state: Option<PathBuf>,
+    #[command(flatten)]
+    pub options: ReadOptions,
 }
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
     #[command(flatten)]
     pub common: ConfiguredArgs,
-    /// Read only these streams (comma-separated) [default: all].
-    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    /// Read only these streams (comma-separated) [default: all, or what --catalog selects].
+    #[arg(long, value_delimiter = ',', value_name = "NAMES", conflicts_with = "catalog")]
     pub streams: Option<Vec<String>>,
-    /// Saved state: Airbyte per-stream, global or legacy form, or a previous run's output.
+    /// Select streams with a catalog (Airbyte configured catalog or Singer catalog), as a tap's
+    /// --catalog.
+    #[arg(long, value_name = "FILE")]
+    pub catalog: Option<PathBuf>,
+    /// Print the catalog (a CATALOG message, or a Singer catalog with --format singer) and exit.
+    #[arg(long)]
+    pub discover: bool,
+    /// Saved state: Airbyte per-stream, global or legacy form, Singer bookmarks, or a previous
+    /// run's output (the last STATE per stream wins).
     #[arg(long, value_name = "FILE")]
     pub state: Option<PathBuf>,
     /// Read every stream in full, ignoring cursors and state.
     #[arg(long, conflicts_with = "state")]
     pub full_refresh: bool,
+    /// The protocol on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Airbyte)]
+    pub format: Format,
+    #[command(flatten)]
+    pub options: ReadOptions,
+}
+
+/// How a read runs.
+#[derive(Debug, Args)]
+pub struct ReadOptions {
+    /// Partitions read at once across all streams.
+    #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub concurrency: u32,
+    /// Partitions read at once within one stream [default: no limit beyond --concurrency].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub stream_concurrency: Option<u32>,
+    /// Never draw the progress display (it is drawn only when stderr is a terminal anyway).
+    #[arg(long)]
+    pub no_progress: bool,
 }
 
 /// HTTP behaviour; the defaults suit public APIs.

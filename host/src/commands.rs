@@ -1,21 +1,23 @@
 //! What each `host` command does, on top of the library.
 
-use crate::catalog::{ConfiguredCatalog, SyncMode};
-use crate::cli::{Cli, Command, ConfiguredArgs, PluginArgs};
+use crate::catalog;
+use crate::cli::{Cli, Command, ConfiguredArgs, PluginArgs, ReadOptions};
 use crate::connector::{CallError, Connector};
 use crate::egress::{Egress, EgressPolicy, HostPort, HttpOptions};
 use crate::engine::{ComponentCache, Engine, Plugin};
-use crate::protocol::{self, FailureType, Output, OutputClosed};
-use crate::read::{OutputLimits, Reader, SelectedStream, StreamSummary, emit_logs};
+use crate::progress::Progress;
+use crate::protocol::{self, FailureType, Format, Output, OutputClosed, airbyte};
+use crate::read::{OutputLimits, SelectedStream, StreamSummary, emit_logs};
+use crate::schedule::{self, Concurrency};
 use crate::state::InputState;
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// A failure that ends the command: reported as a TRACE error and one line on stderr.
+/// A failure that ends the command: reported as a TRACE error (Airbyte) and one line on stderr.
 struct Fatal {
     message: String,
     failure: FailureType,
@@ -23,22 +25,13 @@ struct Fatal {
 
 impl Fatal {
     fn config(e: impl std::fmt::Display) -> Self {
-        Fatal {
-            message: e.to_string(),
-            failure: FailureType::Config,
-        }
+        Fatal { message: e.to_string(), failure: FailureType::Config }
     }
     fn system(e: impl std::fmt::Display) -> Self {
-        Fatal {
-            message: e.to_string(),
-            failure: FailureType::System,
-        }
+        Fatal { message: e.to_string(), failure: FailureType::System }
     }
     fn call(what: &str, e: CallError) -> Self {
-        Fatal {
-            message: format!("{what}: {}", e.message()),
-            failure: e.failure_type(),
-        }
+        Fatal { message: format!("{what}: {}", e.message()), failure: e.failure_type() }
     }
 }
 
@@ -50,15 +43,18 @@ impl From<OutputClosed> for Fatal {
 
 /// Runs a parsed command line, writing protocol messages to `sink`.
 pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
-    let (out, writer) = Output::spawn(sink);
-    let result = dispatch(cli.command, &out).await;
-    let code = match result {
+    let format = match &cli.command {
+        Command::Run(args) => args.format,
+        _ => Format::Airbyte,
+    };
+    let (out, writer) = Output::spawn(format, sink);
+    let code = match dispatch(cli.command, &out).await {
         Ok(code) => code,
         Err(fatal) => {
             eprintln!("error: {}", fatal.message);
-            let _ = out
-                .message(&protocol::trace_error(&fatal.message, None, fatal.failure, None))
-                .await;
+            if format == Format::Airbyte {
+                let _ = out.error(&fatal.message, fatal.failure, None).await;
+            }
             ExitCode::FAILURE
         }
     };
@@ -77,20 +73,12 @@ async fn dispatch(command: Command, out: &Output) -> Result<ExitCode, Fatal> {
     match command {
         Command::Spec(args) => {
             let plugin = load_plugin(&args, out).await?;
-            let connector = Connector {
-                plugin,
-                config: "{}".into(),
-                egress: Arc::new(no_egress()?),
-            };
-            let mut instance = connector
-                .instance()
-                .await
-                .map_err(|e| Fatal::call("cannot start the connector", e))?;
+            let connector = Connector { plugin, config: "{}".into(), egress: Arc::new(no_egress()?) };
+            let mut instance = connector.instance().await.map_err(|e| Fatal::call("cannot start the connector", e))?;
             let spec = instance.spec().await;
             emit_logs(out, instance.take_logs(), &OutputLimits::default()).await?;
             let spec = spec.map_err(|e| Fatal::call("spec failed", e))?;
-            let spec = parse_guest_json("spec", &spec)?;
-            out.message(&protocol::spec(spec)).await?;
+            out.message(&airbyte::spec(parse_guest_json("spec", &spec)?)).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Check(args) => {
@@ -98,123 +86,128 @@ async fn dispatch(command: Command, out: &Output) -> Result<ExitCode, Fatal> {
                 Ok(c) => c,
                 // A config that cannot even be read is a failed check, not a crash.
                 Err(fatal) if fatal.failure == FailureType::Config => {
-                    out.message(&protocol::connection_status(Err(fatal.message))).await?;
+                    out.message(&airbyte::connection_status(Err(fatal.message))).await?;
                     return Ok(ExitCode::SUCCESS);
                 }
                 Err(fatal) => return Err(fatal),
             };
-            let mut instance = connector
-                .instance()
-                .await
-                .map_err(|e| Fatal::call("cannot start the connector", e))?;
+            let mut instance = connector.instance().await.map_err(|e| Fatal::call("cannot start the connector", e))?;
             let result = instance.check(&connector.config).await;
             emit_logs(out, instance.take_logs(), &OutputLimits::default()).await?;
-            out.message(&protocol::connection_status(result.map_err(|e| e.message())))
-                .await?;
+            out.message(&airbyte::connection_status(result.map_err(|e| e.message()))).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Discover(args) => {
             let connector = open(&args, out).await?;
             let streams = discover(&connector, out).await?;
-            out.message(&protocol::catalog(streams.iter().map(airbyte_stream).collect()))
-                .await?;
+            out.message(&airbyte::catalog(streams.iter().map(airbyte_stream).collect())).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Read(args) => {
-            let catalog = ConfiguredCatalog::load(&args.catalog).map_err(|e| Fatal::config(format!("{e:#}")))?;
+            let selection = catalog::load(&args.catalog).map_err(|e| Fatal::config(format!("{e:#}")))?;
             let state = load_state(args.state.as_deref())?;
             let connector = open(&args.common, out).await?;
             let streams = discover(&connector, out).await?;
-            let mut selected = Vec::new();
-            for configured in &catalog.streams {
-                let stream = find_stream(&streams, &configured.stream.name)?;
-                let cursor_field = match configured.sync_mode {
-                    SyncMode::FullRefresh => None,
-                    SyncMode::Incremental => Some(stream.cursor_field.clone().ok_or_else(|| {
-                        Fatal::config(format!(
-                            "stream {} cannot be read incrementally: it has no cursor field",
-                            stream.name
-                        ))
-                    })?),
-                };
-                selected.push(select(stream, cursor_field, &state));
-            }
-            read(&connector, out, selected).await
+            let selected = select(&streams, &selection, false, &state)?;
+            read(connector, out, selected, &args.options, &state).await
         }
         Command::Run(args) => {
             let state = load_state(args.state.as_deref())?;
+            let selection = match &args.catalog {
+                Some(path) => Some(catalog::load(path).map_err(|e| Fatal::config(format!("{e:#}")))?),
+                None => None,
+            };
             let connector = open(&args.common, out).await?;
             let streams = discover(&connector, out).await?;
-            let names: Vec<String> = match &args.streams {
-                Some(names) => names
-                    .iter()
-                    .map(|n| n.trim().to_string())
-                    .filter(|n| !n.is_empty())
-                    .collect(),
-                None => streams.iter().map(|s| s.name.clone()).collect(),
-            };
-            let mut selected = Vec::new();
-            for name in &names {
-                let stream = find_stream(&streams, name)?;
-                let cursor_field = if args.full_refresh {
-                    None
-                } else {
-                    stream.cursor_field.clone()
+            if args.discover {
+                let catalog = match args.format {
+                    Format::Airbyte => airbyte::catalog(streams.iter().map(airbyte_stream).collect()),
+                    Format::Singer => catalog::singer_catalog(&streams),
                 };
-                selected.push(select(stream, cursor_field, &state));
+                out.message(&catalog).await?;
+                return Ok(ExitCode::SUCCESS);
             }
-            read(&connector, out, selected).await
+            let by_name = |name: &str| catalog::Selected { name: name.to_string(), incremental: None };
+            let selection = match (selection, &args.streams) {
+                (Some(selection), _) => selection,
+                (None, Some(names)) => names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()).map(by_name).collect(),
+                (None, None) => streams.iter().map(|s| by_name(&s.name)).collect(),
+            };
+            let selected = select(&streams, &selection, args.full_refresh, &state)?;
+            read(connector, out, selected, &args.options, &state).await
         }
     }
 }
 
-fn select(stream: &crate::bindings::Stream, cursor_field: Option<Vec<String>>, state: &InputState) -> SelectedStream {
-    let saved_state = cursor_field
-        .as_ref()
-        .and_then(|_| state.streams.get(&stream.name).cloned());
-    SelectedStream {
-        stream: stream.clone(),
-        cursor_field,
-        saved_state,
+/// Resolves a selection against the discovered streams: incremental where asked, or, where the
+/// selection leaves it open, wherever the stream has a cursor.
+fn select(
+    streams: &[crate::bindings::Stream],
+    selection: &[catalog::Selected],
+    full_refresh: bool,
+    state: &InputState,
+) -> Result<Vec<SelectedStream>, Fatal> {
+    let mut selected = Vec::new();
+    for wanted in selection {
+        let stream = find_stream(streams, &wanted.name)?;
+        let cursor_field = match (full_refresh, wanted.incremental) {
+            (true, _) | (false, Some(false)) => None,
+            (false, None) => stream.cursor_field.clone(),
+            (false, Some(true)) => Some(stream.cursor_field.clone().ok_or_else(|| {
+                Fatal::config(format!("stream {} cannot be read incrementally: it has no cursor field", stream.name))
+            })?),
+        };
+        let saved_state = cursor_field.as_ref().and_then(|_| state.streams.get(&stream.name).cloned());
+        selected.push(SelectedStream { stream: stream.clone(), cursor_field, saved_state });
     }
+    Ok(selected)
 }
 
 fn find_stream<'a>(streams: &'a [crate::bindings::Stream], name: &str) -> Result<&'a crate::bindings::Stream, Fatal> {
     streams.iter().find(|s| s.name == name).ok_or_else(|| {
         let offered: Vec<&str> = streams.iter().map(|s| s.name.as_str()).collect();
-        Fatal::config(format!(
-            "the connector has no stream {name:?} (it offers: {})",
-            offered.join(", ")
-        ))
+        Fatal::config(format!("the connector has no stream {name:?} (it offers: {})", offered.join(", ")))
     })
 }
 
 fn load_state(path: Option<&std::path::Path>) -> Result<InputState, Fatal> {
-    let Some(path) = path else {
-        return Ok(InputState::default());
-    };
+    let Some(path) = path else { return Ok(InputState::default()) };
     let text = std::fs::read_to_string(path)
         .map_err(|e| Fatal::config(format!("cannot read state {}: {e}", path.display())))?;
     InputState::parse(&text).map_err(|e| Fatal::config(format!("invalid state {}: {e:#}", path.display())))
 }
 
-async fn read(connector: &Connector, out: &Output, selected: Vec<SelectedStream>) -> Result<ExitCode, Fatal> {
+async fn read(
+    connector: Connector,
+    out: &Output,
+    selected: Vec<SelectedStream>,
+    options: &ReadOptions,
+    state: &InputState,
+) -> Result<ExitCode, Fatal> {
     let started = Instant::now();
-    let limits = OutputLimits::default();
-    let reader = Reader {
-        connector,
-        out,
-        limits: &limits,
+    // Streams not read now keep their state in Singer's whole-tap STATE.
+    let unread = state.streams.iter().filter(|(name, _)| !selected.iter().any(|s| &s.stream.name == *name));
+    out.seed_states(unread.map(|(k, v)| (k.clone(), v.clone())).collect()).await?;
+    let concurrency = Concurrency {
+        partitions: options.concurrency as usize,
+        per_stream: options.stream_concurrency.map(|n| n as usize),
     };
-    let mut summaries = Vec::new();
-    for stream in &selected {
-        summaries.push(reader.read_stream(stream).await?);
-    }
+    let progress = Arc::new(Progress::new(!options.no_progress));
+    let connector = Arc::new(connector);
+    let summaries = schedule::read_streams(
+        connector.clone(),
+        out.clone(),
+        OutputLimits::default(),
+        progress.clone(),
+        concurrency,
+        selected,
+    )
+    .await?;
+    progress.finish();
     let ok = summaries.iter().all(StreamSummary::complete);
-    let message = summary_line(&summaries, connector, started.elapsed());
-    out.message(&protocol::log(if ok { "INFO" } else { "ERROR" }, &message))
-        .await?;
-    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+    let message = summary_line(&summaries, &connector, started.elapsed());
+    out.log(if ok { "INFO" } else { "ERROR" }, &message).await?;
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) && out.format() == Format::Airbyte {
         eprintln!("{message}");
     }
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
@@ -225,15 +218,16 @@ fn summary_line(summaries: &[StreamSummary], connector: &Connector, elapsed: std
     let streams: Vec<String> = summaries
         .iter()
         .map(|s| {
+            let skipped = match s.skipped_partitions {
+                0 => String::new(),
+                n => format!(" ({n} already finished)"),
+            };
             let status = match (s.failed, s.failed_partitions) {
-                (true, _) => ", FAILED before reading".to_string(),
+                (true, _) => ", FAILED".to_string(),
                 (false, 0) => String::new(),
                 (false, n) => format!(", INCOMPLETE: {n} partition(s) failed"),
             };
-            format!(
-                "{} {} records in {} partition(s){status}",
-                s.name, s.records, s.partitions
-            )
+            format!("{} {} records in {} partition(s){skipped}{status}", s.name, s.records, s.partitions)
         })
         .collect();
     let stats = &connector.egress.stats;
@@ -259,16 +253,9 @@ async fn load_plugin(args: &PluginArgs, out: &Output) -> Result<Arc<Plugin>, Fat
     let engine = Engine::new(cache_dir).map_err(|e| Fatal::system(format!("cannot start the engine: {e:#}")))?;
     let plugin = engine.load(&args.plugin).map_err(|e| Fatal::config(format!("{e:#}")))?;
     let how = if plugin.load.cache_hit {
-        format!(
-            "loaded compiled code from cache in {} ms",
-            plugin.load.elapsed.as_millis()
-        )
+        format!("loaded compiled code from cache in {} ms", plugin.load.elapsed.as_millis())
     } else {
-        format!(
-            "compiled in {} ms and cached at {}",
-            plugin.load.elapsed.as_millis(),
-            plugin.load.cache_file.display()
-        )
+        format!("compiled in {} ms and cached at {}", plugin.load.elapsed.as_millis(), plugin.load.cache_file.display())
     };
     let message = format!(
         "sluice {}: plugin {} sha256 {} built for {}@{}; {how}",
@@ -278,7 +265,7 @@ async fn load_plugin(args: &PluginArgs, out: &Output) -> Result<Arc<Plugin>, Fat
         crate::bindings::WIT_PACKAGE,
         plugin.wit_version,
     );
-    out.message(&protocol::log("INFO", &message)).await?;
+    out.log("INFO", &message).await?;
     Ok(Arc::new(plugin))
 }
 
@@ -289,18 +276,11 @@ async fn open(args: &ConfiguredArgs, out: &Output) -> Result<Connector, Fatal> {
     let granted = args
         .allow_hosts
         .iter()
-        .map(|h| HostPort::parse(h).with_context(|| "invalid --allow-host".to_string()))
+        .map(|h| HostPort::parse(h).context("invalid --allow-host"))
         .collect::<Result<Vec<_>>>()
         .map_err(|e| Fatal::config(format!("{e:#}")))?;
-    let probe = Connector {
-        plugin: plugin.clone(),
-        config: config.clone(),
-        egress: Arc::new(no_egress()?),
-    };
-    let mut instance = probe
-        .instance()
-        .await
-        .map_err(|e| Fatal::call("cannot start the connector", e))?;
+    let probe = Connector { plugin: plugin.clone(), config: config.clone(), egress: Arc::new(no_egress()?) };
+    let mut instance = probe.instance().await.map_err(|e| Fatal::call("cannot start the connector", e))?;
     let caps = instance.capabilities(&config).await;
     emit_logs(out, instance.take_logs(), &OutputLimits::default()).await?;
     let caps = caps.map_err(|e| Fatal::call("the connector cannot say what it needs for this config", e))?;
@@ -316,14 +296,10 @@ async fn open(args: &ConfiguredArgs, out: &Output) -> Result<Connector, Fatal> {
         let message = format!(
             "the connector needs {host}, which is not granted: its requests will be denied (grant it with --allow-host {host})"
         );
-        out.message(&protocol::log("WARN", &message)).await?;
+        out.log("WARN", &message).await?;
     }
     let egress = Egress::new(policy, args.http.options()).map_err(|e| Fatal::system(format!("{e:#}")))?;
-    Ok(Connector {
-        plugin,
-        config,
-        egress: Arc::new(egress),
-    })
+    Ok(Connector { plugin, config, egress: Arc::new(egress) })
 }
 
 fn read_config(path: &std::path::Path) -> Result<String> {
@@ -338,18 +314,12 @@ fn read_config(path: &std::path::Path) -> Result<String> {
 
 fn parse_guest_json(what: &str, text: &str) -> Result<Value, Fatal> {
     serde_json::from_str(text).map_err(|e| {
-        Fatal::system(format!(
-            "the connector's {what} is not valid JSON ({e}): {}",
-            protocol::preview(text)
-        ))
+        Fatal::system(format!("the connector's {what} is not valid JSON ({e}): {}", protocol::preview(text)))
     })
 }
 
 async fn discover(connector: &Connector, out: &Output) -> Result<Vec<crate::bindings::Stream>, Fatal> {
-    let mut instance = connector
-        .instance()
-        .await
-        .map_err(|e| Fatal::call("cannot start the connector", e))?;
+    let mut instance = connector.instance().await.map_err(|e| Fatal::call("cannot start the connector", e))?;
     let streams = instance.discover(&connector.config).await;
     emit_logs(out, instance.take_logs(), &OutputLimits::default()).await?;
     let streams = streams.map_err(|e| Fatal::call("discover failed", e))?;
@@ -357,10 +327,7 @@ async fn discover(connector: &Connector, out: &Output) -> Result<Vec<crate::bind
     for s in &streams {
         let schema = parse_guest_json(&format!("schema of stream {}", s.name), &s.json_schema)?;
         if !schema.is_object() {
-            return Err(Fatal::system(anyhow!(
-                "the schema of stream {} is not a JSON object",
-                s.name
-            )));
+            return Err(Fatal::system(format!("the schema of stream {} is not a JSON object", s.name)));
         }
         if !names.insert(s.name.as_str()) {
             return Err(Fatal::system(format!("the connector offers stream {} twice", s.name)));

@@ -79,38 +79,19 @@ impl Instance {
     }
 
     pub async fn spec(&mut self) -> Result<String, CallError> {
-        self.bindings
-            .sluice_connector_source()
-            .call_spec(&mut self.store)
-            .await
-            .map_err(trap)
+        self.bindings.sluice_connector_source().call_spec(&mut self.store).await.map_err(trap)
     }
 
     pub async fn capabilities(&mut self, config: &String) -> Result<Capabilities, CallError> {
-        flatten(
-            self.bindings
-                .sluice_connector_source()
-                .call_capabilities(&mut self.store, config)
-                .await,
-        )
+        flatten(self.bindings.sluice_connector_source().call_capabilities(&mut self.store, config).await)
     }
 
     pub async fn check(&mut self, config: &String) -> Result<(), CallError> {
-        flatten(
-            self.bindings
-                .sluice_connector_source()
-                .call_check(&mut self.store, config)
-                .await,
-        )
+        flatten(self.bindings.sluice_connector_source().call_check(&mut self.store, config).await)
     }
 
     pub async fn discover(&mut self, config: &String) -> Result<Vec<Stream>, CallError> {
-        flatten(
-            self.bindings
-                .sluice_connector_source()
-                .call_discover(&mut self.store, config)
-                .await,
-        )
+        flatten(self.bindings.sluice_connector_source().call_discover(&mut self.store, config).await)
     }
 
     pub async fn partitions(
@@ -134,11 +115,6 @@ impl Instance {
         partition: &Partition,
         token: Option<&String>,
     ) -> Result<Page, CallError> {
-        flatten(
-            self.bindings
-                .sluice_connector_source()
-                .call_read_page(&mut self.store, config, partition, token)
-                .await,
-        )
+        flatten(self.bindings.sluice_connector_source().call_read_page(&mut self.store, config, partition, token).await)
     }
 }

@@ -61,9 +61,7 @@ impl HostPort {
     pub fn parse(text: &str) -> Result<Self> {
         let text = text.trim();
         let (host, port) = if let Some(rest) = text.strip_prefix('[') {
-            let (host, after) = rest
-                .split_once(']')
-                .ok_or_else(|| anyhow::anyhow!("unclosed [ in {text:?}"))?;
+            let (host, after) = rest.split_once(']').ok_or_else(|| anyhow::anyhow!("unclosed [ in {text:?}"))?;
             (format!("[{}]", host.to_ascii_lowercase()), after.strip_prefix(':'))
         } else {
             match text.rsplit_once(':') {
@@ -74,12 +72,8 @@ impl HostPort {
         if host.is_empty() || host.contains(['/', '@', ' ']) {
             bail!("{text:?} is not a host or host:port");
         }
-        let port = port
-            .map(|p| {
-                p.parse::<u16>()
-                    .map_err(|_| anyhow::anyhow!("{text:?} has an invalid port"))
-            })
-            .transpose()?;
+        let port =
+            port.map(|p| p.parse::<u16>().map_err(|_| anyhow::anyhow!("{text:?} has an invalid port"))).transpose()?;
         Ok(HostPort { host, port })
     }
 
@@ -106,18 +100,12 @@ pub struct EgressPolicy {
 
 impl EgressPolicy {
     pub fn new(declared: impl IntoIterator<Item = HostPort>, granted: impl IntoIterator<Item = HostPort>) -> Self {
-        EgressPolicy {
-            declared: declared.into_iter().collect(),
-            granted: granted.into_iter().collect(),
-        }
+        EgressPolicy { declared: declared.into_iter().collect(), granted: granted.into_iter().collect() }
     }
 
     /// Declared hosts the operator has not granted: requests to them will be denied.
     pub fn ungranted(&self) -> Vec<&HostPort> {
-        self.declared
-            .iter()
-            .filter(|d| !self.granted.iter().any(|g| g.host == d.host && g.port == d.port))
-            .collect()
+        self.declared.iter().filter(|d| !self.granted.iter().any(|g| g.host == d.host && g.port == d.port)).collect()
     }
 
     /// `Ok` when the URL may be requested, else why not.
@@ -134,14 +122,10 @@ impl EgressPolicy {
         let port = url.port().unwrap_or(default_port);
         let target = format!("{host}:{port}");
         if !self.declared.iter().any(|d| d.matches(&host, port, default_port)) {
-            return Err(format!(
-                "{target} is not among the hosts the plugin declared for this config"
-            ));
+            return Err(format!("{target} is not among the hosts the plugin declared for this config"));
         }
         if !self.granted.iter().any(|g| g.matches(&host, port, default_port)) {
-            return Err(format!(
-                "{target} is not granted by the operator (grant it with --allow-host {target})"
-            ));
+            return Err(format!("{target} is not granted by the operator (grant it with --allow-host {target})"));
         }
         Ok(())
     }
@@ -274,12 +258,7 @@ impl Egress {
         let headers = resp
             .headers()
             .iter()
-            .map(|(k, v)| {
-                (
-                    k.as_str().to_string(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
+            .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
             .collect();
         let mut body = Vec::with_capacity(resp.content_length().unwrap_or(0) as usize);
         while let Some(chunk) = resp.chunk().await.map_err(classify)? {
@@ -293,30 +272,19 @@ impl Egress {
     }
 
     fn take_retry(&self) -> bool {
-        self.retry_budget
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-            .is_ok()
+        self.retry_budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok()
     }
 
     /// Exponential backoff with jitter: half the step fixed, half random.
     fn backoff(&self, attempt: u32) -> Duration {
-        let step = self
-            .options
-            .backoff_base
-            .saturating_mul(1 << (attempt - 1).min(20))
-            .min(self.options.backoff_max);
+        let step = self.options.backoff_base.saturating_mul(1 << (attempt - 1).min(20)).min(self.options.backoff_max);
         let half = step / 2;
         half + Duration::from_nanos(fastrand::u64(0..=half.as_nanos() as u64))
     }
 
     /// `Retry-After` in seconds or as an HTTP date, honoured exactly.
     fn retry_after(&self, resp: &Response) -> Option<Duration> {
-        let value = resp
-            .headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("retry-after"))?
-            .1
-            .trim();
+        let value = resp.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("retry-after"))?.1.trim();
         if let Ok(secs) = value.parse::<u64>() {
             return Some(Duration::from_secs(secs));
         }
@@ -390,18 +358,9 @@ mod tests {
     fn host_port_parsing() {
         assert_eq!(
             HostPort::parse("Example.com:8080").unwrap(),
-            HostPort {
-                host: "example.com".into(),
-                port: Some(8080)
-            }
+            HostPort { host: "example.com".into(), port: Some(8080) }
         );
-        assert_eq!(
-            HostPort::parse("[::1]:80").unwrap(),
-            HostPort {
-                host: "[::1]".into(),
-                port: Some(80)
-            }
-        );
+        assert_eq!(HostPort::parse("[::1]:80").unwrap(), HostPort { host: "[::1]".into(), port: Some(80) });
         assert_eq!(HostPort::parse("api.x.io").unwrap().port, None);
         assert!(HostPort::parse("http://x").is_err());
         assert!(HostPort::parse("x:99999").is_err());

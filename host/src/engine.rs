@@ -48,11 +48,7 @@ impl Engine {
         let engine = wasmtime::Engine::new(&config).map_err(|e| anyhow!("{e}"))?;
         let mut linker = Linker::new(&engine);
         crate::sandbox::add_to_linker(&mut linker)?;
-        Ok(Engine {
-            engine,
-            linker,
-            cache: ComponentCache::new(cache_dir),
-        })
+        Ok(Engine { engine, linker, cache: ComponentCache::new(cache_dir) })
     }
 
     pub fn wasmtime(&self) -> &wasmtime::Engine {
@@ -71,9 +67,7 @@ impl Engine {
             .cache
             .load_or_compile(&self.engine, &bytes, &sha256)
             .with_context(|| format!("{shown} is not a valid WebAssembly component"))?;
-        let wit_version = self
-            .check_wit_version(&component)
-            .with_context(|| format!("{shown} cannot be loaded"))?;
+        let wit_version = self.check_wit_version(&component).with_context(|| format!("{shown} cannot be loaded"))?;
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
             anyhow!("{shown} needs an import Sluice does not provide (connectors may import only sluice:connector/http and /log, and WASI): {e}")
         })?;
@@ -84,11 +78,7 @@ impl Engine {
             sha256,
             wit_version,
             pre,
-            load: LoadInfo {
-                cache_hit,
-                elapsed: started.elapsed(),
-                cache_file,
-            },
+            load: LoadInfo { cache_hit, elapsed: started.elapsed(), cache_file },
         })
     }
 
@@ -111,11 +101,7 @@ impl Engine {
         }
         bail!(
             "it does not export {WIT_PACKAGE}/source, so it is not a Sluice connector (it exports: {})",
-            if exports.is_empty() {
-                "nothing".to_string()
-            } else {
-                exports.join(", ")
-            }
+            if exports.is_empty() { "nothing".to_string() } else { exports.join(", ") }
         )
     }
 }
@@ -160,10 +146,7 @@ impl ComponentCache {
 
     /// The default location: `$XDG_CACHE_HOME/sluice/components` or the platform's equivalent.
     pub fn default_dir() -> PathBuf {
-        dirs::cache_dir()
-            .unwrap_or_else(std::env::temp_dir)
-            .join("sluice")
-            .join("components")
+        dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("sluice").join("components")
     }
 
     fn file_for(&self, engine: &wasmtime::Engine, sha256: &str) -> PathBuf {
@@ -211,9 +194,7 @@ fn create_private_dir(dir: &Path) -> Result<()> {
     builder.recursive(true);
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder
-        .create(dir)
-        .with_context(|| format!("cannot create cache directory {}", dir.display()))
+    builder.create(dir).with_context(|| format!("cannot create cache directory {}", dir.display()))
 }
 
 #[cfg(test)]
@@ -232,17 +213,9 @@ mod tests {
 
     #[test]
     fn headers() {
+        assert!(check_component_header(b"hello world").unwrap_err().to_string().contains("not a WebAssembly file"));
         assert!(
-            check_component_header(b"hello world")
-                .unwrap_err()
-                .to_string()
-                .contains("not a WebAssembly file")
-        );
-        assert!(
-            check_component_header(b"\0asm\x01\0\0\0")
-                .unwrap_err()
-                .to_string()
-                .contains("core WebAssembly module")
+            check_component_header(b"\0asm\x01\0\0\0").unwrap_err().to_string().contains("core WebAssembly module")
         );
         assert!(check_component_header(b"\0asm\x0d\0\x01\0").is_ok());
     }

@@ -1,18 +1,17 @@
-//! Reading streams: listing partitions, the pagination loop of each partition, record checks,
-//! and STATE after every completed partition of an incremental stream.
-//!
-//! Partitions run one after another here; every page's records reach the single writer before
-//! the STATE that covers them, because both go through the same ordered channel.
+//! Reading one partition: the pagination loop in a fresh instance, and the checks every page
+//! passes. Listing a stream's partitions, batch by batch. The scheduler decides what runs when.
 
 use crate::bindings::{CursorRange, CursorValue, Partition, Stream};
 use crate::connector::{CallError, Connector, Instance};
-use crate::protocol::{self, FailureType, Output, OutputClosed, StreamStatus};
+use crate::progress::Progress;
+use crate::protocol::{self, Output, OutputClosed};
 use crate::sandbox::GuestLog;
 use crate::state::{self, StreamCursor};
 use serde_json::Value;
 use std::cmp::Ordering;
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
+use tokio::sync::mpsc;
 
 /// Caps on what a guest may hand back.
 #[derive(Debug, Clone)]
@@ -50,6 +49,8 @@ pub struct StreamSummary {
     pub records: u64,
     pub partitions: u64,
     pub failed_partitions: u64,
+    /// Partitions a previous run had finished (bounded ranges in the saved state).
+    pub skipped_partitions: u64,
     /// The stream could not even start (bad state, partition listing failed).
     pub failed: bool,
 }
@@ -78,238 +79,149 @@ pub async fn emit_logs(out: &Output, logs: Vec<GuestLog>, limits: &OutputLimits)
             message.truncate(end);
             message.push_str("… (truncated)");
         }
-        out.message(&protocol::log(level, &message)).await?;
+        out.log(level, &message).await?;
     }
     Ok(())
 }
 
-pub struct Reader<'a> {
-    pub connector: &'a Connector,
-    pub out: &'a Output,
-    pub limits: &'a OutputLimits,
+/// How a partition ended, when the guest did not fail it.
+#[derive(Debug, Clone, Default)]
+pub struct PartitionDone {
+    pub records: u64,
+    /// The largest cursor value written, when asked to track one.
+    pub max_cursor: Option<Value>,
 }
 
-impl Reader<'_> {
-    /// Reads one stream to the end, or as far as it can: a failed partition is reported and the
-    /// others go on. Only a closed output stops the stream early.
-    pub async fn read_stream(&self, selected: &SelectedStream) -> Result<StreamSummary, OutputClosed> {
-        let name = &selected.stream.name;
-        let mut summary = StreamSummary {
-            name: name.clone(),
-            ..Default::default()
-        };
-        self.out
-            .message(&protocol::stream_status(name, StreamStatus::Started))
-            .await?;
+/// Calls that reach the guest and forward what it logged.
+async fn forward_logs<T>(
+    out: &Output,
+    limits: &OutputLimits,
+    instance: &mut Instance,
+    result: Result<T, CallError>,
+) -> Result<Result<T, CallError>, OutputClosed> {
+    emit_logs(out, instance.take_logs(), limits).await?;
+    Ok(result)
+}
 
-        let mut cursor = match &selected.cursor_field {
-            Some(field) => match StreamCursor::new(name, field.clone(), selected.saved_state.as_ref()) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    let msg = format!("{e:#}");
-                    self.fail_stream(&mut summary, &msg, FailureType::Config).await?;
-                    return Ok(summary);
-                }
-            },
-            None => None,
-        };
-
-        let partitions = match self.list_partitions(selected).await? {
-            Ok(p) => p,
-            Err(e) => {
-                let msg = format!("cannot list the partitions of stream {name}: {}", e.message());
-                self.fail_stream(&mut summary, &msg, e.failure_type()).await?;
-                return Ok(summary);
-            }
-        };
-
-        let mut running = false;
-        for mut partition in partitions {
-            if let Some(cursor) = &cursor {
-                raise_start(&mut partition, cursor);
-            }
-            summary.partitions += 1;
-            let field = cursor.as_ref().map(|c| c.field().to_vec());
-            match self
-                .read_partition(&partition, field.as_deref(), &mut running, &mut summary)
-                .await?
-            {
-                Ok(max_seen) => {
-                    if let Some(cursor) = cursor.as_mut() {
-                        let key: Value = serde_json::from_str(&partition.key).unwrap_or(Value::Null);
-                        cursor.complete(&key, max_seen);
-                        self.out
-                            .message(&protocol::stream_state(name, &cursor.to_state()))
-                            .await?;
-                    }
-                }
-                Err(e) => {
-                    summary.failed_partitions += 1;
-                    let msg = format!("stream {name}, partition {}: {}", partition.key, e.message());
-                    self.out
-                        .message(&protocol::trace_error(&msg, None, e.failure_type(), Some(name)))
-                        .await?;
-                }
-            }
-        }
-        let status = if summary.complete() {
-            StreamStatus::Complete
-        } else {
-            StreamStatus::Incomplete
-        };
-        self.out.message(&protocol::stream_status(name, status)).await?;
-        Ok(summary)
-    }
-
-    async fn fail_stream(
-        &self,
-        summary: &mut StreamSummary,
-        message: &str,
-        failure: FailureType,
-    ) -> Result<(), OutputClosed> {
-        summary.failed = true;
-        self.out
-            .message(&protocol::trace_error(message, None, failure, Some(&summary.name)))
-            .await?;
-        self.out
-            .message(&protocol::stream_status(&summary.name, StreamStatus::Incomplete))
-            .await
-    }
-
-    async fn call<T>(
-        &self,
-        instance: &mut Instance,
-        result: Result<T, CallError>,
-    ) -> Result<Result<T, CallError>, OutputClosed> {
-        emit_logs(self.out, instance.take_logs(), self.limits).await?;
-        Ok(result)
-    }
-
-    /// All partitions of a stream, batch by batch, checked.
-    async fn list_partitions(
-        &self,
-        selected: &SelectedStream,
-    ) -> Result<Result<Vec<Partition>, CallError>, OutputClosed> {
-        let name = &selected.stream.name;
-        let mut instance = match self.connector.instance().await {
-            Ok(i) => i,
+/// Lists a stream's partitions batch by batch, sending each batch on as soon as it is checked,
+/// so reading can start before the listing ends.
+pub async fn list_partitions(
+    connector: &Connector,
+    out: &Output,
+    limits: &OutputLimits,
+    selected: &SelectedStream,
+    partitions: mpsc::Sender<Partition>,
+) -> Result<Result<(), CallError>, OutputClosed> {
+    let name = &selected.stream.name;
+    let mut instance = match connector.instance().await {
+        Ok(i) => i,
+        Err(e) => return Ok(Err(e)),
+    };
+    let state = selected.saved_state.as_ref().map(Value::to_string);
+    let mut token: Option<String> = None;
+    let mut seen = TokenGuard::default();
+    loop {
+        let result = instance.partitions(&connector.config, name, state.as_ref(), token.as_ref()).await;
+        let batch = match forward_logs(out, limits, &mut instance, result).await? {
+            Ok(b) => b,
             Err(e) => return Ok(Err(e)),
         };
-        let state = selected.saved_state.as_ref().map(Value::to_string);
-        let mut partitions = Vec::new();
-        let mut token: Option<String> = None;
-        let mut seen = TokenGuard::default();
-        loop {
-            let result = instance
-                .partitions(&self.connector.config, name, state.as_ref(), token.as_ref())
-                .await;
-            let batch = match self.call(&mut instance, result).await? {
-                Ok(b) => b,
-                Err(e) => return Ok(Err(e)),
-            };
-            for p in batch.partitions {
-                if &p.stream != name {
-                    return Ok(Err(contract(format!(
-                        "a partition of stream {name} names stream {:?}",
-                        p.stream
-                    ))));
-                }
-                if let Err(e) = serde_json::from_str::<Value>(&p.key) {
-                    return Ok(Err(contract(format!(
-                        "partition key is not valid JSON ({e}): {}",
-                        protocol::preview(&p.key)
-                    ))));
-                }
-                partitions.push(p);
+        for p in batch.partitions {
+            if &p.stream != name {
+                return Ok(Err(contract(format!("a partition of stream {name} names stream {:?}", p.stream))));
             }
-            match batch.next_token {
-                None => return Ok(Ok(partitions)),
-                Some(next) => {
-                    if let Err(e) = seen.check(&next) {
-                        return Ok(Err(e));
-                    }
-                    token = Some(next);
-                }
-            }
-        }
-    }
-
-    /// The pagination loop of one partition in a fresh instance. Returns the largest cursor
-    /// value written, for incremental streams.
-    async fn read_partition(
-        &self,
-        partition: &Partition,
-        cursor_field: Option<&[String]>,
-        running: &mut bool,
-        summary: &mut StreamSummary,
-    ) -> Result<Result<Option<Value>, CallError>, OutputClosed> {
-        let mut instance = match self.connector.instance().await {
-            Ok(i) => i,
-            Err(e) => return Ok(Err(e)),
-        };
-        let stream_json = serde_json::to_string(&partition.stream).expect("a string serializes");
-        let mut token: Option<String> = None;
-        let mut seen = TokenGuard::default();
-        let mut max_seen: Option<Value> = None;
-        for _ in 0..self.limits.max_pages_per_partition {
-            let result = instance
-                .read_page(&self.connector.config, partition, token.as_ref())
-                .await;
-            let page = match self.call(&mut instance, result).await? {
-                Ok(p) => p,
-                Err(e) => return Ok(Err(e)),
-            };
-            if page.records.len() > self.limits.max_records_per_page {
+            if let Err(e) = serde_json::from_str::<Value>(&p.key) {
                 return Ok(Err(contract(format!(
-                    "a page of {} records exceeds the limit of {} records per page",
-                    page.records.len(),
-                    self.limits.max_records_per_page
+                    "partition key is not valid JSON ({e}): {}",
+                    protocol::preview(&p.key)
                 ))));
             }
-            let emitted_at = protocol::now_ms();
-            let mut lines = Vec::with_capacity(page.records.iter().map(|r| r.len() + 80).sum());
-            for record in &page.records {
-                let checked = match protocol::checked_record(record, self.limits.max_record_bytes) {
-                    Ok(c) => c,
-                    Err(e) => return Ok(Err(contract(e))),
-                };
-                if let Some(field) = cursor_field {
-                    let value: Value = serde_json::from_str(&checked).expect("checked JSON parses");
-                    if let Some(v) = state::cursor_of(&value, field)
-                        && max_seen
-                            .as_ref()
-                            .is_none_or(|m| state::compare(&v, m) == Ordering::Greater)
-                    {
-                        max_seen = Some(v);
-                    }
-                }
-                protocol::push_record(&mut lines, &stream_json, &checked, emitted_at);
-            }
-            if !page.records.is_empty() {
-                if !*running {
-                    *running = true;
-                    self.out
-                        .message(&protocol::stream_status(&partition.stream, StreamStatus::Running))
-                        .await?;
-                }
-                summary.records += page.records.len() as u64;
-                self.out.lines(lines).await?;
-            }
-            match page.next_token {
-                None => return Ok(Ok(max_seen)),
-                Some(next) => {
-                    if let Err(e) = seen.check(&next) {
-                        return Ok(Err(e));
-                    }
-                    token = Some(next);
-                }
+            if partitions.send(p).await.is_err() {
+                // The stream stopped listening (it is shutting down); nothing more to do.
+                return Ok(Ok(()));
             }
         }
-        Ok(Err(contract(format!(
-            "the partition did not end after {} pages",
-            self.limits.max_pages_per_partition
-        ))))
+        match batch.next_token {
+            None => return Ok(Ok(())),
+            Some(next) => {
+                if let Err(e) = seen.check(&next) {
+                    return Ok(Err(e));
+                }
+                token = Some(next);
+            }
+        }
     }
+}
+
+/// The pagination loop of one partition in a fresh instance. `cursor_field` asks for the largest
+/// cursor value written; `on_first_records` runs once, before the first records are sent.
+pub async fn read_partition(
+    connector: &Connector,
+    out: &Output,
+    limits: &OutputLimits,
+    partition: &Partition,
+    cursor_field: Option<&[String]>,
+    progress: &Progress,
+    on_first_records: impl AsyncFnOnce() -> Result<(), OutputClosed>,
+) -> Result<Result<PartitionDone, CallError>, OutputClosed> {
+    let mut instance = match connector.instance().await {
+        Ok(i) => i,
+        Err(e) => return Ok(Err(e)),
+    };
+    let stream_json = serde_json::to_string(&partition.stream).expect("a string serializes");
+    let mut token: Option<String> = None;
+    let mut seen = TokenGuard::default();
+    let mut done = PartitionDone::default();
+    let mut on_first_records = Some(on_first_records);
+    for _ in 0..limits.max_pages_per_partition {
+        let result = instance.read_page(&connector.config, partition, token.as_ref()).await;
+        let page = match forward_logs(out, limits, &mut instance, result).await? {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(e)),
+        };
+        if page.records.len() > limits.max_records_per_page {
+            return Ok(Err(contract(format!(
+                "a page of {} records exceeds the limit of {} records per page",
+                page.records.len(),
+                limits.max_records_per_page
+            ))));
+        }
+        let stamp = out.stamp();
+        let mut lines = Vec::with_capacity(page.records.iter().map(|r| r.len() + 80).sum());
+        for record in &page.records {
+            let checked = match protocol::checked_record(record, limits.max_record_bytes) {
+                Ok(c) => c,
+                Err(e) => return Ok(Err(contract(e))),
+            };
+            if let Some(field) = cursor_field {
+                let value: Value = serde_json::from_str(&checked).expect("checked JSON parses");
+                if let Some(v) = state::cursor_of(&value, field)
+                    && done.max_cursor.as_ref().is_none_or(|m| state::compare(&v, m) == Ordering::Greater)
+                {
+                    done.max_cursor = Some(v);
+                }
+            }
+            out.push_record(&mut lines, &stream_json, &checked, &stamp);
+        }
+        if !page.records.is_empty() {
+            if let Some(first) = on_first_records.take() {
+                first().await?;
+            }
+            done.records += page.records.len() as u64;
+            out.records(lines).await?;
+            progress.records(page.records.len() as u64);
+        }
+        match page.next_token {
+            None => return Ok(Ok(done)),
+            Some(next) => {
+                if let Err(e) = seen.check(&next) {
+                    return Ok(Err(e));
+                }
+                token = Some(next);
+            }
+        }
+    }
+    Ok(Err(contract(format!("the partition did not end after {} pages", limits.max_pages_per_partition))))
 }
 
 /// A guest answer the host refuses, reported as the connector's system error.
@@ -324,10 +236,7 @@ struct TokenGuard(HashSet<u64>);
 impl TokenGuard {
     fn check(&mut self, token: &str) -> Result<(), CallError> {
         if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(token) {
-            return Err(contract(format!(
-                "next token is not valid JSON ({e}): {}",
-                protocol::preview(token)
-            )));
+            return Err(contract(format!("next token is not valid JSON ({e}): {}", protocol::preview(token))));
         }
         let mut h = std::collections::hash_map::DefaultHasher::new();
         token.hash(&mut h);
@@ -341,35 +250,28 @@ impl TokenGuard {
     }
 }
 
-/// Raises a partition's cursor start to the saved cursor for its key.
-fn raise_start(partition: &mut Partition, cursor: &StreamCursor) {
+/// Raises an open-ended partition's cursor start to the saved cursor for its key.
+pub fn raise_start(partition: &mut Partition, cursor: &StreamCursor) {
     let key: Value = serde_json::from_str(&partition.key).unwrap_or(Value::Null);
     let Some(saved) = cursor.start_for(&key) else { return };
-    let range = partition
-        .cursor_range
-        .get_or_insert(CursorRange { start: None, end: None });
-    let keep_guest = range
-        .start
-        .as_ref()
-        .is_some_and(|s| state::compare(&cursor_to_json(s), saved) == Ordering::Greater);
+    let range = partition.cursor_range.get_or_insert(CursorRange { start: None, end: None });
+    let keep_guest =
+        range.start.as_ref().is_some_and(|s| state::compare(&cursor_to_json(s), saved) == Ordering::Greater);
     if !keep_guest {
         range.start = json_to_cursor(saved);
     }
 }
 
-fn cursor_to_json(v: &CursorValue) -> Value {
+pub fn cursor_to_json(v: &CursorValue) -> Value {
     match v {
         CursorValue::Integer(i) => Value::from(*i),
         CursorValue::Datetime(s) | CursorValue::Text(s) => Value::from(s.as_str()),
     }
 }
 
-fn json_to_cursor(v: &Value) -> Option<CursorValue> {
+pub fn json_to_cursor(v: &Value) -> Option<CursorValue> {
     match v {
-        Value::Number(n) => n
-            .as_i64()
-            .map(CursorValue::Integer)
-            .or_else(|| Some(CursorValue::Text(n.to_string()))),
+        Value::Number(n) => n.as_i64().map(CursorValue::Integer).or_else(|| Some(CursorValue::Text(n.to_string()))),
         Value::String(s) if state::parse_datetime(s).is_some() => Some(CursorValue::Datetime(s.clone())),
         Value::String(s) => Some(CursorValue::Text(s.clone())),
         _ => None,
@@ -394,16 +296,9 @@ mod tests {
         let field = vec!["updated_at".to_string()];
         let mut cursor = StreamCursor::new("s", field, None).unwrap();
         cursor.complete(&serde_json::json!({"a": 1}), Some(Value::from("2024-01-05T00:00:00Z")));
-        let mut p = Partition {
-            stream: "s".into(),
-            key: r#"{"a":1}"#.into(),
-            cursor_range: None,
-        };
+        let mut p = Partition { stream: "s".into(), key: r#"{"a":1}"#.into(), cursor_range: None };
         raise_start(&mut p, &cursor);
-        assert_eq!(
-            p.cursor_range.unwrap().start,
-            Some(CursorValue::Datetime("2024-01-05T00:00:00Z".into()))
-        );
+        assert_eq!(p.cursor_range.unwrap().start, Some(CursorValue::Datetime("2024-01-05T00:00:00Z".into())));
         // A guest start later than the saved cursor wins.
         let mut p = Partition {
             stream: "s".into(),
@@ -414,9 +309,6 @@ mod tests {
             }),
         };
         raise_start(&mut p, &cursor);
-        assert_eq!(
-            p.cursor_range.unwrap().start,
-            Some(CursorValue::Datetime("2025-01-01T00:00:00Z".into()))
-        );
+        assert_eq!(p.cursor_range.unwrap().start, Some(CursorValue::Datetime("2025-01-01T00:00:00Z".into())));
     }
 }

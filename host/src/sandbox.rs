@@ -37,32 +37,16 @@ impl GuestState {
         let stdout = Capture::default();
         let stderr = Capture::default();
         // Deny by default: nothing is granted beyond clocks, randomness and captured stdio.
-        let wasi = WasiCtxBuilder::new()
-            .stdout(stdout.clone())
-            .stderr(stderr.clone())
-            .build();
-        GuestState {
-            wasi,
-            table: ResourceTable::new(),
-            egress,
-            logs: Vec::new(),
-            stdout,
-            stderr,
-        }
+        let wasi = WasiCtxBuilder::new().stdout(stdout.clone()).stderr(stderr.clone()).build();
+        GuestState { wasi, table: ResourceTable::new(), egress, logs: Vec::new(), stdout, stderr }
     }
 
     /// Everything the guest said since the last call, oldest first within each source.
     pub fn take_logs(&mut self) -> Vec<GuestLog> {
         let mut logs = std::mem::take(&mut self.logs);
-        for (capture, level, name) in [
-            (&self.stdout, Level::Info, "stdout"),
-            (&self.stderr, Level::Warn, "stderr"),
-        ] {
+        for (capture, level, name) in [(&self.stdout, Level::Info, "stdout"), (&self.stderr, Level::Warn, "stderr")] {
             for line in capture.take_lines() {
-                logs.push(GuestLog {
-                    level,
-                    message: format!("[{name}] {line}"),
-                });
+                logs.push(GuestLog { level, message: format!("[{name}] {line}") });
             }
         }
         logs
@@ -71,10 +55,7 @@ impl GuestState {
 
 impl WasiView for GuestState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
     }
 }
 
@@ -85,10 +66,7 @@ impl bindings::sluice::connector::http::Host for GuestState {
         let egress = self.egress.clone();
         let result = egress.send(req).await;
         if let Err(HttpError::Denied(why)) = &result {
-            self.logs.push(GuestLog {
-                level: Level::Warn,
-                message: format!("request denied: {why}"),
-            });
+            self.logs.push(GuestLog { level: Level::Warn, message: format!("request denied: {why}") });
         }
         result
     }
@@ -120,11 +98,8 @@ struct CaptureBuf {
 impl Capture {
     fn take_lines(&self) -> Vec<String> {
         let mut buf = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let mut lines: Vec<String> = String::from_utf8_lossy(&buf.bytes)
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(str::to_owned)
-            .collect();
+        let mut lines: Vec<String> =
+            String::from_utf8_lossy(&buf.bytes).lines().filter(|l| !l.trim().is_empty()).map(str::to_owned).collect();
         if buf.dropped > 0 {
             lines.push(format!("({} more bytes of output dropped)", buf.dropped));
         }

@@ -10,7 +10,7 @@ use sluice_host::cli::Cli;
 use sluice_host::connector::Connector;
 use sluice_host::egress::{Egress, EgressPolicy, HttpOptions};
 use sluice_host::engine::Engine;
-use sluice_host::protocol::{self, Output};
+use sluice_host::protocol::{self, Format, Output};
 use sluice_tests::demo_api::{DemoApi, DemoApiConfig};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,30 +24,14 @@ const INSTANCES: usize = 200;
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     let plugin = root.join("target/plugins/demo-source.wasm");
-    assert!(
-        plugin.exists(),
-        "{} is missing: run `just build-plugins` (`just bench` does)",
-        plugin.display()
-    );
+    assert!(plugin.exists(), "{} is missing: run `just build-plugins` (`just bench` does)", plugin.display());
     let cache = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
 
-    let api = DemoApi::start_background(DemoApiConfig {
-        records: RECORDS,
-        accounts: 5,
-        ..Default::default()
-    })
-    .unwrap();
+    let api = DemoApi::start_background(DemoApiConfig { records: RECORDS, accounts: 5, ..Default::default() }).unwrap();
     let config = work.path().join("config.json");
-    std::fs::write(
-        &config,
-        format!(r#"{{"base_url": "{}", "page_size": {PAGE_SIZE}}}"#, api.base_url()),
-    )
-    .unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    std::fs::write(&config, format!(r#"{{"base_url": "{}", "page_size": {PAGE_SIZE}}}"#, api.base_url())).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
 
     println!(
         "benchmark: stream `items`, {RECORDS} records in pages of {PAGE_SIZE}, demo API on loopback, {ROUNDS} rounds"
@@ -65,25 +49,12 @@ fn main() {
     let host = median(&mut host_times);
     let native = median(&mut native_times);
     let rate = |d: Duration| RECORDS as f64 / d.as_secs_f64();
-    println!(
-        "{:<28} {:>12.0} records/s  (median {:.1} ms)",
-        "host + demo connector",
-        rate(host),
-        ms(host)
-    );
-    println!(
-        "{:<28} {:>12.0} records/s  (median {:.1} ms)",
-        "native reader",
-        rate(native),
-        ms(native)
-    );
+    println!("{:<28} {:>12.0} records/s  (median {:.1} ms)", "host + demo connector", rate(host), ms(host));
+    println!("{:<28} {:>12.0} records/s  (median {:.1} ms)", "native reader", rate(native), ms(native));
     println!("ratio host/native: {:.2}x", native.as_secs_f64() / host.as_secs_f64());
 
     let instantiate = runtime.block_on(instantiation(&plugin, cache.path()));
-    println!(
-        "per-partition instantiation: median {:.1} µs over {INSTANCES}",
-        instantiate.as_secs_f64() * 1e6
-    );
+    println!("per-partition instantiation: median {:.1} µs over {INSTANCES}", instantiate.as_secs_f64() * 1e6);
 }
 
 fn ms(d: Duration) -> f64 {
@@ -114,11 +85,7 @@ async fn host_read(plugin: &Path, config: &Path, api: &DemoApi, cache: &Path) ->
     let started = Instant::now();
     let code = sluice_host::commands::execute(cli, Box::new(std::io::sink())).await;
     let elapsed = started.elapsed();
-    assert_eq!(
-        format!("{code:?}"),
-        format!("{:?}", std::process::ExitCode::SUCCESS),
-        "host run failed"
-    );
+    assert_eq!(format!("{code:?}"), format!("{:?}", std::process::ExitCode::SUCCESS), "host run failed");
     elapsed
 }
 
@@ -130,38 +97,24 @@ struct ItemsPage {
 
 /// What a hand-written Rust reader does: same client, same checks, same writer.
 async fn native_read(base_url: &str) -> Duration {
-    let client = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .no_proxy()
-        .build()
-        .unwrap();
-    let (out, writer) = Output::spawn(Box::new(std::io::sink()));
+    let client = reqwest::Client::builder().connect_timeout(Duration::from_secs(10)).no_proxy().build().unwrap();
+    let (out, writer) = Output::spawn(Format::Airbyte, Box::new(std::io::sink()));
     let started = Instant::now();
     let stream_json = serde_json::to_string("items").unwrap();
     let mut cursor: Option<String> = None;
     let mut records = 0;
     for _ in 0..=RECORDS / PAGE_SIZE + 1 {
-        let mut request = client
-            .get(format!("{base_url}/items"))
-            .query(&[("limit", PAGE_SIZE.to_string())]);
+        let mut request = client.get(format!("{base_url}/items")).query(&[("limit", PAGE_SIZE.to_string())]);
         if let Some(c) = &cursor {
             request = request.query(&[("cursor", c)]);
         }
-        let body = request
-            .send()
-            .await
-            .unwrap()
-            .error_for_status()
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
+        let body = request.send().await.unwrap().error_for_status().unwrap().bytes().await.unwrap();
         let page: ItemsPage = serde_json::from_slice(&body).unwrap();
         let emitted_at = protocol::now_ms();
         let mut lines = Vec::with_capacity(body.len() * 2);
         for record in &page.data {
             let checked = protocol::checked_record(record.get(), 16 << 20).unwrap();
-            protocol::push_record(&mut lines, &stream_json, &checked, emitted_at);
+            protocol::airbyte::push_record(&mut lines, &stream_json, &checked, emitted_at);
         }
         records += page.data.len() as u64;
         out.lines(lines).await.unwrap();
@@ -181,11 +134,7 @@ async fn instantiation(plugin: &PathBuf, cache: &Path) -> Duration {
     let engine = Engine::new(cache.to_path_buf()).unwrap();
     let plugin = Arc::new(engine.load(plugin).unwrap());
     let egress = Arc::new(Egress::new(EgressPolicy::default(), HttpOptions::default()).unwrap());
-    let connector = Connector {
-        plugin,
-        config: "{}".into(),
-        egress,
-    };
+    let connector = Connector { plugin, config: "{}".into(), egress };
     let mut times = Vec::with_capacity(INSTANCES);
     for _ in 0..INSTANCES {
         let started = Instant::now();

@@ -26,10 +26,7 @@ fn check_succeeds_against_the_api() {
         .arg(host_port(&api))
         .run();
     assert!(run.success(), "{}", run.stderr());
-    assert_eq!(
-        run.of_type("CONNECTION_STATUS")[0]["connectionStatus"],
-        json!({"status": "SUCCEEDED"})
-    );
+    assert_eq!(run.of_type("CONNECTION_STATUS")[0]["connectionStatus"], json!({"status": "SUCCEEDED"}));
     assert!(api.stats().requests >= 1, "check must reach the API");
 }
 
@@ -79,20 +76,14 @@ fn discover_lists_streams_with_keys_and_cursors() {
         .arg(files.json("config.json", &demo_config(&api, 10)))
         .run();
     assert!(run.success(), "{}", run.stderr());
-    let streams = run.of_type("CATALOG")[0]["catalog"]["streams"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let streams = run.of_type("CATALOG")[0]["catalog"]["streams"].as_array().unwrap().clone();
     let names: Vec<&str> = streams.iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["items", "accounts", "account_items"]);
     for s in &streams {
         assert_eq!(s["source_defined_primary_key"], json!([["id"]]));
         assert_eq!(s["json_schema"]["type"], "object");
     }
-    assert_eq!(
-        streams[2]["supported_sync_modes"],
-        json!(["full_refresh", "incremental"])
-    );
+    assert_eq!(streams[2]["supported_sync_modes"], json!(["full_refresh", "incremental"]));
     assert_eq!(streams[2]["default_cursor_field"], json!(["updated_at"]));
     assert_eq!(streams[0]["supported_sync_modes"], json!(["full_refresh"]));
 }
@@ -103,39 +94,22 @@ fn second_load_uses_the_compiled_cache() {
     let first = host(&["spec"]).arg(plugin("demo-source")).cache_dir(cache.path()).run();
     assert!(first.success(), "{}", first.stderr());
     assert!(first.logs()[0].contains("compiled in"), "{:?}", first.logs());
-    let cached: Vec<_> = std::fs::read_dir(cache.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let cached: Vec<_> = std::fs::read_dir(cache.path()).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(cached.len(), 1, "one compiled component: {cached:?}");
     assert!(cached[0].extension().is_some_and(|e| e == "cwasm"));
     let modified = std::fs::metadata(&cached[0]).unwrap().modified().unwrap();
 
     let second = host(&["spec"]).arg(plugin("demo-source")).cache_dir(cache.path()).run();
     assert!(second.success());
-    assert!(
-        second.logs()[0].contains("loaded compiled code from cache"),
-        "{:?}",
-        second.logs()
-    );
-    assert_eq!(
-        std::fs::metadata(&cached[0]).unwrap().modified().unwrap(),
-        modified,
-        "not rewritten"
-    );
+    assert!(second.logs()[0].contains("loaded compiled code from cache"), "{:?}", second.logs());
+    assert_eq!(std::fs::metadata(&cached[0]).unwrap().modified().unwrap(), modified, "not rewritten");
     assert_eq!(second.of_type("SPEC"), first.of_type("SPEC"));
 }
 
 #[test]
 fn a_damaged_cache_entry_is_rebuilt() {
     let cache = tempfile::tempdir().unwrap();
-    assert!(
-        host(&["spec"])
-            .arg(plugin("demo-source"))
-            .cache_dir(cache.path())
-            .run()
-            .success()
-    );
+    assert!(host(&["spec"]).arg(plugin("demo-source")).cache_dir(cache.path()).run().success());
     let entry = std::fs::read_dir(cache.path()).unwrap().next().unwrap().unwrap().path();
     std::fs::write(&entry, b"garbage").unwrap();
     let run = host(&["spec"]).arg(plugin("demo-source")).cache_dir(cache.path()).run();

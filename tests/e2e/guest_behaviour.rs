@@ -6,11 +6,7 @@ use serde_json::{Value, json};
 
 fn run_mode(config: Value) -> HostRun {
     let files = Files::new();
-    host(&["run"])
-        .arg(plugin("test-connector"))
-        .arg("--config")
-        .arg(files.json("config.json", &config))
-        .run()
+    host(&["run"]).arg(plugin("test-connector")).arg("--config").arg(files.json("config.json", &config)).run()
 }
 
 #[test]
@@ -31,9 +27,7 @@ fn guest_output_and_logs_become_log_messages() {
     assert!(run.success());
     let logs = run.of_type("LOG");
     let find = |text: &str| {
-        logs.iter()
-            .find(|l| l["log"]["message"].as_str().unwrap().contains(text))
-            .map(|l| l["log"]["level"].clone())
+        logs.iter().find(|l| l["log"]["message"].as_str().unwrap().contains(text)).map(|l| l["log"]["level"].clone())
     };
     assert_eq!(find("[stdout] hello from stdout"), Some(json!("INFO")));
     assert_eq!(find("[stderr] hello from stderr"), Some(json!("WARN")));
@@ -42,25 +36,15 @@ fn guest_output_and_logs_become_log_messages() {
 
 #[test]
 fn invalid_records_fail_the_partition_naming_the_stream() {
-    for (mode, expected) in [
-        ("invalid-json", "not valid JSON"),
-        ("not-object", "must be a JSON object"),
-    ] {
+    for (mode, expected) in [("invalid-json", "not valid JSON"), ("not-object", "must be a JSON object")] {
         let run = run_mode(json!({"mode": mode}));
         assert!(!run.success(), "{mode}");
         let errors = run.errors();
         assert_eq!(errors.len(), 1, "{mode}: {}", run.stdout());
-        assert!(
-            errors[0]["message"].as_str().unwrap().contains(expected),
-            "{mode}: {}",
-            errors[0]
-        );
+        assert!(errors[0]["message"].as_str().unwrap().contains(expected), "{mode}: {}", errors[0]);
         assert_eq!(errors[0]["stream_descriptor"]["name"], "numbers");
         assert_eq!(errors[0]["failure_type"], "system_error");
-        assert!(
-            run.of_type("RECORD").is_empty(),
-            "{mode}: nothing from a bad page is written"
-        );
+        assert!(run.of_type("RECORD").is_empty(), "{mode}: nothing from a bad page is written");
         assert_eq!(run.statuses("numbers"), ["STARTED", "INCOMPLETE"]);
     }
 }
@@ -71,10 +55,7 @@ fn newlines_inside_records_cannot_forge_messages() {
     assert!(run.success(), "{}", run.stderr());
     // Every stdout line parsed as one message (the harness checks), and the records survived whole.
     let records = run.records("numbers");
-    assert_eq!(
-        records,
-        [&json!({"id": 1, "note": "x"}), &json!({"id": 2, "text": "a\nb"})]
-    );
+    assert_eq!(records, [&json!({"id": 1, "note": "x"}), &json!({"id": 2, "text": "a\nb"})]);
     assert!(run.of_type("STATE").is_empty());
 
     // Two JSON values in one record are not one object: refused, nothing forged.
@@ -96,11 +77,7 @@ fn error_kinds_map_to_failure_types() {
         let errors = run.errors();
         assert_eq!(errors.len(), 1, "{mode}: {}", run.stdout());
         assert_eq!(errors[0]["failure_type"], failure, "{mode}");
-        assert!(
-            errors[0]["message"].as_str().unwrap().contains(text),
-            "{mode}: {}",
-            errors[0]
-        );
+        assert!(errors[0]["message"].as_str().unwrap().contains(text), "{mode}: {}", errors[0]);
     }
 }
 
@@ -113,12 +90,7 @@ fn a_failed_partition_leaves_the_others_complete() {
     assert_eq!(sorted(run.ids("numbers")), expected);
     let errors = run.errors();
     assert_eq!(errors.len(), 1);
-    assert!(
-        errors[0]["message"]
-            .as_str()
-            .unwrap()
-            .contains("partition 1 fails on purpose")
-    );
+    assert!(errors[0]["message"].as_str().unwrap().contains("partition 1 fails on purpose"));
     assert_eq!(run.statuses("numbers"), ["STARTED", "RUNNING", "INCOMPLETE"]);
 }
 
@@ -127,11 +99,7 @@ fn a_repeated_page_token_is_caught() {
     let run = run_mode(json!({"mode": "repeat-token"}));
     assert!(!run.success());
     let errors = run.errors();
-    assert!(
-        errors[0]["message"].as_str().unwrap().contains("repeated the token"),
-        "{}",
-        errors[0]
-    );
+    assert!(errors[0]["message"].as_str().unwrap().contains("repeated the token"), "{}", errors[0]);
     // Two pages were read before the repeat was seen.
     assert_eq!(run.ids("numbers"), [0, 1]);
 }

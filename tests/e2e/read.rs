@@ -9,11 +9,7 @@ const RECORDS: u64 = 250;
 const ACCOUNTS: u64 = 4;
 
 fn api(records: u64) -> DemoApi {
-    demo_api(DemoApiConfig {
-        records,
-        accounts: ACCOUNTS,
-        ..Default::default()
-    })
+    demo_api(DemoApiConfig { records, accounts: ACCOUNTS, ..Default::default() })
 }
 
 fn run_all(api: &DemoApi, files: &Files, page_size: u64) -> HostRun {
@@ -34,16 +30,8 @@ fn every_stream_gives_exact_records_at_several_page_sizes() {
         let run = run_all(&api, &files, page_size);
         assert!(run.success(), "page size {page_size}: {}", run.stderr());
         let all: Vec<u64> = (1..=RECORDS).collect();
-        assert_eq!(
-            run.ids("items"),
-            all,
-            "items in order, none missing or repeated (page size {page_size})"
-        );
-        assert_eq!(
-            run.ids("accounts"),
-            (1..=ACCOUNTS).collect::<Vec<_>>(),
-            "page size {page_size}"
-        );
+        assert_eq!(run.ids("items"), all, "items in order, none missing or repeated (page size {page_size})");
+        assert_eq!(run.ids("accounts"), (1..=ACCOUNTS).collect::<Vec<_>>(), "page size {page_size}");
         assert_eq!(sorted(run.ids("account_items")), all, "page size {page_size}");
         for stream in ["items", "accounts", "account_items"] {
             assert_eq!(run.statuses(stream), ["STARTED", "RUNNING", "COMPLETE"], "{stream}");
@@ -79,10 +67,7 @@ fn read_follows_the_catalog() {
         .arg("--config")
         .arg(files.json("config.json", &demo_config(&api, 40)))
         .arg("--catalog")
-        .arg(files.json(
-            "catalog.json",
-            &catalog(&[("accounts", "full_refresh"), ("account_items", "incremental")]),
-        ))
+        .arg(files.json("catalog.json", &catalog(&[("accounts", "full_refresh"), ("account_items", "incremental")])))
         .arg("--allow-host")
         .arg(host_port(&api))
         .run();
@@ -138,12 +123,7 @@ fn incremental_second_run_emits_only_newer_records() {
             .arg(host_port(&second_api))
             .run();
         assert!(second.success(), "{}", second.stderr());
-        assert_eq!(
-            sorted(second.ids("account_items")),
-            (101..=150).collect::<Vec<_>>(),
-            "state {}",
-            state.display()
-        );
+        assert_eq!(sorted(second.ids("account_items")), (101..=150).collect::<Vec<_>>(), "state {}", state.display());
     }
 }
 
@@ -190,23 +170,14 @@ fn injected_errors_are_retried_to_exact_counts() {
     assert!(stats.errors_injected > 5, "errors were injected: {stats:?}");
     assert_eq!(stats.errors_injected, stats.requests / 3, "every third request failed");
     // 13 pages of items, 1 of accounts, 1 account listing and 4 pages for each of 4 accounts.
-    assert_eq!(
-        stats.requests - stats.errors_injected,
-        13 + 1 + 1 + 4 * 4,
-        "each failure retried once, nothing more"
-    );
+    assert_eq!(stats.requests - stats.errors_injected, 13 + 1 + 1 + 4 * 4, "each failure retried once, nothing more");
 }
 
 #[test]
 fn retry_after_is_honoured() {
     // Every second request fails: the second with 429 and Retry-After: 1, so the run cannot finish sooner.
-    let api = demo_api(DemoApiConfig {
-        records: 5,
-        accounts: 1,
-        error_every: 2,
-        retry_after_secs: 1,
-        ..Default::default()
-    });
+    let api =
+        demo_api(DemoApiConfig { records: 5, accounts: 1, error_every: 2, retry_after_secs: 1, ..Default::default() });
     let files = Files::new();
     let started = Instant::now();
     let run = host(&["run", "--streams", "items", "--http-backoff-ms", "1"])
@@ -226,29 +197,16 @@ fn retry_after_is_honoured() {
 #[test]
 fn exhausted_retries_fail_the_partition_and_the_exit_code() {
     // Every request fails: retries run out and the stream ends INCOMPLETE with a TRACE error.
-    let api = demo_api(DemoApiConfig {
-        records: 5,
-        accounts: 1,
-        error_every: 1,
-        retry_after_secs: 0,
-        ..Default::default()
-    });
+    let api =
+        demo_api(DemoApiConfig { records: 5, accounts: 1, error_every: 1, retry_after_secs: 0, ..Default::default() });
     let files = Files::new();
-    let run = host(&[
-        "run",
-        "--streams",
-        "items",
-        "--http-backoff-ms",
-        "1",
-        "--http-max-attempts",
-        "3",
-    ])
-    .arg(plugin("demo-source"))
-    .arg("--config")
-    .arg(files.json("config.json", &demo_config(&api, 2)))
-    .arg("--allow-host")
-    .arg(host_port(&api))
-    .run();
+    let run = host(&["run", "--streams", "items", "--http-backoff-ms", "1", "--http-max-attempts", "3"])
+        .arg(plugin("demo-source"))
+        .arg("--config")
+        .arg(files.json("config.json", &demo_config(&api, 2)))
+        .arg("--allow-host")
+        .arg(host_port(&api))
+        .run();
     assert!(!run.success());
     assert_eq!(api.stats().requests, 3, "three attempts, then give up");
     let errors = run.errors();
@@ -277,20 +235,11 @@ fn a_host_not_granted_is_denied_without_a_request() {
     let errors = run.errors();
     assert_eq!(errors.len(), 1, "{}", run.stdout());
     let message = errors[0]["message"].as_str().unwrap();
-    assert!(
-        message.contains("denied") && message.contains(&format!("--allow-host {}", host_port(&api))),
-        "{message}"
-    );
+    assert!(message.contains("denied") && message.contains(&format!("--allow-host {}", host_port(&api))), "{message}");
     assert_eq!(errors[0]["failure_type"], "config_error");
     let logs = run.logs();
-    assert!(
-        logs.iter().any(|l| l.contains("which is not granted")),
-        "a warning before reading: {logs:?}"
-    );
-    assert!(
-        logs.iter().any(|l| l.starts_with("request denied")),
-        "a LOG line per denial: {logs:?}"
-    );
+    assert!(logs.iter().any(|l| l.contains("which is not granted")), "a warning before reading: {logs:?}");
+    assert!(logs.iter().any(|l| l.starts_with("request denied")), "a LOG line per denial: {logs:?}");
 }
 
 #[test]
@@ -306,8 +255,7 @@ fn unknown_streams_are_named() {
         .run();
     assert!(!run.success());
     assert!(
-        run.stderr()
-            .contains("no stream \"nope\" (it offers: items, accounts, account_items)"),
+        run.stderr().contains("no stream \"nope\" (it offers: items, accounts, account_items)"),
         "{}",
         run.stderr()
     );
@@ -337,11 +285,7 @@ fn malformed_state_is_refused_clearly() {
             .arg(host_port(&api))
             .run();
         assert!(!run.success(), "{name}");
-        let messages: Vec<String> = run
-            .errors()
-            .iter()
-            .map(|e| e["message"].as_str().unwrap().to_string())
-            .collect();
+        let messages: Vec<String> = run.errors().iter().map(|e| e["message"].as_str().unwrap().to_string()).collect();
         assert!(messages.iter().any(|m| m.contains(expected)), "{name}: {messages:?}");
         assert!(run.ids("account_items").is_empty(), "{name}: no silent full refresh");
     }

@@ -14,11 +14,7 @@ pub fn workspace_root() -> PathBuf {
 /// A plugin built by `just build-plugins`.
 pub fn plugin(name: &str) -> PathBuf {
     let path = workspace_root().join("target/plugins").join(format!("{name}.wasm"));
-    assert!(
-        path.exists(),
-        "{} is missing: run `just build-plugins` first (`just test` does)",
-        path.display()
-    );
+    assert!(path.exists(), "{} is missing: run `just build-plugins` first (`just test` does)", path.display());
     path
 }
 
@@ -57,10 +53,7 @@ impl HostRun {
     }
     /// Record ids of a stream, in output order.
     pub fn ids(&self, stream: &str) -> Vec<u64> {
-        self.records(stream)
-            .iter()
-            .map(|r| r["id"].as_u64().expect("record has an integer id"))
-            .collect()
+        self.records(stream).iter().map(|r| r["id"].as_u64().expect("record has an integer id")).collect()
     }
     pub fn errors(&self) -> Vec<&Value> {
         self.of_type("TRACE")
@@ -70,10 +63,7 @@ impl HostRun {
             .collect()
     }
     pub fn logs(&self) -> Vec<String> {
-        self.of_type("LOG")
-            .iter()
-            .map(|m| m["log"]["message"].as_str().unwrap().to_string())
-            .collect()
+        self.of_type("LOG").iter().map(|m| m["log"]["message"].as_str().unwrap().to_string()).collect()
     }
     pub fn statuses(&self, stream: &str) -> Vec<String> {
         self.of_type("TRACE")
@@ -102,10 +92,7 @@ pub struct Host {
 }
 
 pub fn host(args: &[&str]) -> Host {
-    Host {
-        args: args.iter().map(|s| s.to_string()).collect(),
-        cache: None,
-    }
+    Host { args: args.iter().map(|s| s.to_string()).collect(), cache: None }
 }
 
 impl Host {
@@ -184,9 +171,6 @@ pub fn sorted(mut v: Vec<u64>) -> Vec<u64> {
 impl Host {
     /// Runs without parsing stdout as protocol messages (for --help and the like).
     pub fn run_raw(self) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_host"))
-            .args(&self.args)
-            .output()
-            .expect("run host")
+        Command::new(env!("CARGO_BIN_EXE_host")).args(&self.args).output().expect("run host")
     }
 }

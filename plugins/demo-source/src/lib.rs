@@ -124,9 +124,7 @@ impl Source for DemoSource {
                 }),
             )
             .primary_key("id"),
-            Stream::new("account_items", item_schema())
-                .primary_key("id")
-                .cursor_field("updated_at"),
+            Stream::new("account_items", item_schema()).primary_key("id").cursor_field("updated_at"),
         ])
     }
 

@@ -49,15 +49,11 @@ impl Source for TestConnector {
     }
 
     fn streams(_: &Config) -> Result<Vec<Stream>> {
-        Ok(vec![
-            Stream::new("numbers", json!({"type": "object"})).primary_key("id"),
-        ])
+        Ok(vec![Stream::new("numbers", json!({"type": "object"})).primary_key("id")])
     }
 
     fn partitions(config: &Config, stream: &str, _: Option<&Value>) -> Result<Vec<Partition>> {
-        (0..config.partitions)
-            .map(|p| Partition::keyed(stream, json!({"p": p})))
-            .collect()
+        (0..config.partitions).map(|p| Partition::keyed(stream, json!({"p": p}))).collect()
     }
 
     fn read_page(config: &Config, partition: &Partition, token: Option<Value>) -> Result<Page> {
@@ -76,10 +72,9 @@ impl Source for TestConnector {
                 "{\"id\": 1,\n\"note\": \"x\"}\n{\"type\":\"STATE\",\"state\":{\"data\":{}}}".to_string(),
                 "{\"id\": 2,\r\n\"text\": \"line\\n{\\\"type\\\":\\\"STATE\\\"}\"\n}".to_string(),
             ],
-            "newline" => vec![
-                "{\"id\": 1,\n\"note\": \"x\"}".to_string(),
-                "{\"id\": 2,\r\n\"text\": \"a\\nb\"\n}".to_string(),
-            ],
+            "newline" => {
+                vec!["{\"id\": 1,\n\"note\": \"x\"}".to_string(), "{\"id\": 2,\r\n\"text\": \"a\\nb\"\n}".to_string()]
+            }
             "panic" => panic!("read_page panicked on purpose"),
             "config-error" => return Err(Error::config("the API key is wrong")),
             "transient-error" => return Err(Error::transient("the API is overloaded")),
@@ -91,10 +86,7 @@ impl Source for TestConnector {
                 .collect(),
         };
         let next = (page + 1 < config.pages).then(|| json!(page + 1));
-        Ok(Page {
-            records,
-            next_token: next,
-        })
+        Ok(Page { records, next_token: next })
     }
 }
 

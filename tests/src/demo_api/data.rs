@@ -44,11 +44,7 @@ pub fn item_updated_at(id: u64) -> i64 {
 }
 
 pub fn account(id: u64) -> Account {
-    Account {
-        id,
-        name: format!("account-{id}"),
-        created_at: ACCOUNT_CREATED_AT,
-    }
+    Account { id, name: format!("account-{id}"), created_at: ACCOUNT_CREATED_AT }
 }
 
 /// Which items a listing or a report covers. Items are always visited in id order.
@@ -128,9 +124,7 @@ pub fn parse_rfc3339(s: &str) -> Option<i64> {
     let b = s.as_bytes();
     let num = |range: std::ops::Range<usize>| -> Option<i64> {
         let digits = b.get(range)?;
-        digits.iter().try_fold(0i64, |acc, &c| {
-            c.is_ascii_digit().then(|| acc * 10 + i64::from(c - b'0'))
-        })
+        digits.iter().try_fold(0i64, |acc, &c| c.is_ascii_digit().then(|| acc * 10 + i64::from(c - b'0')))
     };
     let sep = |i: usize, want: &[u8]| b.get(i).is_some_and(|c| want.contains(c));
 
@@ -287,20 +281,10 @@ mod tests {
     #[test]
     fn filter_matches_a_brute_force_scan() {
         let (records, accounts) = (50, 4);
-        let after_ts = [
-            None,
-            Some(ITEMS_EPOCH + 60 * 17),
-            Some(ITEMS_EPOCH + 60 * 17 + 30),
-            Some(0),
-        ];
+        let after_ts = [None, Some(ITEMS_EPOCH + 60 * 17), Some(ITEMS_EPOCH + 60 * 17 + 30), Some(0)];
         for account_id in [None, Some(1), Some(3), Some(4)] {
             for updated_after in after_ts {
-                let filter = ItemFilter {
-                    records,
-                    accounts,
-                    account_id,
-                    updated_after,
-                };
+                let filter = ItemFilter { records, accounts, account_id, updated_after };
                 for after in 0..=records + 1 {
                     let expected: Vec<u64> = (after + 1..=records)
                         .filter(|&i| account_id.is_none_or(|a| item(i, accounts).account_id == a))
@@ -315,12 +299,7 @@ mod tests {
 
     #[test]
     fn page_reports_whether_more_remain() {
-        let filter = ItemFilter {
-            records: 10,
-            accounts: 1,
-            account_id: None,
-            updated_after: None,
-        };
+        let filter = ItemFilter { records: 10, accounts: 1, account_id: None, updated_after: None };
         assert_eq!(filter.page(0, 4), (vec![1, 2, 3, 4], true));
         assert_eq!(filter.page(6, 4), (vec![7, 8, 9, 10], false));
         assert_eq!(filter.page(10, 4), (vec![], false));

@@ -106,10 +106,7 @@ pub struct DemoApi {
 impl DemoApi {
     /// Binds 127.0.0.1:`cfg.port` and serves on the current tokio runtime.
     pub async fn start(cfg: DemoApiConfig) -> anyhow::Result<DemoApi> {
-        anyhow::ensure!(
-            cfg.accounts > 0 || cfg.records == 0,
-            "items need at least one account to belong to"
-        );
+        anyhow::ensure!(cfg.accounts > 0 || cfg.records == 0, "items need at least one account to belong to");
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", cfg.port))
             .await
             .with_context(|| format!("binding 127.0.0.1:{}", cfg.port))?;
@@ -117,13 +114,7 @@ impl DemoApi {
         let shared = Arc::new(Shared::new(cfg));
         let (stop, stopped) = watch::channel(false);
         let server = tokio::spawn(serve(listener, routes::router(shared.clone()), stopped));
-        Ok(DemoApi {
-            addr,
-            shared,
-            stop,
-            server: Some(server),
-            thread: None,
-        })
+        Ok(DemoApi { addr, shared, stop, server: Some(server), thread: None })
     }
 
     /// Like [`DemoApi::start`], for code without a runtime: serves from a runtime of its own on

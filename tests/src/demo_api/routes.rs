@@ -80,10 +80,7 @@ struct ApiError {
 
 impl ApiError {
     fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
-        ApiError {
-            status,
-            message: message.into(),
-        }
+        ApiError { status, message: message.into() }
     }
 
     fn bad_param(name: &str, value: &str, expected: &str) -> ApiError {
@@ -170,10 +167,7 @@ async fn list_items(
     let after = cursor_param(&q, shared.cfg.records)?;
     let (ids, more) = shared.filter(None, None).page(after, limit);
     let next_cursor = more.then(|| encode_cursor(*ids.last().expect("more implies a last id")));
-    Ok(Json(ItemsPage {
-        data: items(&ids, shared.cfg.accounts),
-        next_cursor,
-    }))
+    Ok(Json(ItemsPage { data: items(&ids, shared.cfg.accounts), next_cursor }))
 }
 
 #[derive(Serialize)]
@@ -193,11 +187,7 @@ async fn list_accounts(
     let per_page = limit_param(&q, "per_page")?;
     let first = (page - 1).saturating_mul(per_page).saturating_add(1);
     let last = first.saturating_add(per_page - 1).min(shared.cfg.accounts);
-    Ok(Json(AccountsPage {
-        data: (first..=last).map(data::account).collect(),
-        page,
-        per_page,
-    }))
+    Ok(Json(AccountsPage { data: (first..=last).map(data::account).collect(), page, per_page }))
 }
 
 #[derive(Serialize)]
@@ -220,9 +210,7 @@ async fn list_account_items(
         .filter(|a| (1..=shared.cfg.accounts).contains(a))
         .ok_or_else(|| ApiError::not_found(format_args!("account {id:?}")))?;
     let updated_after = q.get("updated_after");
-    let after_ts = updated_after
-        .map(|ts| timestamp_param("updated_after", ts))
-        .transpose()?;
+    let after_ts = updated_after.map(|ts| timestamp_param("updated_after", ts)).transpose()?;
     let limit = limit_param(&q, "limit")?;
     let after = cursor_param(&q, shared.cfg.records)?;
 
@@ -235,10 +223,7 @@ async fn list_account_items(
         }
         url + &format!("limit={limit}&cursor={}", encode_cursor(last))
     });
-    Ok(Json(AccountItemsPage {
-        data: items(&ids, shared.cfg.accounts),
-        next,
-    }))
+    Ok(Json(AccountItemsPage { data: items(&ids, shared.cfg.accounts), next }))
 }
 
 /// Percent-encodes a query value (notably `+` of a timestamp offset, which would decode as a
@@ -283,53 +268,27 @@ async fn create_report(State(shared): State<AppState>, body: Bytes) -> ApiResult
     if let Some(a) = request.account_id
         && !(1..=shared.cfg.accounts).contains(&a)
     {
-        return Err(ApiError::bad_param(
-            "account_id",
-            &a.to_string(),
-            "an existing account id",
-        ));
+        return Err(ApiError::bad_param("account_id", &a.to_string(), "an existing account id"));
     }
-    let after_ts = request
-        .updated_after
-        .as_deref()
-        .map(|ts| timestamp_param("updated_after", ts))
-        .transpose()?;
+    let after_ts = request.updated_after.as_deref().map(|ts| timestamp_param("updated_after", ts)).transpose()?;
 
     let id = shared.create_job(shared.filter(request.account_id, after_ts));
-    let view = JobView {
-        id,
-        status: JobStatus::Running.as_str(),
-        download_url: None,
-        error: None,
-    };
+    let view = JobView { id, status: JobStatus::Running.as_str(), download_url: None, error: None };
     Ok((StatusCode::CREATED, Json(view)))
 }
 
 /// `GET /reports/{id}`: polls a job; each poll brings it closer to finishing.
 async fn get_report(State(shared): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<JobView>> {
-    let status = shared
-        .poll_job(&id)
-        .ok_or_else(|| ApiError::not_found(format_args!("report {id:?}")))?;
+    let status = shared.poll_job(&id).ok_or_else(|| ApiError::not_found(format_args!("report {id:?}")))?;
     let download_url = (status == JobStatus::Completed).then(|| format!("/reports/{id}/download"));
-    let error = (status == JobStatus::Failed).then(|| {
-        format!(
-            "report generation failed (every {}th job fails)",
-            shared.cfg.fail_job_every
-        )
-    });
-    Ok(Json(JobView {
-        id,
-        status: status.as_str(),
-        download_url,
-        error,
-    }))
+    let error = (status == JobStatus::Failed)
+        .then(|| format!("report generation failed (every {}th job fails)", shared.cfg.fail_job_every));
+    Ok(Json(JobView { id, status: status.as_str(), download_url, error }))
 }
 
 /// `GET /reports/{id}/download`: the completed report's items as NDJSON.
 async fn download_report(State(shared): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
-    let job = shared
-        .job(&id)
-        .ok_or_else(|| ApiError::not_found(format_args!("report {id:?}")))?;
+    let job = shared.job(&id).ok_or_else(|| ApiError::not_found(format_args!("report {id:?}")))?;
     if job.status != JobStatus::Completed {
         let msg = format!("report {id:?} is {}, not completed", job.status.as_str());
         return Err(ApiError::new(StatusCode::CONFLICT, msg));

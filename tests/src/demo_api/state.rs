@@ -53,10 +53,7 @@ struct Inner {
 
 impl Shared {
     pub fn new(cfg: DemoApiConfig) -> Shared {
-        Shared {
-            cfg,
-            inner: Mutex::default(),
-        }
+        Shared { cfg, inner: Mutex::default() }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -70,12 +67,7 @@ impl Shared {
 
     /// The item filter for a listing or a report.
     pub fn filter(&self, account_id: Option<u64>, updated_after: Option<i64>) -> ItemFilter {
-        ItemFilter {
-            records: self.cfg.records,
-            accounts: self.cfg.accounts,
-            account_id,
-            updated_after,
-        }
+        ItemFilter { records: self.cfg.records, accounts: self.cfg.accounts, account_id, updated_after }
     }
 
     /// Counts a request to `path` and decides whether it gets an injected error: with
@@ -91,11 +83,7 @@ impl Shared {
             return None;
         }
         stats.errors_injected += 1;
-        Some(if (stats.requests / k) % 2 == 1 {
-            InjectedError::TooManyRequests
-        } else {
-            InjectedError::Internal
-        })
+        Some(if (stats.requests / k) % 2 == 1 { InjectedError::TooManyRequests } else { InjectedError::Internal })
     }
 
     /// Creates a running report job and returns its id.
@@ -107,12 +95,7 @@ impl Shared {
         stats.max_jobs_running = stats.max_jobs_running.max(stats.jobs_running);
         let n = stats.jobs_created;
         let k = self.cfg.fail_job_every;
-        let job = Job {
-            filter,
-            status: JobStatus::Running,
-            polls: 0,
-            will_fail: k > 0 && n.is_multiple_of(k),
-        };
+        let job = Job { filter, status: JobStatus::Running, polls: 0, will_fail: k > 0 && n.is_multiple_of(k) };
         let id = format!("job-{n}");
         inner.jobs.insert(id.clone(), job);
         id
@@ -126,11 +109,7 @@ impl Shared {
         if job.status == JobStatus::Running {
             job.polls += 1;
             if job.polls >= self.cfg.job_polls {
-                job.status = if job.will_fail {
-                    JobStatus::Failed
-                } else {
-                    JobStatus::Completed
-                };
+                job.status = if job.will_fail { JobStatus::Failed } else { JobStatus::Completed };
                 stats.jobs_running -= 1;
             }
         }

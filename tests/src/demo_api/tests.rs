@@ -21,10 +21,7 @@ struct Response {
 
 impl Response {
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 
     fn json(&self) -> Value {
@@ -57,22 +54,14 @@ fn parse_response(raw: &[u8]) -> Response {
     let head = std::str::from_utf8(&raw[..split]).expect("ASCII head");
     let mut lines = head.split("\r\n");
     let status_line = lines.next().expect("status line");
-    let status = status_line
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("status code");
+    let status = status_line.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status code");
     let headers: Vec<(String, String)> = lines
         .map(|l| {
             let (n, v) = l.split_once(':').expect("header line");
             (n.trim().to_owned(), v.trim().to_owned())
         })
         .collect();
-    let mut response = Response {
-        status,
-        headers,
-        body: raw[split + 4..].to_vec(),
-    };
+    let mut response = Response { status, headers, body: raw[split + 4..].to_vec() };
     if response.header("transfer-encoding") == Some("chunked") {
         response.body = dechunk(&response.body);
     }
@@ -118,12 +107,7 @@ async fn start(cfg: DemoApiConfig) -> DemoApi {
 }
 
 fn ids(page: &Value) -> Vec<u64> {
-    page["data"]
-        .as_array()
-        .expect("data array")
-        .iter()
-        .map(|r| r["id"].as_u64().expect("id"))
-        .collect()
+    page["data"].as_array().expect("data array").iter().map(|r| r["id"].as_u64().expect("id")).collect()
 }
 
 /// Asserts the ids are exactly `expected`, reporting duplicates and gaps legibly.
@@ -135,12 +119,7 @@ fn assert_exact_ids(got: &[u64], expected: impl IntoIterator<Item = u64>, contex
 
 #[tokio::test]
 async fn items_have_the_documented_shape() {
-    let api = start(DemoApiConfig {
-        records: 12,
-        accounts: 5,
-        ..Default::default()
-    })
-    .await;
+    let api = start(DemoApiConfig { records: 12, accounts: 5, ..Default::default() }).await;
     let page = get_ok(&api, "/items").await;
     assert_eq!(
         page["data"][0],
@@ -153,24 +132,14 @@ async fn items_have_the_documented_shape() {
     assert_eq!(page["next_cursor"], Value::Null);
 
     let accounts = get_ok(&api, "/accounts").await;
-    assert_eq!(
-        accounts["data"][4],
-        json!({"id": 5, "name": "account-5", "created_at": "2023-01-01T00:00:00Z"})
-    );
-    assert_eq!(
-        (accounts["page"].as_u64(), accounts["per_page"].as_u64()),
-        (Some(1), Some(100))
-    );
+    assert_eq!(accounts["data"][4], json!({"id": 5, "name": "account-5", "created_at": "2023-01-01T00:00:00Z"}));
+    assert_eq!((accounts["page"].as_u64(), accounts["per_page"].as_u64()), (Some(1), Some(100)));
 }
 
 #[tokio::test]
 async fn cursor_pages_cover_every_item_exactly_once() {
     let records = 300;
-    let api = start(DemoApiConfig {
-        records,
-        ..Default::default()
-    })
-    .await;
+    let api = start(DemoApiConfig { records, ..Default::default() }).await;
     for limit in [1, 3, 7, 100, 299, 300, 301, 10_000] {
         let mut seen = Vec::new();
         let mut target = format!("/items?limit={limit}");
@@ -184,11 +153,7 @@ async fn cursor_pages_cover_every_item_exactly_once() {
             let Some(cursor) = page["next_cursor"].as_str() else {
                 break;
             };
-            assert_eq!(
-                page_ids.len() as u64,
-                limit,
-                "limit {limit}: only the last page may be short"
-            );
+            assert_eq!(page_ids.len() as u64, limit, "limit {limit}: only the last page may be short");
             target = format!("/items?limit={limit}&cursor={cursor}");
         }
         assert_exact_ids(&seen, 1..=records, &format!("limit {limit}"));
@@ -198,11 +163,7 @@ async fn cursor_pages_cover_every_item_exactly_once() {
 
 #[tokio::test]
 async fn default_limit_is_100() {
-    let api = start(DemoApiConfig {
-        records: 250,
-        ..Default::default()
-    })
-    .await;
+    let api = start(DemoApiConfig { records: 250, ..Default::default() }).await;
     let page = get_ok(&api, "/items").await;
     assert_exact_ids(&ids(&page), 1..=100, "first page");
     let cursor = page["next_cursor"].as_str().unwrap();
@@ -212,20 +173,12 @@ async fn default_limit_is_100() {
 
 #[tokio::test]
 async fn page_numbers_run_out_with_a_short_then_empty_page() {
-    let api = start(DemoApiConfig {
-        records: 10,
-        accounts: 5,
-        ..Default::default()
-    })
-    .await;
+    let api = start(DemoApiConfig { records: 10, accounts: 5, ..Default::default() }).await;
     let expected: [&[u64]; 4] = [&[1, 2], &[3, 4], &[5], &[]];
     for (page, want) in (1..).zip(expected) {
         let body = get_ok(&api, &format!("/accounts?page={page}&per_page=2")).await;
         assert_eq!(ids(&body), want, "page {page}");
-        assert_eq!(
-            (body["page"].as_u64(), body["per_page"].as_u64()),
-            (Some(page), Some(2))
-        );
+        assert_eq!((body["page"].as_u64(), body["per_page"].as_u64()), (Some(page), Some(2)));
     }
     let far = get_ok(&api, &format!("/accounts?page={}&per_page=10000", u64::MAX)).await;
     assert_eq!(ids(&far), Vec::<u64>::new());
@@ -234,12 +187,7 @@ async fn page_numbers_run_out_with_a_short_then_empty_page() {
 #[tokio::test]
 async fn account_items_follow_next_links_to_the_end() {
     let (records, accounts) = (100, 3);
-    let api = start(DemoApiConfig {
-        records,
-        accounts,
-        ..Default::default()
-    })
-    .await;
+    let api = start(DemoApiConfig { records, accounts, ..Default::default() }).await;
     let after = ts(item_updated_at(40));
     // Account 2 owns ids 2, 5, 8, ...; only those updated after item 40 count.
     let expected: Vec<u64> = (41..=records).filter(|i| (i - 1) % accounts + 1 == 2).collect();
@@ -271,11 +219,7 @@ async fn account_items_follow_next_links_to_the_end() {
     assert_exact_ids(&ids(&page), (3..=records).step_by(3), "account 3, unfiltered");
     let page = get_ok(&api, "/accounts/1/items?updated_after=2024-01-01T00:39:59.999Z").await;
     assert_eq!(ids(&page).first(), Some(&40));
-    let page = get_ok(
-        &api,
-        "/accounts/1/items?updated_after=2024-01-01T01:39:00%2B01:00&limit=1",
-    )
-    .await;
+    let page = get_ok(&api, "/accounts/1/items?updated_after=2024-01-01T01:39:00%2B01:00&limit=1").await;
     assert_eq!(ids(&page), [40]);
     let next = page["next"].as_str().unwrap();
     assert_eq!(ids(&get_ok(&api, next).await), [43]);
@@ -283,11 +227,7 @@ async fn account_items_follow_next_links_to_the_end() {
 
 #[tokio::test]
 async fn unknown_accounts_reports_and_paths_are_404_json() {
-    let api = start(DemoApiConfig {
-        accounts: 3,
-        ..Default::default()
-    })
-    .await;
+    let api = start(DemoApiConfig { accounts: 3, ..Default::default() }).await;
     for target in [
         "/accounts/4/items",
         "/accounts/0/items",
@@ -308,12 +248,7 @@ async fn unknown_accounts_reports_and_paths_are_404_json() {
 
 #[tokio::test]
 async fn bad_parameters_are_400_naming_the_parameter() {
-    let api = start(DemoApiConfig {
-        records: 50,
-        accounts: 2,
-        ..Default::default()
-    })
-    .await;
+    let api = start(DemoApiConfig { records: 50, accounts: 2, ..Default::default() }).await;
     let cases = [
         ("/items?limit=0", "limit"),
         ("/items?limit=10001", "limit"),
@@ -351,12 +286,7 @@ async fn bad_parameters_are_400_naming_the_parameter() {
 
 #[tokio::test]
 async fn injected_errors_alternate_429_and_500_on_schedule() {
-    let api = start(DemoApiConfig {
-        error_every: 3,
-        retry_after_secs: 7,
-        ..Default::default()
-    })
-    .await;
+    let api = start(DemoApiConfig { error_every: 3, retry_after_secs: 7, ..Default::default() }).await;
     let mut statuses = Vec::new();
     for n in 1..=12 {
         let response = get(&api, "/items?limit=1").await;
@@ -383,12 +313,7 @@ async fn injected_errors_alternate_429_and_500_on_schedule() {
 
 #[tokio::test]
 async fn injected_errors_change_no_state() {
-    let api = start(DemoApiConfig {
-        error_every: 2,
-        job_polls: 1,
-        ..Default::default()
-    })
-    .await;
+    let api = start(DemoApiConfig { error_every: 2, job_polls: 1, ..Default::default() }).await;
     assert_eq!(post(&api, "/reports", "{}").await.status, 201); // request 1
     assert_eq!(post(&api, "/reports", "{}").await.status, 429); // request 2: no job
     let created = post(&api, "/reports", "{}").await; // request 3
@@ -397,21 +322,12 @@ async fn injected_errors_change_no_state() {
     assert_eq!(get(&api, "/reports/job-1").await.status, 500); // request 4: not a poll
     assert_eq!(get_ok(&api, "/reports/job-1").await["status"], "completed"); // first real poll
     let stats = api.stats();
-    assert_eq!(
-        (stats.jobs_created, stats.jobs_running, stats.errors_injected),
-        (2, 1, 2)
-    );
+    assert_eq!((stats.jobs_created, stats.jobs_running, stats.errors_injected), (2, 1, 2));
 }
 
 #[tokio::test]
 async fn report_jobs_run_complete_fail_and_delete() {
-    let cfg = DemoApiConfig {
-        records: 20,
-        accounts: 4,
-        job_polls: 2,
-        fail_job_every: 2,
-        ..Default::default()
-    };
+    let cfg = DemoApiConfig { records: 20, accounts: 4, job_polls: 2, fail_job_every: 2, ..Default::default() };
     let api = start(cfg).await;
 
     let first = post(&api, "/reports", r#"{"account_id": 3}"#).await;
@@ -420,16 +336,10 @@ async fn report_jobs_run_complete_fail_and_delete() {
     let second = post(&api, "/reports", "").await.json(); // empty body: every item
     assert_eq!(second["id"], "job-2");
     let stats = api.stats();
-    assert_eq!(
-        (stats.jobs_created, stats.jobs_running, stats.max_jobs_running),
-        (2, 2, 2)
-    );
+    assert_eq!((stats.jobs_created, stats.jobs_running, stats.max_jobs_running), (2, 2, 2));
 
     assert_eq!(get(&api, "/reports/job-1/download").await.status, 409);
-    assert_eq!(
-        get_ok(&api, "/reports/job-1").await,
-        json!({"id": "job-1", "status": "running"})
-    );
+    assert_eq!(get_ok(&api, "/reports/job-1").await, json!({"id": "job-1", "status": "running"}));
     assert_eq!(
         get_ok(&api, "/reports/job-1").await,
         json!({"id": "job-1", "status": "completed", "download_url": "/reports/job-1/download"})
@@ -441,15 +351,8 @@ async fn report_jobs_run_complete_fail_and_delete() {
     let download = get(&api, "/reports/job-1/download").await;
     assert_eq!(download.status, 200);
     assert_eq!(download.header("content-type"), Some("application/x-ndjson"));
-    let lines: Vec<Value> = download
-        .text()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(
-        lines.iter().map(|v| v["id"].as_u64().unwrap()).collect::<Vec<_>>(),
-        [3, 7, 11, 15, 19]
-    );
+    let lines: Vec<Value> = download.text().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.iter().map(|v| v["id"].as_u64().unwrap()).collect::<Vec<_>>(), [3, 7, 11, 15, 19]);
     assert_eq!(lines[0], get_ok(&api, "/items?limit=3").await["data"][2]);
 
     // Job 2 is the second job, so with fail_job_every = 2 it fails.
@@ -459,15 +362,10 @@ async fn report_jobs_run_complete_fail_and_delete() {
     assert!(failed["error"].is_string() && failed.get("download_url").is_none());
     assert_eq!(get(&api, "/reports/job-2/download").await.status, 409);
     let stats = api.stats();
-    assert_eq!(
-        (stats.jobs_created, stats.jobs_running, stats.max_jobs_running),
-        (2, 0, 2)
-    );
+    assert_eq!((stats.jobs_created, stats.jobs_running, stats.max_jobs_running), (2, 0, 2));
 
     // Deleting a running job aborts it; deleting twice is a 404.
-    let third = post(&api, "/reports", r#"{"updated_after": "2024-01-01T00:15:00Z"}"#)
-        .await
-        .json();
+    let third = post(&api, "/reports", r#"{"updated_after": "2024-01-01T00:15:00Z"}"#).await.json();
     assert_eq!(api.stats().jobs_running, 1);
     assert_eq!(delete(&api, "/reports/job-3").await.status, 204);
     assert_eq!(third["id"], "job-3");
@@ -486,25 +384,13 @@ async fn report_jobs_run_complete_fail_and_delete() {
 
 #[tokio::test]
 async fn reports_honour_updated_after_and_zero_polls() {
-    let api = start(DemoApiConfig {
-        records: 20,
-        accounts: 4,
-        job_polls: 0,
-        ..Default::default()
-    })
-    .await;
+    let api = start(DemoApiConfig { records: 20, accounts: 4, job_polls: 0, ..Default::default() }).await;
     let body = r#"{"account_id": 2, "updated_after": "2024-01-01T00:10:00Z"}"#;
-    let id = post(&api, "/reports", body).await.json()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = post(&api, "/reports", body).await.json()["id"].as_str().unwrap().to_owned();
     assert_eq!(get_ok(&api, &format!("/reports/{id}")).await["status"], "completed");
     let download = get(&api, &format!("/reports/{id}/download")).await;
-    let got: Vec<u64> = download
-        .text()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["id"].as_u64().unwrap())
-        .collect();
+    let got: Vec<u64> =
+        download.text().lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["id"].as_u64().unwrap()).collect();
     assert_eq!(got, [14, 18]);
 }
 
@@ -514,11 +400,7 @@ async fn counts_concurrent_requests_exactly() {
     let addr = api.addr();
     let tasks: Vec<_> = (0..64)
         .map(|i| {
-            let target = if i % 2 == 0 {
-                "/items?limit=5"
-            } else {
-                "/accounts/1/items"
-            };
+            let target = if i % 2 == 0 { "/items?limit=5" } else { "/accounts/1/items" };
             tokio::spawn(async move { request(addr, "GET", target, "").await.status })
         })
         .collect();
@@ -536,11 +418,7 @@ async fn counts_concurrent_requests_exactly() {
 #[tokio::test]
 async fn latency_delays_everything_but_stats() {
     let latency = Duration::from_millis(300);
-    let api = start(DemoApiConfig {
-        latency_ms: 300,
-        ..Default::default()
-    })
-    .await;
+    let api = start(DemoApiConfig { latency_ms: 300, ..Default::default() }).await;
     let started = Instant::now();
     get_ok(&api, "/items?limit=1").await;
     assert!(started.elapsed() >= latency);
@@ -562,11 +440,7 @@ async fn shutdown_and_wait_stops_listening() {
 fn background_server_serves_sync_callers_and_shuts_down() {
     use std::io::{Read, Write};
 
-    let api = DemoApi::start_background(DemoApiConfig {
-        records: 3,
-        ..Default::default()
-    })
-    .unwrap();
+    let api = DemoApi::start_background(DemoApiConfig { records: 3, ..Default::default() }).unwrap();
     assert_eq!(api.base_url(), format!("http://127.0.0.1:{}", api.addr().port()));
     let addr = api.addr();
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
@@ -588,9 +462,6 @@ fn background_server_serves_sync_callers_and_shuts_down() {
 
 #[tokio::test]
 async fn rejects_items_without_accounts() {
-    let cfg = DemoApiConfig {
-        accounts: 0,
-        ..Default::default()
-    };
+    let cfg = DemoApiConfig { accounts: 0, ..Default::default() };
     assert!(DemoApi::start(cfg).await.is_err());
 }

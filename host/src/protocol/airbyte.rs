@@ -1,0 +1,78 @@
+//! Airbyte protocol messages.
+
+use super::{FailureType, StreamStatus, now_ms};
+use serde_json::{Value, json};
+
+pub fn spec(connection_specification: Value) -> Value {
+    json!({"type": "SPEC", "spec": {"connectionSpecification": connection_specification}})
+}
+
+pub fn connection_status(result: Result<(), String>) -> Value {
+    match result {
+        Ok(()) => json!({"type": "CONNECTION_STATUS", "connectionStatus": {"status": "SUCCEEDED"}}),
+        Err(message) => {
+            json!({"type": "CONNECTION_STATUS", "connectionStatus": {"status": "FAILED", "message": message}})
+        }
+    }
+}
+
+pub fn catalog(streams: Vec<Value>) -> Value {
+    json!({"type": "CATALOG", "catalog": {"streams": streams}})
+}
+
+pub fn log(level: &str, message: &str) -> Value {
+    json!({"type": "LOG", "log": {"level": level, "message": message}})
+}
+
+pub fn trace_error(message: &str, internal: Option<&str>, failure: FailureType, stream: Option<&str>) -> Value {
+    let mut error = json!({"message": message, "failure_type": failure.as_str()});
+    if let Some(internal) = internal {
+        error["internal_message"] = json!(internal);
+    }
+    if let Some(stream) = stream {
+        error["stream_descriptor"] = json!({"name": stream});
+    }
+    json!({"type": "TRACE", "trace": {"type": "ERROR", "emitted_at": now_ms(), "error": error}})
+}
+
+pub fn stream_status(stream: &str, status: StreamStatus) -> Value {
+    let status = match status {
+        StreamStatus::Started => "STARTED",
+        StreamStatus::Running => "RUNNING",
+        StreamStatus::Complete => "COMPLETE",
+        StreamStatus::Incomplete => "INCOMPLETE",
+    };
+    json!({"type": "TRACE", "trace": {"type": "STREAM_STATUS", "emitted_at": now_ms(),
+        "stream_status": {"stream_descriptor": {"name": stream}, "status": status}}})
+}
+
+pub fn stream_state(stream: &str, state: &Value) -> Value {
+    json!({"type": "STATE", "state": {"type": "STREAM",
+        "stream": {"stream_descriptor": {"name": stream}, "stream_state": state}}})
+}
+
+/// Appends one RECORD line. `stream_json` is the stream name already encoded as a JSON string,
+/// and `data` a record that passed [`checked_record`].
+pub fn push_record(buf: &mut Vec<u8>, stream_json: &str, data: &str, emitted_at: u64) {
+    buf.extend_from_slice(b"{\"type\":\"RECORD\",\"record\":{\"stream\":");
+    buf.extend_from_slice(stream_json.as_bytes());
+    buf.extend_from_slice(b",\"data\":");
+    buf.extend_from_slice(data.as_bytes());
+    buf.extend_from_slice(b",\"emitted_at\":");
+    buf.extend_from_slice(emitted_at.to_string().as_bytes());
+    buf.extend_from_slice(b"}}\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_line_is_valid_json() {
+        let mut buf = Vec::new();
+        push_record(&mut buf, "\"items\"", r#"{"id":1}"#, 42);
+        let v: Value = serde_json::from_slice(&buf).unwrap();
+        assert_eq!(v, json!({"type": "RECORD", "record": {"stream": "items", "data": {"id": 1}, "emitted_at": 42}}));
+        assert_eq!(buf.last(), Some(&b'\n'));
+    }
+}

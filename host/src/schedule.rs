@@ -1,0 +1,298 @@
+//! The scheduler: reads all selected streams at once, with a bounded number of partitions in
+//! flight (run-wide, and optionally per stream). Each stream lists its partitions in its own task
+//! while its partitions are read, and owns its cursor state: a partition's STATE is sent only
+//! after the partition's task has sent every one of its records, and both go through the same
+//! ordered channel to the single writer, so no STATE ever claims a record not yet written.
+
+use crate::bindings::Partition;
+use crate::connector::{CallError, Connector};
+use crate::progress::Progress;
+use crate::protocol::{FailureType, Output, OutputClosed, StreamStatus};
+use crate::read::{self, OutputLimits, PartitionDone, SelectedStream, StreamSummary};
+use crate::state::{self, Resume, StreamCursor};
+use serde_json::Value;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+
+/// How much runs at once.
+#[derive(Debug, Clone, Copy)]
+pub struct Concurrency {
+    /// Partitions read at once across the run.
+    pub partitions: usize,
+    /// Partitions read at once within one stream.
+    pub per_stream: Option<usize>,
+}
+
+impl Default for Concurrency {
+    fn default() -> Self {
+        Concurrency { partitions: 8, per_stream: None }
+    }
+}
+
+/// Everything a stream task shares with the others.
+#[derive(Clone)]
+pub struct Shared {
+    pub connector: Arc<Connector>,
+    pub out: Output,
+    pub limits: Arc<OutputLimits>,
+    pub progress: Arc<Progress>,
+    permits: Arc<Semaphore>,
+    concurrency: Concurrency,
+}
+
+/// Reads every selected stream to the end, or as far as it can. Only a closed output stops early.
+pub async fn read_streams(
+    connector: Arc<Connector>,
+    out: Output,
+    limits: OutputLimits,
+    progress: Arc<Progress>,
+    concurrency: Concurrency,
+    streams: Vec<SelectedStream>,
+) -> Result<Vec<StreamSummary>, OutputClosed> {
+    let shared = Shared {
+        connector,
+        out,
+        limits: Arc::new(limits),
+        progress,
+        permits: Arc::new(Semaphore::new(concurrency.partitions.max(1))),
+        concurrency,
+    };
+    let mut tasks = JoinSet::new();
+    for (index, stream) in streams.into_iter().enumerate() {
+        let shared = shared.clone();
+        tasks.spawn(async move { (index, read_stream(shared, stream).await) });
+    }
+    let mut summaries = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        let (index, result) = joined.expect("stream tasks do not panic");
+        summaries.push((index, result?));
+    }
+    summaries.sort_by_key(|(i, _)| *i);
+    Ok(summaries.into_iter().map(|(_, s)| s).collect())
+}
+
+/// What a partition task reports back to its stream.
+struct Finished {
+    partition: Partition,
+    /// The cursor range it was read with, for bounded partitions: `(start, end]`.
+    range: Option<(Option<Value>, Value)>,
+    result: Result<PartitionDone, CallError>,
+}
+
+async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamSummary, OutputClosed> {
+    let out = &shared.out;
+    let name = selected.stream.name.clone();
+    let mut summary = StreamSummary { name: name.clone(), ..Default::default() };
+    out.schema(&selected.stream).await?;
+    out.status(&name, StreamStatus::Started).await?;
+
+    let mut cursor = match &selected.cursor_field {
+        Some(field) => match StreamCursor::new(&name, field.clone(), selected.saved_state.as_ref()) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                summary.failed = true;
+                out.error(&format!("{e:#}"), FailureType::Config, Some(&name)).await?;
+                out.status(&name, StreamStatus::Incomplete).await?;
+                return Ok(summary);
+            }
+        },
+        None => None,
+    };
+    let mut last_state = cursor.as_ref().map(StreamCursor::to_state);
+
+    // The listing runs beside the reads and hands partitions over a bounded channel.
+    let (partition_tx, mut partition_rx) = mpsc::channel::<Partition>(256);
+    let mut lister = Some({
+        let shared = shared.clone();
+        let selected = selected.clone();
+        tokio::spawn(async move {
+            read::list_partitions(&shared.connector, &shared.out, &shared.limits, &selected, partition_tx).await
+        })
+    });
+    let stream_permits = shared.concurrency.per_stream.map(|n| Arc::new(Semaphore::new(n.max(1))));
+    let running = Arc::new(AtomicBool::new(false));
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Result<Finished, OutputClosed>>();
+    let mut listing_open = true;
+    let mut next: Option<(Partition, Option<(Option<Value>, Value)>)> = None;
+    let mut in_flight = 0usize;
+    let mut lowest_start: Option<Option<Value>> = None;
+
+    loop {
+        tokio::select! {
+            biased;
+            Some(finished) = done_rx.recv(), if in_flight > 0 => {
+                in_flight -= 1;
+                let finished = finished?;
+                shared.progress.partition_done(&name);
+                match finished.result {
+                    Ok(done) => {
+                        summary.records += done.records;
+                        if let Some(cursor) = cursor.as_mut() {
+                            match &finished.range {
+                                Some((start, end)) => cursor.complete_range(start.as_ref(), end),
+                                None => {
+                                    let key: Value = serde_json::from_str(&finished.partition.key).unwrap_or(Value::Null);
+                                    cursor.complete(&key, done.max_cursor);
+                                }
+                            }
+                            emit_state(out, &name, cursor, &mut last_state).await?;
+                        }
+                    }
+                    Err(e) => {
+                        summary.failed_partitions += 1;
+                        let message = format!("stream {name}, partition {}: {}", finished.partition.key, e.message());
+                        out.error(&message, e.failure_type(), Some(&name)).await?;
+                    }
+                }
+            }
+            received = partition_rx.recv(), if listing_open && next.is_none() => match received {
+                Some(mut partition) => {
+                    summary.partitions += 1;
+                    shared.progress.partition_listed(&name);
+                    let range = bounded_range(&partition);
+                    if let Some((start, _)) = &range {
+                        track_lowest(&mut lowest_start, start.as_ref());
+                    }
+                    match (cursor.as_ref(), range) {
+                        (Some(cursor), Some((start, end))) => match cursor.resume(start.as_ref(), &end) {
+                            Resume::Skip => {
+                                summary.skipped_partitions += 1;
+                                shared.progress.partition_done(&name);
+                            }
+                            Resume::From(from) => {
+                                set_start(&mut partition, &from);
+                                next = Some((partition, Some((Some(from), end))));
+                            }
+                            Resume::Read => next = Some((partition, Some((start, end)))),
+                        },
+                        (Some(cursor), None) => {
+                            read::raise_start(&mut partition, cursor);
+                            next = Some((partition, None));
+                        }
+                        (None, range) => next = Some((partition, range)),
+                    }
+                }
+                None => {
+                    listing_open = false;
+                    let lister = lister.take().expect("the listing ends once");
+                    match lister.await.expect("the lister does not panic")? {
+                        Ok(()) => {
+                            if let Some(cursor) = cursor.as_mut() {
+                                cursor.listing_complete(lowest_start.clone().flatten().as_ref());
+                            }
+                        }
+                        Err(e) => {
+                            summary.failed = true;
+                            let message = format!("cannot list the partitions of stream {name}: {}", e.message());
+                            out.error(&message, e.failure_type(), Some(&name)).await?;
+                        }
+                    }
+                }
+            },
+            permits = acquire(&shared.permits, stream_permits.as_ref()), if next.is_some() => {
+                let (partition, range) = next.take().expect("guarded by next.is_some()");
+                in_flight += 1;
+                let track = if range.is_none() { cursor.as_ref().map(|c| c.field().to_vec()) } else { None };
+                let task = PartitionTask { shared: shared.clone(), partition, range, track, running: running.clone() };
+                let done_tx = done_tx.clone();
+                tokio::spawn(async move {
+                    let _permits = permits;
+                    let _ = done_tx.send(task.run().await);
+                });
+            }
+            else => break,
+        }
+    }
+    if let Some(cursor) = cursor.as_mut() {
+        emit_state(out, &name, cursor, &mut last_state).await?;
+    }
+    let status = if summary.complete() { StreamStatus::Complete } else { StreamStatus::Incomplete };
+    out.status(&name, status).await?;
+    Ok(summary)
+}
+
+/// Sends the stream's state when it changed since the last one sent.
+async fn emit_state(
+    out: &Output,
+    stream: &str,
+    cursor: &StreamCursor,
+    last: &mut Option<Value>,
+) -> Result<(), OutputClosed> {
+    let state = cursor.to_state();
+    if last.as_ref() != Some(&state) {
+        out.state(stream, state.clone()).await?;
+        *last = Some(state);
+    }
+    Ok(())
+}
+
+/// The permits a partition needs: its stream's (when capped) and the run's.
+async fn acquire(
+    run: &Arc<Semaphore>,
+    stream: Option<&Arc<Semaphore>>,
+) -> (Option<tokio::sync::OwnedSemaphorePermit>, tokio::sync::OwnedSemaphorePermit) {
+    let stream_permit = match stream {
+        Some(s) => Some(s.clone().acquire_owned().await.expect("semaphores are never closed")),
+        None => None,
+    };
+    (stream_permit, run.clone().acquire_owned().await.expect("semaphores are never closed"))
+}
+
+/// `(start, end]` of a partition whose cursor range has an end.
+fn bounded_range(partition: &Partition) -> Option<(Option<Value>, Value)> {
+    let range = partition.cursor_range.as_ref()?;
+    let end = read::cursor_to_json(range.end.as_ref()?);
+    Some((range.start.as_ref().map(read::cursor_to_json), end))
+}
+
+fn set_start(partition: &mut Partition, start: &Value) {
+    if let Some(range) = partition.cursor_range.as_mut() {
+        range.start = read::json_to_cursor(start);
+    }
+}
+
+/// The lowest start among bounded partitions; `Some(None)` once one starts at the beginning.
+fn track_lowest(lowest: &mut Option<Option<Value>>, start: Option<&Value>) {
+    *lowest = match (lowest.take(), start) {
+        (None, s) => Some(s.cloned()),
+        (Some(None), _) | (Some(Some(_)), None) => Some(None),
+        (Some(Some(l)), Some(s)) => {
+            Some(Some(if state::compare(s, &l) == std::cmp::Ordering::Less { s.clone() } else { l }))
+        }
+    };
+}
+
+struct PartitionTask {
+    shared: Shared,
+    partition: Partition,
+    range: Option<(Option<Value>, Value)>,
+    /// Track the largest value of this cursor field (open-ended incremental partitions).
+    track: Option<Vec<String>>,
+    running: Arc<AtomicBool>,
+}
+
+impl PartitionTask {
+    async fn run(self) -> Result<Finished, OutputClosed> {
+        let shared = &self.shared;
+        let name = &self.partition.stream;
+        let running = &self.running;
+        let result = read::read_partition(
+            &shared.connector,
+            &shared.out,
+            &shared.limits,
+            &self.partition,
+            self.track.as_deref(),
+            &shared.progress,
+            async || {
+                if !running.swap(true, Ordering::SeqCst) {
+                    shared.out.status(name, StreamStatus::Running).await?;
+                }
+                Ok(())
+            },
+        )
+        .await?;
+        Ok(Finished { partition: self.partition, range: self.range, result })
+    }
+}
