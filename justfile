@@ -26,8 +26,23 @@ build:
 demo records="1000": build-plugins build
     scripts/demo.sh {{records}} target/release
 
+# Real Singer targets from PyPI, each in its own virtualenv (their pins conflict), for the tests.
+# duckdb is pinned: with newer duckdb, target-duckdb 0.8.0's COPY takes the first row for a header.
+setup-singer-targets:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    for spec in "target-jsonl==0.1.4" "target-duckdb==0.8.0 duckdb==1.0.0"; do
+        name=${spec%%==*}
+        venv=target/singer-targets/$name
+        [[ -x $venv/bin/$name && "$(cat "$venv/.spec" 2>/dev/null)" == "$spec" ]] && continue
+        rm -rf "$venv"
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install --quiet --disable-pip-version-check $spec
+        echo "$spec" > "$venv/.spec"
+    done
+
 # Run every test.
-test: build-plugins
+test: build-plugins setup-singer-targets
     cargo nextest run --workspace --exclude demo-source --exclude test-connector --exclude wrong-version --no-fail-fast
 
 # Benchmarks: the host against a native reader, same run, ratios.

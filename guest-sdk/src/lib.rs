@@ -31,6 +31,7 @@ mod error;
 pub mod http;
 pub mod log;
 pub mod paginate;
+pub mod slice;
 mod types;
 
 pub use error::{Error, Result, ResultExt};

@@ -90,9 +90,19 @@ impl Partition {
         self.cursor_range.get_or_insert_with(CursorRange::default).start = start;
         self
     }
+    /// Sets where the partition ends (inclusive), making it a bounded partition the host can
+    /// checkpoint as a finished range.
+    pub fn ending_at(mut self, end: Option<CursorValue>) -> Self {
+        self.cursor_range.get_or_insert_with(CursorRange::default).end = end;
+        self
+    }
     /// The cursor value to read after, if any: the saved state or the partition's own start.
     pub fn cursor_start(&self) -> Option<&CursorValue> {
         self.cursor_range.as_ref().and_then(|r| r.start.as_ref())
+    }
+    /// Where the partition ends, for bounded partitions such as date windows.
+    pub fn cursor_end(&self) -> Option<&CursorValue> {
+        self.cursor_range.as_ref().and_then(|r| r.end.as_ref())
     }
     /// The key parsed into a type.
     pub fn key_as<T: serde::de::DeserializeOwned>(&self) -> Result<T> {

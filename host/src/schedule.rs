@@ -73,11 +73,14 @@ pub async fn read_streams(
     Ok(summaries.into_iter().map(|(_, s)| s).collect())
 }
 
+/// `(start, end]` of a bounded partition: a cursor range with an end.
+type Bounds = (Option<Value>, Value);
+
 /// What a partition task reports back to its stream.
 struct Finished {
     partition: Partition,
     /// The cursor range it was read with, for bounded partitions: `(start, end]`.
-    range: Option<(Option<Value>, Value)>,
+    range: Option<Bounds>,
     result: Result<PartitionDone, CallError>,
 }
 
@@ -115,7 +118,7 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
     let running = Arc::new(AtomicBool::new(false));
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Result<Finished, OutputClosed>>();
     let mut listing_open = true;
-    let mut next: Option<(Partition, Option<(Option<Value>, Value)>)> = None;
+    let mut next: Option<(Partition, Option<Bounds>)> = None;
     let mut in_flight = 0usize;
     let mut lowest_start: Option<Option<Value>> = None;
 
@@ -241,7 +244,7 @@ async fn acquire(
 }
 
 /// `(start, end]` of a partition whose cursor range has an end.
-fn bounded_range(partition: &Partition) -> Option<(Option<Value>, Value)> {
+fn bounded_range(partition: &Partition) -> Option<Bounds> {
     let range = partition.cursor_range.as_ref()?;
     let end = read::cursor_to_json(range.end.as_ref()?);
     Some((range.start.as_ref().map(read::cursor_to_json), end))
@@ -267,7 +270,7 @@ fn track_lowest(lowest: &mut Option<Option<Value>>, start: Option<&Value>) {
 struct PartitionTask {
     shared: Shared,
     partition: Partition,
-    range: Option<(Option<Value>, Value)>,
+    range: Option<Bounds>,
     /// Track the largest value of this cursor field (open-ended incremental partitions).
     track: Option<Vec<String>>,
     running: Arc<AtomicBool>,

@@ -12,7 +12,7 @@ use sluice_host::egress::{Egress, EgressPolicy, HttpOptions};
 use sluice_host::engine::Engine;
 use sluice_host::protocol::{self, Format, Output};
 use sluice_tests::demo_api::{DemoApi, DemoApiConfig};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -117,7 +117,7 @@ async fn native_read(base_url: &str) -> Duration {
             protocol::airbyte::push_record(&mut lines, &stream_json, &checked, emitted_at);
         }
         records += page.data.len() as u64;
-        out.lines(lines).await.unwrap();
+        out.records(lines).await.unwrap();
         cursor = page.next_cursor;
         if cursor.is_none() {
             break;
@@ -130,7 +130,7 @@ async fn native_read(base_url: &str) -> Duration {
     elapsed
 }
 
-async fn instantiation(plugin: &PathBuf, cache: &Path) -> Duration {
+async fn instantiation(plugin: &Path, cache: &Path) -> Duration {
     let engine = Engine::new(cache.to_path_buf()).unwrap();
     let plugin = Arc::new(engine.load(plugin).unwrap());
     let egress = Arc::new(Egress::new(EgressPolicy::default(), HttpOptions::default()).unwrap());

@@ -6,7 +6,7 @@ use serde_json::json;
 #[test]
 fn spec_describes_the_config() {
     let run = host(&["spec"]).arg(plugin("demo-source")).run();
-    assert!(run.success(), "{}", run.stderr());
+    assert!(run.success(), "{}", run.explain());
     let specs = run.of_type("SPEC");
     assert_eq!(specs.len(), 1);
     let schema = &specs[0]["spec"]["connectionSpecification"];
@@ -25,7 +25,7 @@ fn check_succeeds_against_the_api() {
         .arg("--allow-host")
         .arg(host_port(&api))
         .run();
-    assert!(run.success(), "{}", run.stderr());
+    assert!(run.success(), "{}", run.explain());
     assert_eq!(run.of_type("CONNECTION_STATUS")[0]["connectionStatus"], json!({"status": "SUCCEEDED"}));
     assert!(api.stats().requests >= 1, "check must reach the API");
 }
@@ -75,16 +75,17 @@ fn discover_lists_streams_with_keys_and_cursors() {
         .arg("--config")
         .arg(files.json("config.json", &demo_config(&api, 10)))
         .run();
-    assert!(run.success(), "{}", run.stderr());
+    assert!(run.success(), "{}", run.explain());
     let streams = run.of_type("CATALOG")[0]["catalog"]["streams"].as_array().unwrap().clone();
     let names: Vec<&str> = streams.iter().map(|s| s["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["items", "accounts", "account_items"]);
+    assert_eq!(names, ["items", "accounts", "account_items", "windowed_items"]);
     for s in &streams {
         assert_eq!(s["source_defined_primary_key"], json!([["id"]]));
         assert_eq!(s["json_schema"]["type"], "object");
     }
     assert_eq!(streams[2]["supported_sync_modes"], json!(["full_refresh", "incremental"]));
     assert_eq!(streams[2]["default_cursor_field"], json!(["updated_at"]));
+    assert_eq!(streams[3]["default_cursor_field"], json!(["updated_at"]));
     assert_eq!(streams[0]["supported_sync_modes"], json!(["full_refresh"]));
 }
 
@@ -113,7 +114,7 @@ fn a_damaged_cache_entry_is_rebuilt() {
     let entry = std::fs::read_dir(cache.path()).unwrap().next().unwrap().unwrap().path();
     std::fs::write(&entry, b"garbage").unwrap();
     let run = host(&["spec"]).arg(plugin("demo-source")).cache_dir(cache.path()).run();
-    assert!(run.success(), "{}", run.stderr());
+    assert!(run.success(), "{}", run.explain());
     assert!(run.logs()[0].contains("compiled in"), "{:?}", run.logs());
     assert_eq!(run.of_type("SPEC").len(), 1);
 }

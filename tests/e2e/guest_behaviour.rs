@@ -6,13 +6,17 @@ use serde_json::{Value, json};
 
 fn run_mode(config: Value) -> HostRun {
     let files = Files::new();
-    host(&["run"]).arg(plugin("test-connector")).arg("--config").arg(files.json("config.json", &config)).run()
+    host(&["run", "--streams", "numbers"])
+        .arg(plugin("test-connector"))
+        .arg("--config")
+        .arg(files.json("config.json", &config))
+        .run()
 }
 
 #[test]
 fn pages_and_partitions_are_all_read() {
     let run = run_mode(json!({"partitions": 3, "pages": 4, "per_page": 5}));
-    assert!(run.success(), "{}", run.stderr());
+    assert!(run.success(), "{}", run.explain());
     assert_eq!(sorted(run.ids("numbers")), (0..60).collect::<Vec<_>>());
 }
 
@@ -52,7 +56,7 @@ fn invalid_records_fail_the_partition_naming_the_stream() {
 #[test]
 fn newlines_inside_records_cannot_forge_messages() {
     let run = run_mode(json!({"mode": "newline"}));
-    assert!(run.success(), "{}", run.stderr());
+    assert!(run.success(), "{}", run.explain());
     // Every stdout line parsed as one message (the harness checks), and the records survived whole.
     let records = run.records("numbers");
     assert_eq!(records, [&json!({"id": 1, "note": "x"}), &json!({"id": 2, "text": "a\nb"})]);

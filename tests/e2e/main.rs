@@ -4,5 +4,7 @@
 mod support;
 
 mod commands;
+mod concurrency;
 mod guest_behaviour;
 mod read;
+mod singer;

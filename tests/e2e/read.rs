@@ -71,7 +71,7 @@ fn read_follows_the_catalog() {
         .arg("--allow-host")
         .arg(host_port(&api))
         .run();
-    assert!(run.success(), "{}", run.stderr());
+    assert!(run.success(), "{}", run.explain());
     assert!(run.ids("items").is_empty(), "items were not selected");
     assert_eq!(run.ids("accounts").len() as u64, ACCOUNTS);
     assert_eq!(sorted(run.ids("account_items")), (1..=RECORDS).collect::<Vec<_>>());
@@ -140,7 +140,7 @@ fn a_start_date_limits_the_first_run() {
         .arg("--allow-host")
         .arg(host_port(&api))
         .run();
-    assert!(run.success(), "{}", run.stderr());
+    assert!(run.success(), "{}", run.explain());
     assert_eq!(sorted(run.ids("account_items")), (61..=100).collect::<Vec<_>>());
 }
 
@@ -154,14 +154,14 @@ fn injected_errors_are_retried_to_exact_counts() {
         ..Default::default()
     });
     let files = Files::new();
-    let run = host(&["run", "--http-backoff-ms", "1"])
+    let run = host(&["run", "--streams", "items,accounts,account_items", "--http-backoff-ms", "1"])
         .arg(plugin("demo-source"))
         .arg("--config")
         .arg(files.json("config.json", &demo_config(&api, 20)))
         .arg("--allow-host")
         .arg(host_port(&api))
         .run();
-    assert!(run.success(), "{}", run.stderr());
+    assert!(run.success(), "{}", run.explain());
     let all: Vec<u64> = (1..=RECORDS).collect();
     assert_eq!(run.ids("items"), all);
     assert_eq!(run.ids("accounts"), (1..=ACCOUNTS).collect::<Vec<_>>());
@@ -187,7 +187,7 @@ fn retry_after_is_honoured() {
         .arg("--allow-host")
         .arg(host_port(&api))
         .run();
-    assert!(run.success(), "{}", run.stderr());
+    assert!(run.success(), "{}", run.explain());
     assert_eq!(run.ids("items"), [1, 2, 3, 4, 5]);
     // Requests 2 (429, Retry-After: 1) and 4 (500, backoff) were retried.
     assert_eq!(api.stats().errors_injected, 2);
@@ -255,7 +255,7 @@ fn unknown_streams_are_named() {
         .run();
     assert!(!run.success());
     assert!(
-        run.stderr().contains("no stream \"nope\" (it offers: items, accounts, account_items)"),
+        run.stderr().contains("no stream \"nope\" (it offers: items, accounts, account_items, windowed_items)"),
         "{}",
         run.stderr()
     );

@@ -35,6 +35,10 @@ impl HostRun {
     pub fn success(&self) -> bool {
         self.output.status.success()
     }
+    /// stderr and every TRACE error, for assertion messages.
+    pub fn explain(&self) -> String {
+        format!("stderr: {}\nerrors: {:?}", self.stderr(), self.errors())
+    }
     pub fn stderr(&self) -> String {
         String::from_utf8_lossy(&self.output.stderr).into_owned()
     }
@@ -98,6 +102,10 @@ pub fn host(args: &[&str]) -> Host {
 impl Host {
     pub fn arg(mut self, arg: impl AsRef<std::ffi::OsStr>) -> Self {
         self.args.push(arg.as_ref().to_string_lossy().into_owned());
+        self
+    }
+    pub fn args(mut self, args: impl IntoIterator<Item = String>) -> Self {
+        self.args.extend(args);
         self
     }
     pub fn cache_dir(mut self, dir: &Path) -> Self {

@@ -73,14 +73,20 @@ impl Output {
             .spawn(move || {
                 let mut out = std::io::BufWriter::with_capacity(256 << 10, sink);
                 let mut bookmarks = Map::new();
+                // Singer targets commit the last STATE only if nothing follows it.
+                let mut written_since_state = false;
                 while let Some(event) = rx.blocking_recv() {
                     match event {
-                        Event::Bytes(bytes) => out.write_all(&bytes)?,
+                        Event::Bytes(bytes) => {
+                            written_since_state = true;
+                            out.write_all(&bytes)?
+                        }
                         Event::State { stream, value } => match format {
                             Format::Airbyte => out.write_all(&line(&airbyte::stream_state(&stream, &value)))?,
                             Format::Singer => {
                                 bookmarks.insert(stream, value);
                                 out.write_all(&line(&singer::state(&bookmarks)))?;
+                                written_since_state = false;
                             }
                         },
                         Event::Seed(states) => bookmarks.extend(states),
@@ -93,6 +99,9 @@ impl Output {
                     if rx.is_empty() {
                         out.flush()?;
                     }
+                }
+                if format == Format::Singer && written_since_state && !bookmarks.is_empty() {
+                    out.write_all(&line(&singer::state(&bookmarks)))?;
                 }
                 out.flush()
             })

@@ -3,19 +3,29 @@
 //! Streams:
 //! - `items`: every item, cursor pagination (`next_cursor`);
 //! - `accounts`: page-number pagination, ends on a short page;
-//! - `account_items`: one partition per account, next-URL pagination, incremental on `updated_at`.
+//! - `account_items`: one partition per account, next-URL pagination, incremental on `updated_at`;
+//! - `windowed_items`: every item, sliced into windows of `updated_at` (`window_minutes`) that the
+//!   host reads concurrently and checkpoints window by window.
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use sluice_guest::{CursorValue, Page, Partition, Result, ResultExt, Source, Stream, Value, http, json, paginate};
+use sluice_guest::{
+    CursorValue, Page, Partition, Result, ResultExt, Source, Stream, Value, http, json, paginate, slice,
+};
 
 #[derive(Deserialize)]
 struct Config {
     base_url: String,
     #[serde(default = "default_page_size")]
     page_size: u32,
-    /// Read account items updated after this RFC 3339 date-time only.
+    /// Read items updated after this RFC 3339 date-time only (incremental streams).
     start_date: Option<String>,
+    #[serde(default = "default_window_minutes")]
+    window_minutes: u32,
+}
+
+fn default_window_minutes() -> u32 {
+    60
 }
 
 fn default_page_size() -> u32 {
@@ -48,6 +58,12 @@ struct NumberedPage<T> {
 #[derive(Deserialize)]
 struct Account {
     id: u64,
+}
+
+#[derive(Deserialize)]
+struct Bounds {
+    first_updated_at: Option<String>,
+    last_updated_at: Option<String>,
 }
 
 struct DemoSource;
@@ -91,7 +107,8 @@ impl Source for DemoSource {
             "properties": {
                 "base_url": {"type": "string", "description": "Where the demo API listens, e.g. http://127.0.0.1:8080"},
                 "page_size": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 100},
-                "start_date": {"type": "string", "format": "date-time", "description": "Read account items updated after this time"}
+                "start_date": {"type": "string", "format": "date-time", "description": "Read items updated after this time (incremental streams)"},
+                "window_minutes": {"type": "integer", "minimum": 1, "default": 60, "description": "Width of the windows of windowed_items"}
             }
         })
     }
@@ -103,6 +120,12 @@ impl Source for DemoSource {
     fn check(config: &Config) -> Result<()> {
         if config.page_size == 0 || config.page_size > 10_000 {
             return Err(sluice_guest::Error::config("page_size must be between 1 and 10000"));
+        }
+        if config.window_minutes == 0 {
+            return Err(sluice_guest::Error::config("window_minutes must be at least 1"));
+        }
+        if let Some(start) = &config.start_date {
+            slice::parse_rfc3339(start).context("start_date")?;
         }
         Self::accounts_page(config, 1).context("cannot list accounts")?;
         Ok(())
@@ -125,10 +148,28 @@ impl Source for DemoSource {
             )
             .primary_key("id"),
             Stream::new("account_items", item_schema()).primary_key("id").cursor_field("updated_at"),
+            Stream::new("windowed_items", item_schema()).primary_key("id").cursor_field("updated_at"),
         ])
     }
 
     fn partitions(config: &Config, stream: &str, _state: Option<&Value>) -> Result<Vec<Partition>> {
+        if stream == "windowed_items" {
+            // Windows from the first item (or start_date) to the last; the host skips finished ones.
+            let bounds: Bounds = http::get_json(config.url("/items/bounds")).context("reading item bounds")?;
+            let (Some(first), Some(last)) = (bounds.first_updated_at, bounds.last_updated_at) else {
+                return Ok(Vec::new());
+            };
+            let mut from = slice::parse_rfc3339(&first)? - 1;
+            if let Some(start) = &config.start_date {
+                from = from.max(slice::parse_rfc3339(start)?);
+            }
+            return slice::datetime_windows(
+                stream,
+                from,
+                slice::parse_rfc3339(&last)?,
+                i64::from(config.window_minutes) * 60,
+            );
+        }
         if stream != "account_items" {
             return Ok(vec![Partition::whole(stream)]);
         }
@@ -181,6 +222,20 @@ impl Source for DemoSource {
                 };
                 let answer: NextUrlPage = request.send()?.error_for_status()?.json()?;
                 Ok(Page::from_raw(answer.data).next(paginate::next_cursor(answer.next.as_deref())))
+            }
+            "windowed_items" => {
+                let mut request = http::get(config.url("/items")).query("limit", config.page_size);
+                if let Some(start) = partition.cursor_start() {
+                    request = request.query("updated_after", start.to_query_value());
+                }
+                if let Some(end) = partition.cursor_end() {
+                    request = request.query("updated_until", end.to_query_value());
+                }
+                if let Some(cursor) = paginate::cursor(token.as_ref())? {
+                    request = request.query("cursor", cursor);
+                }
+                let answer: CursorPage = request.send()?.error_for_status()?.json()?;
+                Ok(Page::from_raw(answer.data).next(paginate::next_cursor(answer.next_cursor.as_deref())))
             }
             other => Err(sluice_guest::Error::config(format!("unknown stream {other:?}"))),
         }

@@ -2,7 +2,7 @@
 //! each host test can pair with exactly the misbehaviour it checks.
 
 use serde::Deserialize;
-use sluice_guest::{Error, Page, Partition, Result, Source, Stream, Value, json, log, paginate};
+use sluice_guest::{CursorValue, Error, Page, Partition, Result, Source, Stream, Value, json, log, paginate};
 
 #[derive(Deserialize)]
 struct Config {
@@ -49,15 +49,41 @@ impl Source for TestConnector {
     }
 
     fn streams(_: &Config) -> Result<Vec<Stream>> {
-        Ok(vec![Stream::new("numbers", json!({"type": "object"})).primary_key("id")])
+        Ok(vec![
+            Stream::new("numbers", json!({"type": "object"})).primary_key("id"),
+            // Partition p covers the integer cursor range (10p, 10p + 10].
+            Stream::new("windows", json!({"type": "object"})).primary_key("n").cursor_field("n"),
+        ])
     }
 
     fn partitions(config: &Config, stream: &str, _: Option<&Value>) -> Result<Vec<Partition>> {
-        (0..config.partitions).map(|p| Partition::keyed(stream, json!({"p": p}))).collect()
+        (0..config.partitions)
+            .map(|p| {
+                let partition = Partition::keyed(stream, json!({"p": p}))?;
+                Ok(match stream {
+                    "windows" => partition
+                        .starting_at(Some(CursorValue::Integer(p as i64 * 10)))
+                        .ending_at(Some(CursorValue::Integer(p as i64 * 10 + 10))),
+                    _ => partition,
+                })
+            })
+            .collect()
     }
 
     fn read_page(config: &Config, partition: &Partition, token: Option<Value>) -> Result<Page> {
         let p = partition.key["p"].as_u64().unwrap_or(0);
+        if partition.stream == "windows" {
+            if config.mode == "fail-partition" && p == config.failing_partition {
+                return Err(Error::system(format!("window {p} fails on purpose")));
+            }
+            // Records after the (possibly raised) start, up to the end, in one page.
+            let bound = |v: Option<&CursorValue>| match v {
+                Some(CursorValue::Integer(i)) => Ok(*i),
+                other => Err(Error::system(format!("expected an integer bound, got {other:?}"))),
+            };
+            let (start, end) = (bound(partition.cursor_start())?, bound(partition.cursor_end())?);
+            return Page::from_values((start + 1..=end).map(|n| json!({"n": n, "p": p})));
+        }
         if config.mode == "repeat-token" {
             // The same next token forever: the host must stop the loop.
             let id = u64::from(token.is_some());

@@ -8,8 +8,13 @@ use sluice_tests::demo_api::{DemoApi, DemoApiConfig};
 /// Serves deterministic demo data over HTTP on 127.0.0.1, with cursor, page-number and next-URL
 /// pagination, asynchronous report jobs and optional fault injection.
 ///
+/// Endpoints: GET /items?updated_after=TS&updated_until=TS&limit=N&cursor=C, GET /items/bounds,
+/// GET /accounts?page=P&per_page=N, GET /accounts/{id}/items?updated_after=TS&limit=N&cursor=C,
+/// POST /reports, GET|DELETE /reports/{id}, GET /reports/{id}/download, GET /_stats.
+///
 /// Prints `listening on 127.0.0.1:PORT` as its first line on stdout once it accepts
-/// connections, then serves until SIGINT or SIGTERM. `GET /_stats` returns request counters.
+/// connections, then serves until SIGINT or SIGTERM. `GET /_stats` returns request counters and
+/// the log of recent requests.
 #[derive(Debug, Parser)]
 #[command(name = "demo-api", version)]
 struct Args {
@@ -28,6 +33,16 @@ struct Args {
     /// Delay before answering each request, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 0)]
     latency_ms: u64,
+
+    /// Delay requests whose percent-decoded path and query contain SUBSTRING (e.g.
+    /// `updated_after=2024-01-01T01:00:00Z`) by an extra --slow-ms. Repeatable; a request
+    /// matching any of them is slow. `/_stats` is never delayed.
+    #[arg(long, value_name = "SUBSTRING")]
+    slow_match: Vec<String>,
+
+    /// Extra delay of requests matching --slow-match, in milliseconds, on top of --latency-ms.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    slow_ms: u64,
 
     /// Answer every K-th request with an injected error, alternating 429 (with Retry-After)
     /// and 500. 0 disables.
@@ -54,6 +69,8 @@ async fn main() -> anyhow::Result<()> {
         records: args.records,
         accounts: args.accounts,
         latency_ms: args.latency_ms,
+        slow_match: args.slow_match,
+        slow_ms: args.slow_ms,
         error_every: args.error_every,
         retry_after_secs: args.retry_after_secs,
         job_polls: args.job_polls,

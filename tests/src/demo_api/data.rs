@@ -58,6 +58,8 @@ pub struct ItemFilter {
     pub account_id: Option<u64>,
     /// Only items whose `updated_at` is strictly after this instant (epoch seconds, floored).
     pub updated_after: Option<i64>,
+    /// Only items whose `updated_at` is at or before this instant (epoch seconds, floored).
+    pub updated_until: Option<i64>,
 }
 
 impl ItemFilter {
@@ -81,7 +83,22 @@ impl ItemFilter {
                 lower.checked_add((account - 1 + n - rem) % n)?
             }
         };
-        (candidate <= self.records).then_some(candidate)
+        (candidate <= self.last_id()).then_some(candidate)
+    }
+
+    /// The highest id the time window allows (0 when it allows none), ignoring the account.
+    ///
+    /// Flooring `updated_until` is exact: item timestamps are whole seconds, and for a whole
+    /// `t`, `t <= s + frac` (0 <= frac < 1) holds exactly when `t <= s`.
+    fn last_id(&self) -> u64 {
+        match self.updated_until {
+            None => self.records,
+            // item i matches iff ITEMS_EPOCH + 60 i <= ts, i.e. i <= floor((ts - ITEMS_EPOCH) / 60).
+            Some(ts) => {
+                let max_id = (ts - ITEMS_EPOCH).div_euclid(60);
+                self.records.min(u64::try_from(max_id).unwrap_or(0))
+            }
+        }
     }
 
     /// Distance between two consecutive matching ids.
@@ -101,9 +118,9 @@ impl ItemFilter {
 
     /// All matching ids after `after`, in order.
     pub fn ids_after(&self, after: u64) -> impl Iterator<Item = u64> + use<> {
-        let (step, records) = (self.step(), self.records);
+        let (step, last) = (self.step(), self.last_id());
         let first = self.first_after(after);
-        std::iter::successors(first, move |&id| id.checked_add(step).filter(|&n| n <= records))
+        std::iter::successors(first, move |&id| id.checked_add(step).filter(|&n| n <= last))
     }
 }
 
@@ -282,16 +299,31 @@ mod tests {
     fn filter_matches_a_brute_force_scan() {
         let (records, accounts) = (50, 4);
         let after_ts = [None, Some(ITEMS_EPOCH + 60 * 17), Some(ITEMS_EPOCH + 60 * 17 + 30), Some(0)];
+        let until_ts = [
+            None,
+            Some(ITEMS_EPOCH + 60 * 33),
+            Some(ITEMS_EPOCH + 60 * 33 + 59),
+            Some(ITEMS_EPOCH + 60 * 17),
+            Some(ITEMS_EPOCH + 59),
+            Some(0),
+            Some(ITEMS_EPOCH + 60 * 1000),
+        ];
         for account_id in [None, Some(1), Some(3), Some(4)] {
             for updated_after in after_ts {
-                let filter = ItemFilter { records, accounts, account_id, updated_after };
-                for after in 0..=records + 1 {
-                    let expected: Vec<u64> = (after + 1..=records)
-                        .filter(|&i| account_id.is_none_or(|a| item(i, accounts).account_id == a))
-                        .filter(|&i| updated_after.is_none_or(|ts| item_updated_at(i) > ts))
-                        .collect();
-                    let got: Vec<u64> = filter.ids_after(after).collect();
-                    assert_eq!(got, expected, "{filter:?} after {after}");
+                for updated_until in until_ts {
+                    let filter = ItemFilter { records, accounts, account_id, updated_after, updated_until };
+                    for after in 0..=records + 1 {
+                        let expected: Vec<u64> = (after + 1..=records)
+                            .filter(|&i| account_id.is_none_or(|a| item(i, accounts).account_id == a))
+                            .filter(|&i| updated_after.is_none_or(|ts| item_updated_at(i) > ts))
+                            .filter(|&i| updated_until.is_none_or(|ts| item_updated_at(i) <= ts))
+                            .collect();
+                        let got: Vec<u64> = filter.ids_after(after).collect();
+                        assert_eq!(got, expected, "{filter:?} after {after}");
+                        let (page, more) = filter.page(after, 3);
+                        assert_eq!(page, expected[..expected.len().min(3)], "{filter:?} after {after}");
+                        assert_eq!(more, expected.len() > 3, "{filter:?} after {after}: more");
+                    }
                 }
             }
         }
@@ -299,9 +331,14 @@ mod tests {
 
     #[test]
     fn page_reports_whether_more_remain() {
-        let filter = ItemFilter { records: 10, accounts: 1, account_id: None, updated_after: None };
+        let filter =
+            ItemFilter { records: 10, accounts: 1, account_id: None, updated_after: None, updated_until: None };
         assert_eq!(filter.page(0, 4), (vec![1, 2, 3, 4], true));
         assert_eq!(filter.page(6, 4), (vec![7, 8, 9, 10], false));
         assert_eq!(filter.page(10, 4), (vec![], false));
+        // A window ending exactly at a page boundary leaves nothing after it.
+        let window = ItemFilter { updated_until: Some(item_updated_at(8)), ..filter };
+        assert_eq!(window.page(0, 4), (vec![1, 2, 3, 4], true));
+        assert_eq!(window.page(4, 4), (vec![5, 6, 7, 8], false));
     }
 }

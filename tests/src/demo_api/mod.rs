@@ -2,11 +2,17 @@
 //! tests and the benchmarks.
 //!
 //! It offers the pagination styles connectors meet in the wild (opaque cursor, page number,
-//! next URL), asynchronous report jobs, and fault injection (latency, 429 with `Retry-After`,
-//! 500), and counts what it served so tests can assert on client behaviour.
+//! next URL), asynchronous report jobs, and fault injection (latency, extra delay for chosen
+//! requests, 429 with `Retry-After`, 500), and counts and logs what it served so tests can
+//! assert on client behaviour.
 //!
-//! Endpoints:
-//! - `GET /items?limit=N&cursor=C` → `{"data": [item], "next_cursor": "..." | null}`
+//! Endpoints (timestamps TS are RFC 3339; a malformed one is a 400 naming the parameter):
+//! - `GET /items?updated_after=TS&updated_until=TS&limit=N&cursor=C` →
+//!   `{"data": [item], "next_cursor": "..." | null}`: items with `updated_after < updated_at <=
+//!   updated_until` (either bound optional), in id order; `next_cursor` is null when no item of
+//!   the window remains
+//! - `GET /items/bounds` → `{"count": N, "first_updated_at": TS | null, "last_updated_at": TS | null}`
+//!   over all items (null when there are none)
 //! - `GET /accounts?page=P&per_page=N` → `{"data": [account], "page": P, "per_page": N}`
 //! - `GET /accounts/{id}/items?updated_after=TS&limit=N&cursor=C` → `{"data": [item], "next": "/accounts/..." | null}`
 //! - `POST /reports` `{"account_id"?: A, "updated_after"?: TS}` → 201 `{"id": "job-N", "status": "running"}`
@@ -14,6 +20,9 @@
 //! - `GET /reports/{id}/download` → NDJSON items (409 until completed)
 //! - `DELETE /reports/{id}` → 204
 //! - `GET /_stats` → [`Stats`] (not counted, never delayed or failed)
+//!
+//! Item `i` was updated at 2024-01-01T00:00:00Z plus `i` minutes (see [`data::item`]), so the
+//! items' `updated_at` strictly increase with their ids.
 
 pub mod data;
 mod routes;
@@ -35,6 +44,9 @@ pub use routes::MAX_PAGE_SIZE;
 
 use state::Shared;
 
+/// How many entries [`Stats::recent_requests`] keeps; older ones are dropped.
+pub const RECENT_REQUESTS_CAP: usize = 100_000;
+
 /// How long in-flight requests may take to finish once shutdown is requested.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
@@ -47,6 +59,13 @@ pub struct DemoApiConfig {
     pub accounts: u64,
     /// Delay before answering every request but `/_stats`.
     pub latency_ms: u64,
+    /// Requests (but `/_stats`) whose percent-decoded path and query (`/items?updated_after=…`)
+    /// contain any of these substrings are delayed by `slow_ms` on top of `latency_ms`, e.g. to
+    /// make responses arrive out of order. Matching is case-sensitive; only `%XX` escapes are
+    /// decoded (a `+` stays a `+`), and an empty substring matches every request.
+    pub slow_match: Vec<String>,
+    /// Extra delay of requests matching `slow_match`, in milliseconds.
+    pub slow_ms: u64,
     /// Every K-th request (but `/_stats`) gets an injected error, alternating 429 and 500;
     /// 0 = never.
     pub error_every: u64,
@@ -66,6 +85,8 @@ impl Default for DemoApiConfig {
             records: 1000,
             accounts: 5,
             latency_ms: 0,
+            slow_match: Vec::new(),
+            slow_ms: 0,
             error_every: 0,
             retry_after_secs: 1,
             job_polls: 2,
@@ -89,8 +110,17 @@ pub struct Stats {
     pub jobs_running: u64,
     /// Highest `jobs_running` seen.
     pub max_jobs_running: u64,
+    /// Requests being answered right now (latency included).
+    pub in_flight: u64,
+    /// Highest `in_flight` seen: how many requests a client had open at once.
+    pub max_in_flight: u64,
     /// Requests by route pattern (e.g. `/accounts/{id}/items`); `<unmatched>` for unknown paths.
     pub requests_by_path: BTreeMap<String, u64>,
+    /// The percent-decoded path and query (`/items?limit=5`, or just the path when there is no
+    /// query) of every counted request, in arrival order; only the most recent
+    /// [`RECENT_REQUESTS_CAP`] are kept. Decoding is as for [`DemoApiConfig::slow_match`].
+    #[serde(default)]
+    pub recent_requests: Vec<String>,
 }
 
 /// A running demo API server. Stops on [`DemoApi::shutdown`] or when dropped.

@@ -32,6 +32,7 @@ type Params = HashMap<String, String>;
 pub fn router(shared: AppState) -> Router {
     Router::new()
         .route("/items", get(list_items))
+        .route("/items/bounds", get(item_bounds))
         .route("/accounts", get(list_accounts))
         .route("/accounts/{id}/items", get(list_account_items))
         .route("/reports", post(create_report))
@@ -44,19 +45,27 @@ pub fn router(shared: AppState) -> Router {
         .with_state(shared)
 }
 
-/// Counts every request (but the stats endpoint), applies the configured latency, and answers
-/// with an injected error instead of running the handler when it is that request's turn, so an
-/// injected error never changes any state.
+/// Counts and logs every request (but the stats endpoint), applies the configured latency (plus
+/// `slow_ms` for requests matching `slow_match`), and answers with an injected error instead of
+/// running the handler when it is that request's turn, so an injected error never changes any
+/// state.
 async fn instrument(State(shared): State<AppState>, req: Request, next: Next) -> Response {
     let path = match req.extensions().get::<MatchedPath>() {
         Some(p) if p.as_str() == STATS_PATH => return next.run(req).await,
         Some(p) => p.as_str(),
         None => UNMATCHED_PATH,
     };
-    // Counted on arrival, so the error cadence follows arrival order rather than completion.
-    let injected = shared.begin_request(path);
-    if shared.cfg.latency_ms > 0 {
-        tokio::time::sleep(Duration::from_millis(shared.cfg.latency_ms)).await;
+    // Path and query only, even if the client sent an absolute URI.
+    let uri = req.uri();
+    let target = percent_decode(uri.path_and_query().map_or(uri.path(), |pq| pq.as_str()));
+    let slow = shared.cfg.slow_match.iter().any(|needle| target.contains(needle.as_str()));
+    let delay_ms = shared.cfg.latency_ms.saturating_add(if slow { shared.cfg.slow_ms } else { 0 });
+    // Counted on arrival, so the error cadence and the log follow arrival order rather than
+    // completion.
+    let injected = shared.begin_request(path, target);
+    let _in_flight = shared.enter();
+    if delay_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
     }
     match injected {
         None => next.run(req).await,
@@ -151,23 +160,47 @@ fn items(ids: &[u64], accounts: u64) -> Vec<Item> {
     ids.iter().map(|&id| data::item(id, accounts)).collect()
 }
 
+/// An optional timestamp query parameter.
+fn optional_timestamp_param(q: &Params, name: &str) -> ApiResult<Option<i64>> {
+    q.get(name).map(|raw| timestamp_param(name, raw)).transpose()
+}
+
 #[derive(Serialize)]
 struct ItemsPage {
     data: Vec<Item>,
     next_cursor: Option<String>,
 }
 
-/// `GET /items?limit=N&cursor=C`: cursor pagination over all items.
+/// `GET /items?updated_after=TS&updated_until=TS&limit=N&cursor=C`: cursor pagination over the
+/// items with `updated_after < updated_at <= updated_until` (each bound optional). The cursor
+/// carries no filter: clients repeat the filters on every page.
 async fn list_items(
     State(shared): State<AppState>,
     q: Result<Query<Params>, QueryRejection>,
 ) -> ApiResult<Json<ItemsPage>> {
     let Query(q) = q?;
+    let updated_after = optional_timestamp_param(&q, "updated_after")?;
+    let updated_until = optional_timestamp_param(&q, "updated_until")?;
     let limit = limit_param(&q, "limit")?;
     let after = cursor_param(&q, shared.cfg.records)?;
-    let (ids, more) = shared.filter(None, None).page(after, limit);
+    let (ids, more) = shared.filter(None, updated_after, updated_until).page(after, limit);
     let next_cursor = more.then(|| encode_cursor(*ids.last().expect("more implies a last id")));
     Ok(Json(ItemsPage { data: items(&ids, shared.cfg.accounts), next_cursor }))
+}
+
+#[derive(Serialize)]
+struct ItemBounds {
+    count: u64,
+    first_updated_at: Option<String>,
+    last_updated_at: Option<String>,
+}
+
+/// `GET /items/bounds`: how many items there are and the `updated_at` of the first and last
+/// (which are also the earliest and latest).
+async fn item_bounds(State(shared): State<AppState>) -> Json<ItemBounds> {
+    let count = shared.cfg.records;
+    let updated_at = |id: u64| (count > 0).then(|| data::format_rfc3339(data::item_updated_at(id)));
+    Json(ItemBounds { count, first_updated_at: updated_at(1), last_updated_at: updated_at(count) })
 }
 
 #[derive(Serialize)]
@@ -214,7 +247,7 @@ async fn list_account_items(
     let limit = limit_param(&q, "limit")?;
     let after = cursor_param(&q, shared.cfg.records)?;
 
-    let (ids, more) = shared.filter(Some(account_id), after_ts).page(after, limit);
+    let (ids, more) = shared.filter(Some(account_id), after_ts, None).page(after, limit);
     let next = more.then(|| {
         let last = *ids.last().expect("more implies a last id");
         let mut url = format!("/accounts/{account_id}/items?");
@@ -238,6 +271,32 @@ fn percent_encode(s: &str) -> String {
         }
     }
     out
+}
+
+/// Decodes the `%XX` escapes of a path and query; a `+` stays a `+`, malformed escapes stay as
+/// they are, and bytes that do not form UTF-8 become U+FFFD.
+fn percent_decode(s: &str) -> String {
+    let hex = |b: u8| char::from(b).to_digit(16);
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = match bytes[i..] {
+            [b'%', hi, lo, ..] => hex(hi).zip(hex(lo)),
+            _ => None,
+        };
+        match escaped {
+            Some((hi, lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[derive(Default, Deserialize)]
@@ -272,7 +331,7 @@ async fn create_report(State(shared): State<AppState>, body: Bytes) -> ApiResult
     }
     let after_ts = request.updated_after.as_deref().map(|ts| timestamp_param("updated_after", ts)).transpose()?;
 
-    let id = shared.create_job(shared.filter(request.account_id, after_ts));
+    let id = shared.create_job(shared.filter(request.account_id, after_ts, None));
     let view = JobView { id, status: JobStatus::Running.as_str(), download_url: None, error: None };
     Ok((StatusCode::CREATED, Json(view)))
 }
@@ -313,4 +372,25 @@ async fn delete_report(State(shared): State<AppState>, Path(id): Path<String>) -
 /// `GET /_stats`: the counters.
 async fn stats(State(shared): State<AppState>) -> Json<super::Stats> {
     Json(shared.stats())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_decode_decodes_escapes_only() {
+        assert_eq!(percent_decode("/items?limit=5"), "/items?limit=5");
+        assert_eq!(
+            percent_decode("/items?updated_after=2024-01-01T01%3A00%3a00Z"),
+            "/items?updated_after=2024-01-01T01:00:00Z"
+        );
+        assert_eq!(percent_decode("a%2B01:00+b%20c"), "a+01:00+b c");
+        assert_eq!(percent_decode("%zz%4%"), "%zz%4%");
+        assert_eq!(percent_decode("%41%4"), "A%4");
+        assert_eq!(percent_decode("%C3%A9%FF"), "é\u{FFFD}");
+        for s in ["", "/", "-._~:", "été"] {
+            assert_eq!(percent_decode(&percent_encode(s)), s);
+        }
+    }
 }

@@ -1,11 +1,11 @@
 //! The server's shared state: counters and report jobs, behind one mutex so that every snapshot
 //! is consistent and every count exact.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::data::ItemFilter;
-use super::{DemoApiConfig, Stats};
+use super::{DemoApiConfig, RECENT_REQUESTS_CAP, Stats};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JobStatus {
@@ -47,7 +47,10 @@ pub struct Shared {
 
 #[derive(Default)]
 struct Inner {
+    /// The counters; `recent_requests` stays empty, the log lives in `recent`.
     stats: Stats,
+    /// The request log, kept as a ring so dropping the oldest entry is O(1).
+    recent: VecDeque<String>,
     jobs: HashMap<String, Job>,
 }
 
@@ -62,18 +65,29 @@ impl Shared {
     }
 
     pub fn stats(&self) -> Stats {
-        self.lock().stats.clone()
+        let inner = self.lock();
+        Stats { recent_requests: inner.recent.iter().cloned().collect(), ..inner.stats.clone() }
     }
 
     /// The item filter for a listing or a report.
-    pub fn filter(&self, account_id: Option<u64>, updated_after: Option<i64>) -> ItemFilter {
-        ItemFilter { records: self.cfg.records, accounts: self.cfg.accounts, account_id, updated_after }
+    pub fn filter(
+        &self,
+        account_id: Option<u64>,
+        updated_after: Option<i64>,
+        updated_until: Option<i64>,
+    ) -> ItemFilter {
+        ItemFilter { records: self.cfg.records, accounts: self.cfg.accounts, account_id, updated_after, updated_until }
     }
 
-    /// Counts a request to `path` and decides whether it gets an injected error: with
-    /// `error_every` = K, requests K, 2K, 3K, ... do, alternating 429 and 500.
-    pub fn begin_request(&self, path: &str) -> Option<InjectedError> {
+    /// Counts a request to route `path`, logs its (decoded) `target`, and decides whether it gets
+    /// an injected error: with `error_every` = K, requests K, 2K, 3K, ... do, alternating 429
+    /// and 500.
+    pub fn begin_request(&self, path: &str, target: String) -> Option<InjectedError> {
         let mut inner = self.lock();
+        if inner.recent.len() >= RECENT_REQUESTS_CAP {
+            inner.recent.pop_front();
+        }
+        inner.recent.push_back(target);
         let stats = &mut inner.stats;
         stats.requests += 1;
         *stats.requests_by_path.entry(path.to_owned()).or_default() += 1;
@@ -84,6 +98,14 @@ impl Shared {
         }
         stats.errors_injected += 1;
         Some(if (stats.requests / k) % 2 == 1 { InjectedError::TooManyRequests } else { InjectedError::Internal })
+    }
+
+    /// Marks a request as being answered until the guard is dropped.
+    pub fn enter(self: &Arc<Self>) -> InFlight {
+        let mut inner = self.lock();
+        inner.stats.in_flight += 1;
+        inner.stats.max_in_flight = inner.stats.max_in_flight.max(inner.stats.in_flight);
+        InFlight(self.clone())
     }
 
     /// Creates a running report job and returns its id.
@@ -104,7 +126,7 @@ impl Shared {
     /// Polls a job: a running job finishes on its `job_polls`-th poll (or the first, if 0).
     pub fn poll_job(&self, id: &str) -> Option<JobStatus> {
         let mut inner = self.lock();
-        let Inner { stats, jobs } = &mut *inner;
+        let Inner { stats, jobs, .. } = &mut *inner;
         let job = jobs.get_mut(id)?;
         if job.status == JobStatus::Running {
             job.polls += 1;
@@ -131,5 +153,36 @@ impl Shared {
             inner.stats.jobs_running -= 1;
         }
         true
+    }
+}
+
+/// A request being answered; see [`Shared::enter`].
+pub struct InFlight(Arc<Shared>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.lock().stats.in_flight -= 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_log_keeps_the_most_recent_entries_in_order() {
+        let shared = Shared::new(DemoApiConfig::default());
+        let extra = 5;
+        for n in 0..RECENT_REQUESTS_CAP + extra {
+            assert_eq!(shared.begin_request("/items", format!("/items?n={n}")), None);
+        }
+        let stats = shared.stats();
+        assert_eq!(stats.requests, (RECENT_REQUESTS_CAP + extra) as u64);
+        assert_eq!(stats.recent_requests.len(), RECENT_REQUESTS_CAP);
+        assert_eq!(stats.recent_requests[0], format!("/items?n={extra}"));
+        let expected = (extra..RECENT_REQUESTS_CAP + extra).map(|n| format!("/items?n={n}"));
+        assert!(stats.recent_requests.iter().cloned().eq(expected));
+        // Snapshots do not drain the log.
+        assert_eq!(shared.stats(), stats);
     }
 }

@@ -117,6 +117,27 @@ fn assert_exact_ids(got: &[u64], expected: impl IntoIterator<Item = u64>, contex
     assert_eq!(got, expected.into_iter().collect::<Vec<_>>(), "{context}");
 }
 
+/// Follows `next_cursor` from `/items?{query}limit={limit}` (`query` empty or ending in `&`) to
+/// the end, checking that only the last page is short and that no page is empty unless it is the
+/// only one. Returns the ids and the number of pages.
+async fn follow_item_cursors(api: &DemoApi, query: &str, limit: u64) -> (Vec<u64>, u64) {
+    let context = format!("{query}limit={limit}");
+    let (mut seen, mut pages) = (Vec::new(), 0);
+    let mut target = format!("/items?{query}limit={limit}");
+    loop {
+        let page = get_ok(api, &target).await;
+        let page_ids = ids(&page);
+        pages += 1;
+        assert!(pages == 1 || !page_ids.is_empty(), "{context}: page {pages} is empty");
+        seen.extend(&page_ids);
+        let Some(cursor) = page["next_cursor"].as_str() else {
+            return (seen, pages);
+        };
+        assert_eq!(page_ids.len() as u64, limit, "{context}: only the last page may be short");
+        target = format!("/items?{query}limit={limit}&cursor={cursor}");
+    }
+}
+
 #[tokio::test]
 async fn items_have_the_documented_shape() {
     let api = start(DemoApiConfig { records: 12, accounts: 5, ..Default::default() }).await;
@@ -256,6 +277,11 @@ async fn bad_parameters_are_400_naming_the_parameter() {
         ("/items?cursor=bogus", "cursor"),
         ("/items?cursor=c51", "cursor"),
         ("/items?cursor=c0", "cursor"),
+        ("/items?updated_after=yesterday", "updated_after"),
+        ("/items?updated_after=", "updated_after"),
+        ("/items?updated_until=2024-01-01T00:00:00", "updated_until"),
+        ("/items?updated_until=2024-02-30T00:00:00Z&updated_after=2024-01-01T00:00:00Z", "updated_until"),
+        ("/items?updated_after=2024-01-01T00:00:00Z&updated_until=soon&limit=5", "updated_until"),
         ("/accounts?page=0", "page"),
         ("/accounts?per_page=0", "per_page"),
         ("/accounts?per_page=10001", "per_page"),
@@ -413,6 +439,12 @@ async fn counts_concurrent_requests_exactly() {
     assert_eq!(stats.requests_by_path.get("/items"), Some(&32));
     assert_eq!(stats.requests_by_path.get("/accounts/{id}/items"), Some(&32));
     assert_eq!(stats.requests_by_path.get("<unmatched>"), Some(&1));
+
+    // Every request is logged once, whatever order they arrived in; the last one last.
+    assert_eq!(stats.recent_requests.len(), 65);
+    assert_eq!(stats.recent_requests.last().map(String::as_str), Some("/missing"));
+    let count = |target: &str| stats.recent_requests.iter().filter(|t| *t == target).count();
+    assert_eq!((count("/items?limit=5"), count("/accounts/1/items")), (32, 32));
 }
 
 #[tokio::test]
@@ -464,4 +496,206 @@ fn background_server_serves_sync_callers_and_shuts_down() {
 async fn rejects_items_without_accounts() {
     let cfg = DemoApiConfig { accounts: 0, ..Default::default() };
     assert!(DemoApi::start(cfg).await.is_err());
+}
+
+#[tokio::test]
+async fn items_filter_by_update_window() {
+    let records = 200;
+    let api = start(DemoApiConfig { records, accounts: 3, ..Default::default() }).await;
+    // Item i was updated at 2024-01-01T00:00:00Z + i minutes: item 40 at 00:40, item 60 at 01:00.
+    let (after_40, until_60) = (ts(item_updated_at(40)), ts(item_updated_at(60)));
+    assert_eq!((after_40.as_str(), until_60.as_str()), ("2024-01-01T00:40:00Z", "2024-01-01T01:00:00Z"));
+
+    // `updated_after` is exclusive and `updated_until` inclusive, whatever the page size; a page
+    // ending exactly at the window's last item has no next cursor, though items follow it.
+    let window = format!("updated_after={after_40}&updated_until={until_60}&");
+    for limit in [1, 3, 7, 19, 20, 21, 10_000] {
+        let (seen, pages) = follow_item_cursors(&api, &window, limit).await;
+        assert_exact_ids(&seen, 41..=60, &format!("window, limit {limit}"));
+        assert_eq!(pages, 20u64.div_ceil(limit), "window, limit {limit}: no extra empty page");
+    }
+    // The parameters in either order, with the cursor between them.
+    let page = get_ok(&api, &format!("/items?updated_until={until_60}&limit=15&updated_after={after_40}")).await;
+    assert_exact_ids(&ids(&page), 41..=55, "reordered parameters");
+    let cursor = page["next_cursor"].as_str().unwrap();
+    let page = get_ok(&api, &format!("/items?updated_until={until_60}&cursor={cursor}&updated_after={after_40}")).await;
+    assert_exact_ids(&ids(&page), 56..=60, "reordered parameters, second page");
+    assert_eq!(page["next_cursor"], Value::Null);
+
+    // Each bound on its own.
+    let (seen, _) = follow_item_cursors(&api, &format!("updated_after={}&", ts(item_updated_at(190))), 4).await;
+    assert_exact_ids(&seen, 191..=200, "updated_after alone");
+    let (seen, pages) = follow_item_cursors(&api, &format!("updated_until={}&", ts(item_updated_at(5))), 5).await;
+    assert_exact_ids(&seen, 1..=5, "updated_until alone");
+    assert_eq!(pages, 1);
+    let (seen, _) =
+        follow_item_cursors(&api, "updated_after=2023-06-01T00:00:00Z&updated_until=2025-01-01T00:00:00Z&", 64).await;
+    assert_exact_ids(&seen, 1..=records, "a window around every item");
+
+    // Edges within the second: fractions are floored, offsets honoured.
+    for (query, expected) in [
+        ("updated_after=2024-01-01T00:39:59.999Z&updated_until=2024-01-01T00:41:00Z", 40..=41),
+        ("updated_after=2024-01-01T00:40:59.999Z&updated_until=2024-01-01T00:42:00Z", 41..=42),
+        ("updated_after=2024-01-01T00:40:00Z&updated_until=2024-01-01T00:42:59.999Z", 41..=42),
+        ("updated_after=2024-01-01T00:40:00Z&updated_until=2024-01-01T00:42:59Z", 41..=42),
+        ("updated_after=2024-01-01T00:40:00Z&updated_until=2024-01-01T00:41:59Z", 41..=41),
+        ("updated_after=2024-01-01T01%3A40%3A00%2B01%3A00&updated_until=2024-01-01T00:42:00Z", 41..=42),
+        ("updated_after=2024-01-01T00:40:00Z&updated_until=2023-12-31T23:42:00-01:00", 41..=42),
+        ("updated_after=2024-01-01T00:40:00Z&updated_until=2024-01-01T01%3A42%3A00%2B01%3A00", 41..=42),
+    ] {
+        let page = get_ok(&api, &format!("/items?{query}")).await;
+        assert_exact_ids(&ids(&page), expected, query);
+        assert_eq!(page["next_cursor"], Value::Null, "{query}");
+    }
+
+    // Empty windows: a single empty page without a cursor.
+    for query in [
+        format!("updated_after={until_60}&updated_until={until_60}"),
+        format!("updated_after={until_60}&updated_until={after_40}"),
+        "updated_until=2024-01-01T00:00:59Z".to_owned(),
+        format!("updated_after={}", ts(item_updated_at(records))),
+    ] {
+        let page = get_ok(&api, &format!("/items?{query}&limit=3")).await;
+        assert_eq!(ids(&page), Vec::<u64>::new(), "{query}");
+        assert_eq!(page["next_cursor"], Value::Null, "{query}");
+    }
+
+    // A cursor from anywhere continues within the window.
+    let cases: [(&str, &[u64], Option<&str>); 6] = [
+        ("c10", &[41, 42, 43, 44, 45], Some("c45")),
+        ("c50", &[51, 52, 53, 54, 55], Some("c55")),
+        ("c55", &[56, 57, 58, 59, 60], None),
+        ("c56", &[57, 58, 59, 60], None),
+        ("c60", &[], None),
+        ("c200", &[], None),
+    ];
+    for (cursor, expected, next) in cases {
+        let page = get_ok(&api, &format!("/items?{window}limit=5&cursor={cursor}")).await;
+        assert_exact_ids(&ids(&page), expected.iter().copied(), cursor);
+        assert_eq!(page["next_cursor"].as_str(), next, "{cursor}");
+    }
+}
+
+#[tokio::test]
+async fn item_bounds_cover_all_items() {
+    let api = start(DemoApiConfig { records: 12, accounts: 5, ..Default::default() }).await;
+    let bounds = get_ok(&api, "/items/bounds").await;
+    assert_eq!(
+        bounds,
+        json!({"count": 12, "first_updated_at": "2024-01-01T00:01:00Z", "last_updated_at": "2024-01-01T00:12:00Z"})
+    );
+    let all = get_ok(&api, "/items").await;
+    assert_eq!(bounds["first_updated_at"], all["data"][0]["updated_at"]);
+    assert_eq!(bounds["last_updated_at"], all["data"][11]["updated_at"]);
+    assert_eq!(post(&api, "/items/bounds", "").await.status, 405);
+    let stats = api.stats();
+    assert_eq!(stats.requests, 3);
+    assert_eq!(stats.requests_by_path.get("/items/bounds"), Some(&2));
+
+    let empty = start(DemoApiConfig { records: 0, ..Default::default() }).await;
+    let bounds = get_ok(&empty, "/items/bounds").await;
+    assert_eq!(bounds, json!({"count": 0, "first_updated_at": null, "last_updated_at": null}));
+    let page = get_ok(&empty, "/items?updated_after=2024-01-01T00:00:00Z").await;
+    assert_eq!((ids(&page), &page["next_cursor"]), (vec![], &Value::Null));
+    assert_eq!(empty.stats().requests_by_path.get("/items/bounds"), Some(&1));
+
+    let big = start(DemoApiConfig { records: 3_000_000, ..Default::default() }).await;
+    let bounds = get_ok(&big, "/items/bounds").await;
+    assert_eq!(bounds["count"], 3_000_000);
+    assert_eq!(bounds["last_updated_at"], ts(item_updated_at(3_000_000)));
+    let last = get_ok(&big, &format!("/items?updated_after={}", ts(item_updated_at(2_999_999)))).await;
+    assert_eq!(last["data"][0]["updated_at"], bounds["last_updated_at"]);
+}
+
+#[tokio::test]
+async fn slow_match_delays_only_matching_requests() {
+    let (latency_ms, slow_ms) = (50, 400);
+    let api = start(DemoApiConfig {
+        latency_ms,
+        slow_ms,
+        slow_match: vec!["updated_after=2024-01-01T01:00:00Z".into(), "updated_until=2024-01-01T02:00:00+01:00".into()],
+        ..Default::default()
+    })
+    .await;
+    let addr = api.addr();
+    // Matched against the percent-decoded target, so escapes in the request do not matter.
+    let slow = [
+        "/items?updated_after=2024-01-01T01%3A00%3A00Z&limit=1",
+        "/items?limit=1&updated_until=2024-01-01T02:00:00%2B01:00",
+    ];
+    let fast = [
+        "/items?updated_after=2024-01-01T02:00:00Z&limit=1",
+        "/items?updated_until=2024-01-01T02:00:00Z&limit=1",
+        "/items/bounds",
+        // The stats endpoint is never delayed, even when it matches.
+        "/_stats?updated_after=2024-01-01T01:00:00Z",
+    ];
+    let started = Instant::now();
+    let spawn = |target: &'static str| {
+        tokio::spawn(async move {
+            let response = request(addr, "GET", target, "").await;
+            (response.status, Instant::now())
+        })
+    };
+    // The slow ones go first, so the fast ones can only finish first if they are not delayed.
+    let slow_tasks: Vec<_> = slow.into_iter().map(spawn).collect();
+    let fast_tasks: Vec<_> = fast.into_iter().map(spawn).collect();
+    let mut slow_done = Vec::new();
+    for (target, task) in slow.into_iter().zip(slow_tasks) {
+        let (status, done) = task.await.unwrap();
+        assert_eq!(status, 200, "{target}");
+        assert!(done - started >= Duration::from_millis(latency_ms + slow_ms), "{target}: {:?}", done - started);
+        slow_done.push(done);
+    }
+    let first_slow_done = slow_done.into_iter().min().unwrap();
+    for (target, task) in fast.into_iter().zip(fast_tasks) {
+        let (status, done) = task.await.unwrap();
+        assert_eq!(status, 200, "{target}");
+        assert!(done < first_slow_done, "{target} finished after a slow request");
+    }
+
+    // Sequentially too: latency and the slow delay add up; a non-matching request still waits
+    // for the latency.
+    let started = Instant::now();
+    get_ok(&api, slow[0]).await;
+    assert!(started.elapsed() >= Duration::from_millis(latency_ms + slow_ms));
+    let started = Instant::now();
+    get_ok(&api, fast[0]).await;
+    assert!(started.elapsed() >= Duration::from_millis(latency_ms));
+}
+
+#[tokio::test]
+async fn recent_requests_log_decoded_targets_in_arrival_order() {
+    let api = start(DemoApiConfig { records: 20, error_every: 4, ..Default::default() }).await;
+    assert_eq!(api.stats().recent_requests, Vec::<String>::new());
+    get_ok(&api, "/items?limit=2").await;
+    get_ok(&api, "/items?updated_after=2024-01-01T00%3A05%3A00Z&updated_until=2024-01-01T01%3A10%3A00%2B01%3A00").await;
+    get_ok(&api, "/_stats").await; // not logged
+    assert_eq!(get(&api, "/nope?x=a%20b+c").await.status, 404);
+    assert_eq!(post(&api, "/reports", "").await.status, 429); // injected errors are logged too
+    get_ok(&api, "/items/bounds").await;
+    assert_eq!(get(&api, "/items?limit=0").await.status, 400);
+    assert_eq!(delete(&api, "/items").await.status, 405);
+    // An absolute-form target is logged by its path and query.
+    let absolute = request(api.addr(), "GET", &format!("http://{}/accounts?page=2", api.addr()), "").await;
+    assert_eq!(absolute.status, 500);
+    assert_eq!(get(&api, "/accounts/1/items?updated_after=%E2%9C%93").await.status, 400);
+
+    let expected = [
+        "/items?limit=2",
+        "/items?updated_after=2024-01-01T00:05:00Z&updated_until=2024-01-01T01:10:00+01:00",
+        "/nope?x=a b+c",
+        "/reports",
+        "/items/bounds",
+        "/items?limit=0",
+        "/items",
+        "/accounts?page=2",
+        "/accounts/1/items?updated_after=✓",
+    ];
+    let stats = api.stats();
+    assert_eq!(stats.recent_requests, expected);
+    assert_eq!(stats.requests, expected.len() as u64);
+    assert_eq!(stats.errors_injected, 2);
+    let served: Stats = serde_json::from_value(get_ok(&api, "/_stats").await).unwrap();
+    assert_eq!(served, stats);
 }
