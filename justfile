@@ -47,6 +47,7 @@ test: build-plugins setup-singer-targets
 
 # Benchmarks: the host against a native reader, same run, ratios.
 bench: build-plugins
+    cargo build --release -p sluice-host
     cargo bench -p sluice-host --bench throughput
 
 # Formatting and lints, warnings as errors.

@@ -1,9 +1,12 @@
-//! `just bench`: the demo connector through the host against a native Rust reader of the same
-//! API (same HTTP client, same record checks, same writer), in the same run, on the demo API
-//! over loopback. Reports records/s of each, their ratio, and the median time to instantiate a
-//! plugin for one partition.
+//! `just bench`: the host against a native Rust reader of the same API (same HTTP client, same
+//! record checks, same writer), measured in the same run on the demo API over loopback, so the
+//! ratios hold on a noisy machine. Readers alternate; medians are reported.
 //!
-//! Machines here are noisy, so the two readers alternate and medians are reported.
+//! Cases:
+//! 1. `items`, 100k records in pages of 1000 (one partition): raw throughput.
+//! 2. `account_items`, 20 partitions x 1000 records, pages of 100, 20 ms per request, 8 in flight.
+//! 3. Peak RSS of the `host` process reading 1M records.
+//! 4. Median time to instantiate the plugin for one partition.
 
 use clap::Parser;
 use sluice_host::cli::Cli;
@@ -16,45 +19,124 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const RECORDS: u64 = 100_000;
-const PAGE_SIZE: u64 = 1000;
 const ROUNDS: usize = 5;
 const INSTANCES: usize = 200;
+
+struct Bench {
+    plugin: std::path::PathBuf,
+    cache: tempfile::TempDir,
+    work: tempfile::TempDir,
+    runtime: tokio::runtime::Runtime,
+}
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     let plugin = root.join("target/plugins/demo-source.wasm");
     assert!(plugin.exists(), "{} is missing: run `just build-plugins` (`just bench` does)", plugin.display());
-    let cache = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
+    let bench = Bench {
+        plugin,
+        cache: tempfile::tempdir().unwrap(),
+        work: tempfile::tempdir().unwrap(),
+        runtime: tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap(),
+    };
+    throughput(&bench);
+    latency_bound(&bench);
+    peak_rss(&bench);
+    let instantiate = bench.runtime.block_on(instantiation(&bench.plugin, bench.cache.path()));
+    println!("\n[4] per-partition instantiation: median {:.1} µs over {INSTANCES}", instantiate.as_secs_f64() * 1e6);
+}
 
+fn report(case: &str, records: u64, host: &mut [Duration], native: &mut [Duration]) {
+    let (host, native) = (median(host), median(native));
+    let rate = |d: Duration| records as f64 / d.as_secs_f64();
+    println!("\n{case}");
+    println!("  {:<26} {:>12.0} records/s  (median {:.1} ms)", "host + demo connector", rate(host), ms(host));
+    println!("  {:<26} {:>12.0} records/s  (median {:.1} ms)", "native reader", rate(native), ms(native));
+    println!("  ratio host/native: {:.2}x", native.as_secs_f64() / host.as_secs_f64());
+}
+
+fn throughput(bench: &Bench) {
+    const RECORDS: u64 = 100_000;
     let api = DemoApi::start_background(DemoApiConfig { records: RECORDS, accounts: 5, ..Default::default() }).unwrap();
-    let config = work.path().join("config.json");
-    std::fs::write(&config, format!(r#"{{"base_url": "{}", "page_size": {PAGE_SIZE}}}"#, api.base_url())).unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-
-    println!(
-        "benchmark: stream `items`, {RECORDS} records in pages of {PAGE_SIZE}, demo API on loopback, {ROUNDS} rounds"
-    );
-    // Warm up both paths (and compile the plugin into the cache) before measuring.
-    runtime.block_on(host_read(&plugin, &config, &api, cache.path()));
-    runtime.block_on(native_read(&api.base_url()));
-
-    let mut host_times = Vec::new();
-    let mut native_times = Vec::new();
+    let config = bench.config("throughput.json", &api, 1000);
+    let args = ["--streams", "items"];
+    let (mut host, mut native) = (Vec::new(), Vec::new());
+    // Warm up both (the first host run compiles the plugin into the cache).
+    bench.runtime.block_on(host_read(bench, &config, &api, &args));
+    bench.runtime.block_on(native_items(&api.base_url(), RECORDS, 1000));
     for _ in 0..ROUNDS {
-        host_times.push(runtime.block_on(host_read(&plugin, &config, &api, cache.path())));
-        native_times.push(runtime.block_on(native_read(&api.base_url())));
+        host.push(bench.runtime.block_on(host_read(bench, &config, &api, &args)));
+        native.push(bench.runtime.block_on(native_items(&api.base_url(), RECORDS, 1000)));
     }
-    let host = median(&mut host_times);
-    let native = median(&mut native_times);
-    let rate = |d: Duration| RECORDS as f64 / d.as_secs_f64();
-    println!("{:<28} {:>12.0} records/s  (median {:.1} ms)", "host + demo connector", rate(host), ms(host));
-    println!("{:<28} {:>12.0} records/s  (median {:.1} ms)", "native reader", rate(native), ms(native));
-    println!("ratio host/native: {:.2}x", native.as_secs_f64() / host.as_secs_f64());
+    report("[1] items: 100k records, pages of 1000, one partition", RECORDS, &mut host, &mut native);
+}
 
-    let instantiate = runtime.block_on(instantiation(&plugin, cache.path()));
-    println!("per-partition instantiation: median {:.1} µs over {INSTANCES}", instantiate.as_secs_f64() * 1e6);
+fn latency_bound(bench: &Bench) {
+    const ACCOUNTS: u64 = 20;
+    const PER_ACCOUNT: u64 = 1000;
+    const IN_FLIGHT: usize = 8;
+    let api = DemoApi::start_background(DemoApiConfig {
+        records: ACCOUNTS * PER_ACCOUNT,
+        accounts: ACCOUNTS,
+        latency_ms: 20,
+        ..Default::default()
+    })
+    .unwrap();
+    let config = bench.config("latency.json", &api, 100);
+    let args = ["--streams", "account_items", "--concurrency", "8"];
+    let (mut host, mut native) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        host.push(bench.runtime.block_on(host_read(bench, &config, &api, &args)));
+        native.push(bench.runtime.block_on(native_account_items(&api.base_url(), ACCOUNTS, 100, IN_FLIGHT)));
+    }
+    report(
+        "[2] account_items: 20 partitions x 1000 records, pages of 100, 20 ms per request, 8 in flight",
+        ACCOUNTS * PER_ACCOUNT,
+        &mut host,
+        &mut native,
+    );
+}
+
+fn peak_rss(bench: &Bench) {
+    const RECORDS: u64 = 1_000_000;
+    let api = DemoApi::start_background(DemoApiConfig { records: RECORDS, accounts: 5, ..Default::default() }).unwrap();
+    let config = bench.config("rss.json", &api, 1000);
+    let host = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("target/release/host");
+    if !host.exists() {
+        println!("\n[3] peak RSS: skipped, {} is missing (run `cargo build --release -p sluice-host`)", host.display());
+        return;
+    }
+    let started = Instant::now();
+    let status = std::process::Command::new(&host)
+        .args(["run", "--streams", "items", "--config"])
+        .arg(&config)
+        .arg("--allow-host")
+        .arg(api.addr().to_string())
+        .arg("--cache-dir")
+        .arg(bench.cache.path())
+        .arg(&bench.plugin)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    let elapsed = started.elapsed();
+    assert!(status.success());
+    // The largest child waited for so far: the only child this process ran.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes into the struct we pass and nothing else.
+    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) }, 0);
+    println!(
+        "\n[3] host process reading 1M records (items, pages of 1000, stdout to /dev/null): peak RSS {:.1} MiB, {:.0} records/s",
+        usage.ru_maxrss as f64 / 1024.0,
+        RECORDS as f64 / elapsed.as_secs_f64()
+    );
+}
+
+impl Bench {
+    fn config(&self, name: &str, api: &DemoApi, page_size: u64) -> std::path::PathBuf {
+        let path = self.work.path().join(name);
+        std::fs::write(&path, format!(r#"{{"base_url": "{}", "page_size": {page_size}}}"#, api.base_url())).unwrap();
+        path
+    }
 }
 
 fn ms(d: Duration) -> f64 {
@@ -66,21 +148,12 @@ fn median(times: &mut [Duration]) -> Duration {
     times[times.len() / 2]
 }
 
-/// The whole `host run` path, output to a sink.
-async fn host_read(plugin: &Path, config: &Path, api: &DemoApi, cache: &Path) -> Duration {
-    let args: Vec<String> = vec![
-        "host".into(),
-        "run".into(),
-        plugin.display().to_string(),
-        "--config".into(),
-        config.display().to_string(),
-        "--streams".into(),
-        "items".into(),
-        "--allow-host".into(),
-        api.addr().to_string(),
-        "--cache-dir".into(),
-        cache.display().to_string(),
-    ];
+/// The whole `host run` path in this process, output to a sink.
+async fn host_read(bench: &Bench, config: &Path, api: &DemoApi, extra: &[&str]) -> Duration {
+    let mut args: Vec<String> = vec!["host".into(), "run".into(), bench.plugin.display().to_string()];
+    args.extend(["--config".into(), config.display().to_string(), "--allow-host".into(), api.addr().to_string()]);
+    args.extend(["--cache-dir".into(), bench.cache.path().display().to_string(), "--no-progress".into()]);
+    args.extend(extra.iter().map(|s| s.to_string()));
     let cli = Cli::parse_from(args);
     let started = Instant::now();
     let code = sluice_host::commands::execute(cli, Box::new(std::io::sink())).await;
@@ -90,34 +163,49 @@ async fn host_read(plugin: &Path, config: &Path, api: &DemoApi, cache: &Path) ->
 }
 
 #[derive(serde::Deserialize)]
-struct ItemsPage {
+struct CursorPage {
     data: Vec<Box<serde_json::value::RawValue>>,
     next_cursor: Option<String>,
 }
 
-/// What a hand-written Rust reader does: same client, same checks, same writer.
-async fn native_read(base_url: &str) -> Duration {
-    let client = reqwest::Client::builder().connect_timeout(Duration::from_secs(10)).no_proxy().build().unwrap();
+#[derive(serde::Deserialize)]
+struct NextPage {
+    data: Vec<Box<serde_json::value::RawValue>>,
+    next: Option<String>,
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().connect_timeout(Duration::from_secs(10)).no_proxy().build().unwrap()
+}
+
+/// Checks and writes a page the way the host does.
+async fn write_page(out: &Output, stream_json: &str, records: &[Box<serde_json::value::RawValue>]) {
+    let stamp = out.stamp();
+    let mut lines = Vec::with_capacity(records.iter().map(|r| r.get().len() + 80).sum());
+    for record in records {
+        let checked = protocol::checked_record(record.get(), 16 << 20).unwrap();
+        out.push_record(&mut lines, stream_json, &checked, &stamp);
+    }
+    out.records(lines).await.unwrap();
+}
+
+/// A hand-written reader of `items`: cursor pages.
+async fn native_items(base_url: &str, expected: u64, page_size: u64) -> Duration {
+    let client = client();
     let (out, writer) = Output::spawn(Format::Airbyte, Box::new(std::io::sink()));
     let started = Instant::now();
     let stream_json = serde_json::to_string("items").unwrap();
     let mut cursor: Option<String> = None;
     let mut records = 0;
-    for _ in 0..=RECORDS / PAGE_SIZE + 1 {
-        let mut request = client.get(format!("{base_url}/items")).query(&[("limit", PAGE_SIZE.to_string())]);
+    for _ in 0..=expected / page_size + 1 {
+        let mut request = client.get(format!("{base_url}/items")).query(&[("limit", page_size.to_string())]);
         if let Some(c) = &cursor {
             request = request.query(&[("cursor", c)]);
         }
         let body = request.send().await.unwrap().error_for_status().unwrap().bytes().await.unwrap();
-        let page: ItemsPage = serde_json::from_slice(&body).unwrap();
-        let emitted_at = protocol::now_ms();
-        let mut lines = Vec::with_capacity(body.len() * 2);
-        for record in &page.data {
-            let checked = protocol::checked_record(record.get(), 16 << 20).unwrap();
-            protocol::airbyte::push_record(&mut lines, &stream_json, &checked, emitted_at);
-        }
+        let page: CursorPage = serde_json::from_slice(&body).unwrap();
+        write_page(&out, &stream_json, &page.data).await;
         records += page.data.len() as u64;
-        out.records(lines).await.unwrap();
         cursor = page.next_cursor;
         if cursor.is_none() {
             break;
@@ -126,8 +214,45 @@ async fn native_read(base_url: &str) -> Duration {
     drop(out);
     writer.finish().unwrap();
     let elapsed = started.elapsed();
-    assert_eq!(records, RECORDS);
+    assert_eq!(records, expected);
     elapsed
+}
+
+/// A hand-written concurrent reader of `account_items`: one task per account, `in_flight` at once.
+async fn native_account_items(base_url: &str, accounts: u64, page_size: u64, in_flight: usize) -> Duration {
+    let client = client();
+    let (out, writer) = Output::spawn(Format::Airbyte, Box::new(std::io::sink()));
+    let started = Instant::now();
+    let permits = Arc::new(tokio::sync::Semaphore::new(in_flight));
+    let mut tasks = tokio::task::JoinSet::new();
+    for account in 1..=accounts {
+        let (client, out, permits, base) = (client.clone(), out.clone(), permits.clone(), base_url.to_string());
+        tasks.spawn(async move {
+            let _permit = permits.acquire_owned().await.unwrap();
+            let stream_json = serde_json::to_string("account_items").unwrap();
+            let mut url = format!("{base}/accounts/{account}/items?limit={page_size}");
+            let mut records = 0u64;
+            for _ in 0..100_000 {
+                let body = client.get(&url).send().await.unwrap().error_for_status().unwrap().bytes().await.unwrap();
+                let page: NextPage = serde_json::from_slice(&body).unwrap();
+                write_page(&out, &stream_json, &page.data).await;
+                records += page.data.len() as u64;
+                match page.next {
+                    Some(next) => url = format!("{base}{next}"),
+                    None => break,
+                }
+            }
+            records
+        });
+    }
+    let mut total = 0;
+    while let Some(records) = tasks.join_next().await {
+        total += records.unwrap();
+    }
+    drop(out);
+    writer.finish().unwrap();
+    assert_eq!(total, accounts * 1000);
+    started.elapsed()
 }
 
 async fn instantiation(plugin: &Path, cache: &Path) -> Duration {
