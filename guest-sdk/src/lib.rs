@@ -36,7 +36,7 @@ mod types;
 
 pub use error::{Error, Result, ResultExt};
 pub use serde_json::{self, Value, json};
-pub use types::{CursorRange, CursorValue, Page, Partition, Stream};
+pub use types::{CursorRange, CursorValue, Page, Partition, PartitionBatch, Stream};
 
 /// A data-source connector. Only [`Source::spec`], [`Source::streams`] and [`Source::read_page`]
 /// have no default.
@@ -69,15 +69,16 @@ pub trait Source {
         Ok(vec![Partition::whole(stream)])
     }
 
-    /// Like [`Source::partitions`] but a batch at a time, for streams with very many partitions:
-    /// return the next token to be called again. The default returns [`Source::partitions`] at once.
+    /// Like [`Source::partitions`] but a batch at a time, for streams with very many partitions
+    /// (set [`PartitionBatch::next`] to be called again), or to report how many records the
+    /// stream holds. The default returns [`Source::partitions`] at once.
     fn partition_batch(
         config: &Self::Config,
         stream: &str,
         state: Option<&Value>,
         _token: Option<Value>,
-    ) -> Result<(Vec<Partition>, Option<Value>)> {
-        Ok((Self::partitions(config, stream, state)?, None))
+    ) -> Result<PartitionBatch> {
+        Ok(PartitionBatch::new(Self::partitions(config, stream, state)?))
     }
 
     /// Retrieving and paginating: one page of `partition`. `token` is `None` for the first page and
@@ -193,11 +194,7 @@ pub mod __private {
             let config = config::<S>(&config_json)?;
             let state = parse_json("state", state)?;
             let token = parse_json("partition token", token)?;
-            let (partitions, next) = S::partition_batch(&config, &stream, state.as_ref(), token)?;
-            Ok(PartitionBatch {
-                partitions: partitions.into_iter().map(Into::into).collect(),
-                next_token: next.map(|t| t.to_string()),
-            })
+            Ok(S::partition_batch(&config, &stream, state.as_ref(), token)?.into())
         };
         run().map_err(Into::into)
     }

@@ -190,3 +190,37 @@ impl From<Page> for wit::Page {
         wit::Page { records: p.records, next_token: p.next_token.map(|t| t.to_string()) }
     }
 }
+
+/// Some partitions of a stream, where the rest are, and how many records the stream holds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PartitionBatch {
+    pub partitions: Vec<Partition>,
+    /// Token for the next batch; `None` ends the listing.
+    pub next: Option<Value>,
+    /// Records in the whole stream, when the API tells; shown as progress.
+    pub record_estimate: Option<u64>,
+}
+
+impl PartitionBatch {
+    pub fn new(partitions: Vec<Partition>) -> Self {
+        PartitionBatch { partitions, next: None, record_estimate: None }
+    }
+    pub fn next(mut self, token: Option<Value>) -> Self {
+        self.next = token;
+        self
+    }
+    pub fn record_estimate(mut self, records: Option<u64>) -> Self {
+        self.record_estimate = records;
+        self
+    }
+}
+
+impl From<PartitionBatch> for wit::PartitionBatch {
+    fn from(b: PartitionBatch) -> Self {
+        wit::PartitionBatch {
+            partitions: b.partitions.into_iter().map(Into::into).collect(),
+            next_token: b.next.map(|t| t.to_string()),
+            record_estimate: b.record_estimate,
+        }
+    }
+}

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 struct Partitions {
     listed: u64,
     done: u64,
+    estimate: Option<u64>,
 }
 
 pub struct Progress {
@@ -42,8 +43,13 @@ impl Progress {
         let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
         f(&mut streams);
         if let Some(bar) = &self.bar {
-            let parts: Vec<String> =
-                streams.iter().map(|(name, p)| format!("{name} {}/{}", p.done, p.listed)).collect();
+            let parts: Vec<String> = streams
+                .iter()
+                .map(|(name, p)| match p.estimate {
+                    Some(e) => format!("{name} {}/{} (~{e} records)", p.done, p.listed),
+                    None => format!("{name} {}/{}", p.done, p.listed),
+                })
+                .collect();
             let records = self.records.load(Ordering::Relaxed);
             let rate = records as f64 / self.started.elapsed().as_secs_f64().max(0.001);
             bar.set_message(format!("partitions: {} | {records} records, {rate:.0}/s", parts.join(", ")));
@@ -52,6 +58,10 @@ impl Progress {
 
     pub fn partition_listed(&self, stream: &str) {
         self.update(|s| s.entry(stream.to_string()).or_default().listed += 1);
+    }
+
+    pub fn estimate(&self, stream: &str, records: u64) {
+        self.update(|s| s.entry(stream.to_string()).or_default().estimate = Some(records));
     }
 
     pub fn partition_done(&self, stream: &str) {

@@ -103,6 +103,14 @@ async fn forward_logs<T>(
     Ok(result)
 }
 
+/// What the listing of a stream's partitions hands to the scheduler.
+#[derive(Debug)]
+pub enum Listed {
+    Partition(Partition),
+    /// The connector's estimate of the records in the whole stream.
+    Estimate(u64),
+}
+
 /// Lists a stream's partitions batch by batch, sending each batch on as soon as it is checked,
 /// so reading can start before the listing ends.
 pub async fn list_partitions(
@@ -110,7 +118,7 @@ pub async fn list_partitions(
     out: &Output,
     limits: &OutputLimits,
     selected: &SelectedStream,
-    partitions: mpsc::Sender<Partition>,
+    partitions: mpsc::Sender<Listed>,
 ) -> Result<Result<(), CallError>, OutputClosed> {
     let name = &selected.stream.name;
     let mut instance = match connector.instance().await {
@@ -136,10 +144,15 @@ pub async fn list_partitions(
                     protocol::preview(&p.key)
                 ))));
             }
-            if partitions.send(p).await.is_err() {
+            if partitions.send(Listed::Partition(p)).await.is_err() {
                 // The stream stopped listening (it is shutting down); nothing more to do.
                 return Ok(Ok(()));
             }
+        }
+        if let Some(estimate) = batch.record_estimate
+            && partitions.send(Listed::Estimate(estimate)).await.is_err()
+        {
+            return Ok(Ok(()));
         }
         match batch.next_token {
             None => return Ok(Ok(())),

@@ -8,7 +8,7 @@ use crate::bindings::Partition;
 use crate::connector::{CallError, Connector};
 use crate::progress::Progress;
 use crate::protocol::{FailureType, Output, OutputClosed, StreamStatus};
-use crate::read::{self, OutputLimits, PartitionDone, SelectedStream, StreamSummary};
+use crate::read::{self, Listed, OutputLimits, PartitionDone, SelectedStream, StreamSummary};
 use crate::state::{self, Resume, StreamCursor};
 use serde_json::Value;
 use std::sync::Arc;
@@ -106,7 +106,7 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
     let mut last_state = cursor.as_ref().map(StreamCursor::to_state);
 
     // The listing runs beside the reads and hands partitions over a bounded channel.
-    let (partition_tx, mut partition_rx) = mpsc::channel::<Partition>(256);
+    let (partition_tx, mut partition_rx) = mpsc::channel::<Listed>(256);
     let mut lister = Some({
         let shared = shared.clone();
         let selected = selected.clone();
@@ -151,7 +151,11 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
                 }
             }
             received = partition_rx.recv(), if listing_open && next.is_none() => match received {
-                Some(mut partition) => {
+                Some(Listed::Estimate(records)) => {
+                    shared.progress.estimate(&name, records);
+                    out.estimate(&name, records).await?;
+                }
+                Some(Listed::Partition(mut partition)) => {
                     summary.partitions += 1;
                     shared.progress.partition_listed(&name);
                     let range = bounded_range(&partition);

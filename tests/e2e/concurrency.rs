@@ -256,3 +256,55 @@ fn query_param(request: &str, name: &str) -> Option<String> {
     let query = request.split_once('?')?.1;
     query.split('&').find_map(|pair| pair.strip_prefix(&format!("{name}=")).map(str::to_string))
 }
+
+#[test]
+fn the_connector_estimate_becomes_a_trace_estimate() {
+    let api = demo_api(DemoApiConfig { records: 250, ..Default::default() });
+    let files = Files::new();
+    let run = host(&["run", "--streams", "windowed_items"])
+        .arg(plugin("demo-source"))
+        .arg("--config")
+        .arg(files.json("config.json", &windowed_config(&api, 50, 60)))
+        .arg("--allow-host")
+        .arg(host_port(&api))
+        .run();
+    assert!(run.success(), "{}", run.explain());
+    let estimates: Vec<&Value> =
+        run.of_type("TRACE").into_iter().filter(|m| m["trace"]["type"] == "ESTIMATE").collect();
+    assert_eq!(estimates.len(), 1);
+    assert_eq!(
+        estimates[0]["trace"]["estimate"],
+        json!({"name": "windowed_items", "type": "STREAM", "row_estimate": 250})
+    );
+    let first_record = run.messages.iter().position(|m| m["type"] == "RECORD").unwrap();
+    let estimate_at = run.messages.iter().position(|m| m["trace"]["type"] == "ESTIMATE").unwrap();
+    assert!(estimate_at < first_record, "the estimate comes with the listing, before the records");
+}
+
+#[test]
+fn progress_is_drawn_on_a_terminal_only() {
+    let api = demo_api(DemoApiConfig { records: 300, latency_ms: 20, ..Default::default() });
+    let files = Files::new();
+    let config = files.json("config.json", &windowed_config(&api, 10, 60));
+    let output = files.path().join("out.jsonl");
+    let command = format!(
+        "{} run --streams windowed_items {} --config {} --allow-host {} > {}",
+        env!("CARGO_BIN_EXE_host"),
+        plugin("demo-source").display(),
+        config.display(),
+        host_port(&api),
+        output.display()
+    );
+    // Not a terminal: nothing on stderr.
+    let plain = Command::new("bash").arg("-c").arg(&command).output().unwrap();
+    assert!(plain.status.success());
+    assert!(plain.stderr.is_empty(), "stderr: {}", String::from_utf8_lossy(&plain.stderr));
+    // A terminal (a pseudo-terminal from `script`): the progress display and the summary.
+    let tty = Command::new("script").args(["-qec", &command, "/dev/null"]).output().unwrap();
+    assert!(tty.status.success(), "{}", String::from_utf8_lossy(&tty.stdout));
+    let screen = String::from_utf8_lossy(&tty.stdout);
+    assert!(screen.contains("partitions: windowed_items"), "the progress display: {screen}");
+    assert!(screen.contains("read 300 records from 1 stream(s)"), "the summary: {screen}");
+    let records = std::fs::read_to_string(&output).unwrap().lines().filter(|l| l.contains("\"RECORD\"")).count();
+    assert_eq!(records, 300, "stdout still carries only protocol messages");
+}

@@ -46,6 +46,11 @@ pub fn stream_status(stream: &str, status: StreamStatus) -> Value {
         "stream_status": {"stream_descriptor": {"name": stream}, "status": status}}})
 }
 
+pub fn estimate(stream: &str, records: u64) -> Value {
+    json!({"type": "TRACE", "trace": {"type": "ESTIMATE", "emitted_at": now_ms(),
+        "estimate": {"name": stream, "type": "STREAM", "row_estimate": records}}})
+}
+
 pub fn stream_state(stream: &str, state: &Value) -> Value {
     json!({"type": "STATE", "state": {"type": "STREAM",
         "stream": {"stream_descriptor": {"name": stream}, "stream_state": state}}})

@@ -162,6 +162,14 @@ impl Output {
         }
     }
 
+    /// The connector's estimate of a stream's records (Airbyte TRACE ESTIMATE).
+    pub async fn estimate(&self, stream: &str, records: u64) -> Result<(), OutputClosed> {
+        match self.format {
+            Format::Airbyte => self.message(&airbyte::estimate(stream, records)).await,
+            Format::Singer => Ok(()),
+        }
+    }
+
     /// A stream's new state, written after everything sent before it.
     pub async fn state(&self, stream: &str, value: Value) -> Result<(), OutputClosed> {
         self.send(Event::State { stream: stream.to_string(), value }).await

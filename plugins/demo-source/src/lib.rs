@@ -10,7 +10,7 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use sluice_guest::{
-    CursorValue, Page, Partition, Result, ResultExt, Source, Stream, Value, http, json, paginate, slice,
+    CursorValue, Page, Partition, PartitionBatch, Result, ResultExt, Source, Stream, Value, http, json, paginate, slice,
 };
 
 #[derive(Deserialize)]
@@ -62,6 +62,7 @@ struct Account {
 
 #[derive(Deserialize)]
 struct Bounds {
+    count: u64,
     first_updated_at: Option<String>,
     last_updated_at: Option<String>,
 }
@@ -153,23 +154,6 @@ impl Source for DemoSource {
     }
 
     fn partitions(config: &Config, stream: &str, _state: Option<&Value>) -> Result<Vec<Partition>> {
-        if stream == "windowed_items" {
-            // Windows from the first item (or start_date) to the last; the host skips finished ones.
-            let bounds: Bounds = http::get_json(config.url("/items/bounds")).context("reading item bounds")?;
-            let (Some(first), Some(last)) = (bounds.first_updated_at, bounds.last_updated_at) else {
-                return Ok(Vec::new());
-            };
-            let mut from = slice::parse_rfc3339(&first)? - 1;
-            if let Some(start) = &config.start_date {
-                from = from.max(slice::parse_rfc3339(start)?);
-            }
-            return slice::datetime_windows(
-                stream,
-                from,
-                slice::parse_rfc3339(&last)?,
-                i64::from(config.window_minutes) * 60,
-            );
-        }
         if stream != "account_items" {
             return Ok(vec![Partition::whole(stream)]);
         }
@@ -189,6 +173,30 @@ impl Source for DemoSource {
                 None => return Ok(partitions),
             }
         }
+    }
+
+    fn partition_batch(
+        config: &Config,
+        stream: &str,
+        state: Option<&Value>,
+        _: Option<Value>,
+    ) -> Result<PartitionBatch> {
+        if stream != "windowed_items" {
+            return Ok(PartitionBatch::new(Self::partitions(config, stream, state)?));
+        }
+        // Windows from the first item (or start_date) to the last; the host skips finished ones.
+        let bounds: Bounds = http::get_json(config.url("/items/bounds")).context("reading item bounds")?;
+        let (Some(first), Some(last)) = (bounds.first_updated_at, bounds.last_updated_at) else {
+            return Ok(PartitionBatch::new(Vec::new()).record_estimate(Some(0)));
+        };
+        let mut from = slice::parse_rfc3339(&first)? - 1;
+        if let Some(start) = &config.start_date {
+            from = from.max(slice::parse_rfc3339(start)?);
+        }
+        let step = i64::from(config.window_minutes) * 60;
+        let windows = slice::datetime_windows(stream, from, slice::parse_rfc3339(&last)?, step)?;
+        let estimate = config.start_date.is_none().then_some(bounds.count);
+        Ok(PartitionBatch::new(windows).record_estimate(estimate))
     }
 
     fn read_page(config: &Config, partition: &Partition, token: Option<Value>) -> Result<Page> {
