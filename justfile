@@ -27,10 +27,10 @@ demo records="1000": build-plugins build
     scripts/demo.sh {{records}} target/release
 
 # Real Singer targets from PyPI, each in its own virtualenv (their pins conflict), for the tests.
-# duckdb is pinned: with newer duckdb, target-duckdb 0.8.0's COPY takes the first row for a header.
 setup-singer-targets:
     #!/usr/bin/env bash
     set -euo pipefail
+    # duckdb is pinned: with newer duckdb, target-duckdb 0.8.0's COPY takes the first row for a header.
     for spec in "target-jsonl==0.1.4" "target-duckdb==0.8.0 duckdb==1.0.0"; do
         name=${spec%%==*}
         venv=target/singer-targets/$name
@@ -43,6 +43,7 @@ setup-singer-targets:
 
 # Run every test.
 test: build-plugins setup-singer-targets
+    @command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
     cargo nextest run --workspace --exclude demo-source --exclude test-connector --exclude wrong-version --no-fail-fast
 
 # Benchmarks: the host against a native reader, same run, ratios.

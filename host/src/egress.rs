@@ -103,9 +103,15 @@ impl EgressPolicy {
         EgressPolicy { declared: declared.into_iter().collect(), granted: granted.into_iter().collect() }
     }
 
-    /// Declared hosts the operator has not granted: requests to them will be denied.
+    /// Declared hosts the operator has not granted: requests to them will be denied. A missing
+    /// port stands for a scheme's default port, 80 or 443.
     pub fn ungranted(&self) -> Vec<&HostPort> {
-        self.declared.iter().filter(|d| !self.granted.iter().any(|g| g.host == d.host && g.port == d.port)).collect()
+        let default = |p: Option<u16>| p.is_none_or(|p| p == 80 || p == 443);
+        let covers = |g: &HostPort, d: &HostPort| {
+            g.host == d.host
+                && (g.port == d.port || (g.port.is_none() && default(d.port)) || (d.port.is_none() && default(g.port)))
+        };
+        self.declared.iter().filter(|d| !self.granted.iter().any(|g| covers(g, d))).collect()
     }
 
     /// `Ok` when the URL may be requested, else why not.
@@ -376,6 +382,10 @@ mod tests {
         assert!(e.contains("not among the hosts the plugin declared"), "{e}");
         assert!(p.check(&"ftp://127.0.0.1:8080/".parse().unwrap()).is_err());
         assert_eq!(p.ungranted().len(), 1);
+        // A grant without a port covers a declaration of the default port, and the reverse.
+        assert!(policy(&["api.x.io:443"], &["api.x.io"]).ungranted().is_empty());
+        assert!(policy(&["api.x.io"], &["api.x.io:443"]).ungranted().is_empty());
+        assert_eq!(policy(&["api.x.io:8443"], &["api.x.io"]).ungranted().len(), 1);
     }
 
     #[test]

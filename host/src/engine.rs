@@ -71,8 +71,12 @@ impl Engine {
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
             anyhow!("{shown} needs an import Sluice does not provide (connectors may import only sluice:connector/http and /log, and WASI): {e}")
         })?;
-        let pre = ConnectorPre::new(instance_pre)
-            .map_err(|e| anyhow!("{shown} does not export the connector interface: {e}"))?;
+        let pre = ConnectorPre::new(instance_pre).map_err(|e| {
+            anyhow!(
+                "{shown} does not export the connector interface this host expects (built against another \
+                     revision of {WIT_PACKAGE}@{WIT_VERSION}? rebuild it with this repository's SDK): {e}"
+            )
+        })?;
         Ok(Plugin {
             path: path.to_path_buf(),
             sha256,

@@ -182,8 +182,8 @@ pub fn cursor_of(record: &Value, path: &[String]) -> Option<Value> {
 pub struct StreamCursor {
     field: Vec<String>,
     partitions: BTreeMap<String, (Value, Value)>,
-    /// A cursor from an older state form that applies to every partition.
-    floor: Option<Value>,
+    /// Everything at or below it is finished. An older simple state (`{"updated_at": ...}`)
+    /// becomes the low-water mark, so it also applies to every partition and is kept.
     low_water: Option<Value>,
     /// Finished ranges above the low-water mark: sorted, disjoint, not touching.
     completed: Vec<(Value, Value)>,
@@ -210,14 +210,13 @@ fn greater(a: &Value, b: &Value) -> bool {
 
 impl StreamCursor {
     pub fn new(stream: &str, field: Vec<String>, saved: Option<&Value>) -> Result<Self> {
-        let mut cursor =
-            StreamCursor { field, partitions: BTreeMap::new(), floor: None, low_water: None, completed: Vec::new() };
+        let mut cursor = StreamCursor { field, partitions: BTreeMap::new(), low_water: None, completed: Vec::new() };
         let Some(saved) = saved else { return Ok(cursor) };
         let known = ["partitions", "low_water", "completed"].iter().any(|k| saved.get(k).is_some());
         if !known {
             return match cursor_of(saved, &cursor.field) {
                 Some(value) => {
-                    cursor.floor = Some(value);
+                    cursor.low_water = Some(value);
                     Ok(cursor)
                 }
                 None => bail!(
@@ -261,9 +260,9 @@ impl StreamCursor {
         &self.field
     }
 
-    /// Where an open-ended partition resumes: its saved cursor, else the floor or low-water mark.
+    /// Where an open-ended partition resumes: its saved cursor, else the low-water mark.
     pub fn start_for(&self, key: &Value) -> Option<&Value> {
-        self.partitions.get(&key.to_string()).map(|(_, v)| v).or(self.floor.as_ref()).or(self.low_water.as_ref())
+        self.partitions.get(&key.to_string()).map(|(_, v)| v).or(self.low_water.as_ref())
     }
 
     /// Records that an open-ended partition was fully written up to `max_seen`.
@@ -448,6 +447,8 @@ mod tests {
         let floor =
             StreamCursor::new("s", field.clone(), Some(&json!({"updated_at": "2023-01-01T00:00:00Z"}))).unwrap();
         assert_eq!(floor.start_for(&k), Some(&json!("2023-01-01T00:00:00Z")));
+        // An older simple state is kept in the state written back.
+        assert_eq!(floor.to_state()["low_water"], json!("2023-01-01T00:00:00Z"));
         assert!(StreamCursor::new("s", field, Some(&json!({"other": 1}))).is_err());
     }
 
