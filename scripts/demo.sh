@@ -27,9 +27,9 @@ config=$out_dir/config.json
 printf '{"base_url": "http://%s", "page_size": 100}\n' "$addr" >"$config"
 output=$out_dir/output.jsonl
 
-echo "== host run $plugin --config $config --allow-host $addr"
+echo "== host run $plugin --config $config --allow-host http://$addr"
 status=0
-"$bin/host" run "$plugin" --config "$config" --allow-host "$addr" >"$output" || status=$?
+"$bin/host" run "$plugin" --config "$config" --allow-host "http://$addr" >"$output" || status=$?
 
 echo "== first records:"
 grep -m 3 '"type":"RECORD"' "$output" || true

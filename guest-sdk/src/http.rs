@@ -132,7 +132,8 @@ pub fn join(base_url: &str, link: &str) -> String {
     }
 }
 
-/// The `host:port` of a URL, as [`crate::Source::hosts`] wants it.
+/// The `host:port` of a URL, as [`crate::Source::hosts`] wants it: prefixed with `http://` when
+/// the URL is plain http, which the operator must grant explicitly.
 pub fn host_port(url: &str) -> Result<String> {
     let (scheme, rest) = url.split_once("://").ok_or_else(|| Error::Config(format!("not an absolute URL: {url}")))?;
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
@@ -141,16 +142,12 @@ pub fn host_port(url: &str) -> Result<String> {
         return Err(Error::Config(format!("URL has no host: {url}")));
     }
     let has_port = authority.rsplit_once(':').is_some_and(|(_, p)| !p.contains(']'));
-    Ok(if has_port {
-        authority.to_string()
-    } else {
-        let port = match scheme {
-            "https" => 443,
-            "http" => 80,
-            other => return Err(Error::Config(format!("unsupported URL scheme {other:?} in {url}"))),
-        };
-        format!("{authority}:{port}")
-    })
+    let (prefix, default_port) = match scheme {
+        "https" => ("", 443),
+        "http" => ("http://", 80),
+        other => return Err(Error::Config(format!("unsupported URL scheme {other:?} in {url}"))),
+    };
+    Ok(if has_port { format!("{prefix}{authority}") } else { format!("{prefix}{authority}:{default_port}") })
 }
 
 #[cfg(test)]
@@ -159,10 +156,10 @@ mod tests {
 
     #[test]
     fn host_port_fills_default_ports() {
-        assert_eq!(host_port("http://127.0.0.1:8080/x").unwrap(), "127.0.0.1:8080");
+        assert_eq!(host_port("http://127.0.0.1:8080/x").unwrap(), "http://127.0.0.1:8080");
         assert_eq!(host_port("https://api.example.com/v1?a=b").unwrap(), "api.example.com:443");
-        assert_eq!(host_port("http://[::1]/").unwrap(), "[::1]:80");
-        assert_eq!(host_port("http://[::1]:9000").unwrap(), "[::1]:9000");
+        assert_eq!(host_port("http://[::1]/").unwrap(), "http://[::1]:80");
+        assert_eq!(host_port("https://[::1]:9000").unwrap(), "[::1]:9000");
         assert!(host_port("example.com").is_err());
     }
 

@@ -29,6 +29,9 @@ pub enum Command {
     /// Read every stream (or those named) without writing a catalog: incrementally where the
     /// stream supports it, unless --full-refresh.
     Run(RunArgs),
+    /// Show what a plugin is and may do: its WIT version, sha256, the hosts it declares for a
+    /// config, and the effective grant.
+    Inspect(InspectArgs),
 }
 
 #[derive(Debug, Args)]
@@ -38,6 +41,33 @@ pub struct PluginArgs {
     /// Where compiled components are cached [default: the user's cache dir, sluice/components].
     #[arg(long, env = "SLUICE_CACHE_DIR", value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
+
+/// Limits on what the connector may consume; flags override the policy file, which overrides
+/// the defaults.
+#[derive(Debug, Args, Default)]
+pub struct SandboxArgs {
+    /// A policy file (JSON): `{"allow_hosts": [...], "deny_ungranted": bool, "limits": {...},
+    /// "http": {...}}`; see the README.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// Memory one instance may use, MiB [default: 256].
+    #[arg(long, value_name = "MIB")]
+    pub memory_mb: Option<u64>,
+    /// Guest CPU time one call may use, milliseconds [default: 30000].
+    #[arg(long, value_name = "MS")]
+    pub cpu_ms_per_call: Option<u64>,
+    /// Wall-clock time one call may take, HTTP waits included, milliseconds [default: 600000].
+    #[arg(long, value_name = "MS")]
+    pub call_timeout_ms: Option<u64>,
+    /// Largest record accepted, bytes [default: 16 MiB].
+    #[arg(long, value_name = "BYTES")]
+    pub max_record_bytes: Option<usize>,
+    /// Log messages kept per call; the rest are counted and dropped [default: 1000].
+    #[arg(long, value_name = "N")]
+    pub max_logs_per_call: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -47,12 +77,33 @@ pub struct ConfiguredArgs {
     /// The connector's config (JSON).
     #[arg(long, value_name = "FILE")]
     pub config: PathBuf,
-    /// Allow requests to HOST:PORT (repeatable). The connector may reach only hosts it declares
-    /// for its config *and* that are granted here; everything else is denied.
-    #[arg(long = "allow-host", value_name = "HOST:PORT")]
+    /// Allow requests to [http://]HOST[:PORT] (repeatable). The connector may reach only hosts it
+    /// declares for its config *and* that are granted here. HOST may be a pattern (`*.example.com`)
+    /// or an address; plain http needs the `http://` prefix; loopback, private and link-local
+    /// addresses are reachable only when granted by address.
+    #[arg(long = "allow-host", value_name = "HOST")]
     pub allow_hosts: Vec<String>,
+    /// Start even when the connector needs hosts that are not granted; its requests to them are
+    /// denied. Without it, such a run refuses to start and names what is missing.
+    #[arg(long)]
+    pub deny_ungranted: bool,
     #[command(flatten)]
     pub http: HttpArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    #[command(flatten)]
+    pub plugin: PluginArgs,
+    /// A config, to ask the plugin which hosts it needs for it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Grants to compare with what the plugin needs (as for `run`).
+    #[arg(long = "allow-host", value_name = "HOST")]
+    pub allow_hosts: Vec<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -134,6 +185,12 @@ pub struct HttpArgs {
     /// Largest response body accepted, bytes.
     #[arg(long, default_value_t = 64 << 20, value_name = "BYTES")]
     pub http_max_response_bytes: u64,
+    /// Requests in flight at once in the whole run.
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    pub http_max_in_flight: u32,
+    /// Requests per second to any one host [default: no limit].
+    #[arg(long, value_name = "N")]
+    pub http_max_rate: Option<f64>,
 }
 
 impl HttpArgs {
@@ -145,6 +202,8 @@ impl HttpArgs {
             retry_budget: self.http_retry_budget,
             backoff_base: Duration::from_millis(self.http_backoff_ms),
             max_response_bytes: self.http_max_response_bytes,
+            max_in_flight: self.http_max_in_flight.max(1) as usize,
+            max_rate_per_host: self.http_max_rate.filter(|r| *r > 0.0),
             ..HttpOptions::default()
         }
     }

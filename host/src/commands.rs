@@ -5,9 +5,11 @@ use crate::cli::{Cli, Command, ConfiguredArgs, PluginArgs, ReadOptions};
 use crate::connector::{CallError, Connector};
 use crate::egress::{Egress, EgressPolicy, HostPort, HttpOptions};
 use crate::engine::{ComponentCache, Engine, Plugin};
+use crate::limits::Limits;
+use crate::policy::Policy;
 use crate::progress::Progress;
 use crate::protocol::{self, FailureType, Format, Output, OutputClosed, airbyte};
-use crate::read::{OutputLimits, SelectedStream, StreamSummary, emit_logs};
+use crate::read::{SelectedStream, StreamSummary, emit_logs};
 use crate::schedule::{self, Concurrency};
 use crate::state::InputState;
 use anyhow::{Context, Result, bail};
@@ -51,7 +53,7 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
     let code = match dispatch(cli.command, &out).await {
         Ok(code) => code,
         Err(fatal) => {
-            eprintln!("error: {}", fatal.message);
+            eprintln!("error: {}", out.secrets.mask(&fatal.message));
             if format == Format::Airbyte {
                 let _ = out.error(&fatal.message, fatal.failure, None).await;
             }
@@ -73,32 +75,34 @@ async fn dispatch(command: Command, out: &Output) -> Result<ExitCode, Fatal> {
     match command {
         Command::Spec(args) => {
             let plugin = load_plugin(&args, out).await?;
-            let connector = Connector { plugin, config: "{}".into(), egress: Arc::new(no_egress()?) };
+            let policy = Policy::from_sandbox_args(&args.sandbox).map_err(|e| Fatal::config(format!("{e:#}")))?;
+            let connector = Connector::new(plugin, "{}".into(), Arc::new(no_egress()?), policy.limits);
             let mut instance = connector.instance().await.map_err(|e| Fatal::call("cannot start the connector", e))?;
             let spec = instance.spec().await;
-            emit_logs(out, instance.take_logs(), &OutputLimits::default()).await?;
+            emit_logs(out, instance.take_logs(), &Limits::default()).await?;
             let spec = spec.map_err(|e| Fatal::call("spec failed", e))?;
             out.message(&airbyte::spec(parse_guest_json("spec", &spec)?)).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Check(args) => {
-            let connector = match open(&args, out).await {
+            let connector = match open(&args, out, false).await {
                 Ok(c) => c,
                 // A config that cannot even be read is a failed check, not a crash.
                 Err(fatal) if fatal.failure == FailureType::Config => {
-                    out.message(&airbyte::connection_status(Err(fatal.message))).await?;
+                    out.message(&airbyte::connection_status(Err(out.secrets.mask(&fatal.message)))).await?;
                     return Ok(ExitCode::SUCCESS);
                 }
                 Err(fatal) => return Err(fatal),
             };
             let mut instance = connector.instance().await.map_err(|e| Fatal::call("cannot start the connector", e))?;
             let result = instance.check(&connector.config).await;
-            emit_logs(out, instance.take_logs(), &OutputLimits::default()).await?;
-            out.message(&airbyte::connection_status(result.map_err(|e| e.message()))).await?;
+            emit_logs(out, instance.take_logs(), &Limits::default()).await?;
+            out.message(&airbyte::connection_status(result.map_err(|e| out.secrets.mask(&e.message())))).await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Inspect(args) => inspect(args).await,
         Command::Discover(args) => {
-            let connector = open(&args, out).await?;
+            let connector = open(&args, out, false).await?;
             let streams = discover(&connector, out).await?;
             out.message(&airbyte::catalog(streams.iter().map(airbyte_stream).collect())).await?;
             Ok(ExitCode::SUCCESS)
@@ -106,7 +110,7 @@ async fn dispatch(command: Command, out: &Output) -> Result<ExitCode, Fatal> {
         Command::Read(args) => {
             let selection = catalog::load(&args.catalog).map_err(|e| Fatal::config(format!("{e:#}")))?;
             let state = load_state(args.state.as_deref())?;
-            let connector = open(&args.common, out).await?;
+            let connector = open(&args.common, out, true).await?;
             let streams = discover(&connector, out).await?;
             let selected = select(&streams, &selection, false, &state)?;
             read(connector, out, selected, &args.options, &state).await
@@ -117,7 +121,7 @@ async fn dispatch(command: Command, out: &Output) -> Result<ExitCode, Fatal> {
                 Some(path) => Some(catalog::load(path).map_err(|e| Fatal::config(format!("{e:#}")))?),
                 None => None,
             };
-            let connector = open(&args.common, out).await?;
+            let connector = open(&args.common, out, !args.discover).await?;
             let streams = discover(&connector, out).await?;
             if args.discover {
                 let catalog = match args.format {
@@ -137,6 +141,80 @@ async fn dispatch(command: Command, out: &Output) -> Result<ExitCode, Fatal> {
             read(connector, out, selected, &args.options, &state).await
         }
     }
+}
+
+/// `host inspect`: identity, declared needs and the effective grant, on stdout for a person (or
+/// as JSON).
+async fn inspect(args: crate::cli::InspectArgs) -> Result<ExitCode, Fatal> {
+    let (quiet, _writer) = Output::spawn(Format::Airbyte, Box::new(std::io::sink()));
+    let plugin = load_plugin(&args.plugin, &quiet).await?;
+    let policy = Policy::from_sandbox_args(&args.plugin.sandbox).map_err(|e| Fatal::config(format!("{e:#}")))?;
+    let granted = args
+        .allow_hosts
+        .iter()
+        .map(|h| HostPort::parse(h).context("invalid --allow-host"))
+        .collect::<Result<Vec<_>>>()
+        .map_err(|e| Fatal::config(format!("{e:#}")))?;
+    let declared = match &args.config {
+        Some(path) => {
+            let config = read_config(path).map_err(|e| Fatal::config(format!("{e:#}")))?;
+            let connector =
+                Connector::new(plugin.clone(), config.clone(), Arc::new(no_egress()?), policy.limits.clone());
+            let mut instance = connector.instance().await.map_err(|e| Fatal::call("cannot start the connector", e))?;
+            let caps = instance.capabilities(&config).await.map_err(|e| Fatal::call("capabilities failed", e))?;
+            let hosts = caps.hosts.iter().map(|h| HostPort::parse(h).map_err(|e| Fatal::system(format!("{e:#}"))));
+            Some(hosts.collect::<Result<Vec<_>, _>>()?)
+        }
+        None => None,
+    };
+    let egress = EgressPolicy::new(declared.clone().unwrap_or_default(), granted.clone());
+    let missing: Vec<String> = egress.ungranted().iter().map(|h| h.to_string()).collect();
+    let show = |hosts: &[HostPort]| hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>();
+    let report = json!({
+        "plugin": plugin.path.display().to_string(),
+        "sha256": plugin.sha256,
+        "wit": format!("{}@{}", crate::bindings::WIT_PACKAGE, plugin.wit_version),
+        "declared_hosts": declared.as_deref().map(show),
+        "granted_hosts": show(&granted),
+        "missing_grants": if declared.is_some() { json!(missing) } else { Value::Null },
+        "limits": {
+            "memory_bytes": policy.limits.memory_bytes,
+            "cpu_ms_per_call": policy.limits.cpu_ms_per_call,
+            "call_timeout_ms": policy.limits.call_timeout_ms,
+            "max_record_bytes": policy.limits.max_record_bytes,
+        },
+        "sandbox": "no files, no environment, no sockets; HTTP only through the host's egress policy",
+    });
+    if args.json {
+        println!("{report:#}");
+    } else {
+        println!("plugin:   {}", plugin.path.display());
+        println!("sha256:   {}", plugin.sha256);
+        println!("contract: {}@{}", crate::bindings::WIT_PACKAGE, plugin.wit_version);
+        match &declared {
+            Some(hosts) => println!("declares: {}", show(hosts).join(", ")),
+            None => println!("declares: (pass --config to ask which hosts it needs)"),
+        }
+        println!("granted:  {}", if granted.is_empty() { "nothing".to_string() } else { show(&granted).join(", ") });
+        if declared.is_some() {
+            if missing.is_empty() {
+                println!("effective: everything it declares is granted");
+            } else {
+                println!(
+                    "effective: NOT granted: {} (a run refuses to start without --deny-ungranted)",
+                    missing.join(", ")
+                );
+            }
+        }
+        println!(
+            "limits:   {} MiB memory per instance, {} ms CPU and {} ms wall-clock per call, records up to {} bytes",
+            policy.limits.memory_bytes >> 20,
+            policy.limits.cpu_ms_per_call,
+            policy.limits.call_timeout_ms,
+            policy.limits.max_record_bytes
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Resolves a selection against the discovered streams: incremental where asked, or, where the
@@ -197,7 +275,7 @@ async fn read(
     let summaries = schedule::read_streams(
         connector.clone(),
         out.clone(),
-        OutputLimits::default(),
+        connector.limits.clone(),
         progress.clone(),
         concurrency,
         selected,
@@ -269,20 +347,32 @@ async fn load_plugin(args: &PluginArgs, out: &Output) -> Result<Arc<Plugin>, Fat
     Ok(Arc::new(plugin))
 }
 
-/// Loads plugin and config, asks the plugin what it needs, and sets up egress.
-async fn open(args: &ConfiguredArgs, out: &Output) -> Result<Connector, Fatal> {
+/// Loads plugin and config, asks the plugin what it needs, checks that against the grant, and
+/// sets up egress and the secrets to mask.
+/// A run (`read`, `run`) refuses to start when a needed host is not granted, unless the policy
+/// says to deny instead; `check` and `discover` always start and deny.
+async fn open(args: &ConfiguredArgs, out: &Output, is_run: bool) -> Result<Connector, Fatal> {
+    let policy = Policy::from_args(args).map_err(|e| Fatal::config(format!("{e:#}")))?;
     let config = read_config(&args.config).map_err(|e| Fatal::config(format!("{e:#}")))?;
     let plugin = load_plugin(&args.plugin, out).await?;
-    let granted = args
+    let granted = policy
         .allow_hosts
         .iter()
         .map(|h| HostPort::parse(h).context("invalid --allow-host"))
         .collect::<Result<Vec<_>>>()
         .map_err(|e| Fatal::config(format!("{e:#}")))?;
-    let probe = Connector { plugin: plugin.clone(), config: config.clone(), egress: Arc::new(no_egress()?) };
+    let probe = Connector::new(plugin.clone(), config.clone(), Arc::new(no_egress()?), policy.limits.clone());
     let mut instance = probe.instance().await.map_err(|e| Fatal::call("cannot start the connector", e))?;
+    // Secrets first, so nothing said after this can leak them.
+    let spec = instance.spec().await;
+    if let Ok(spec) = &spec
+        && let (Ok(spec), Ok(config)) = (serde_json::from_str::<Value>(spec), serde_json::from_str::<Value>(&config))
+    {
+        out.secrets.set_from(&spec, &config);
+    }
     let caps = instance.capabilities(&config).await;
-    emit_logs(out, instance.take_logs(), &OutputLimits::default()).await?;
+    emit_logs(out, instance.take_logs(), &policy.limits).await?;
+    spec.map_err(|e| Fatal::call("spec failed", e))?;
     let caps = caps.map_err(|e| Fatal::call("the connector cannot say what it needs for this config", e))?;
     let declared = caps
         .hosts
@@ -291,15 +381,27 @@ async fn open(args: &ConfiguredArgs, out: &Output) -> Result<Connector, Fatal> {
             HostPort::parse(h).map_err(|e| Fatal::system(format!("the connector declared an invalid host: {e:#}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let policy = EgressPolicy::new(declared, granted);
-    for host in policy.ungranted() {
+    let egress_policy = EgressPolicy::new(declared, granted);
+    let missing: Vec<String> = egress_policy.ungranted().iter().map(|h| h.to_string()).collect();
+    if !missing.is_empty() {
+        let grants: Vec<String> = missing.iter().map(|h| format!("--allow-host {h}")).collect();
+        if is_run && !policy.deny_ungranted {
+            return Err(Fatal::config(format!(
+                "the connector needs {} for this config, which is not granted: grant it with {} \
+                 (or start anyway with --deny-ungranted, and its requests there are denied)",
+                missing.join(", "),
+                grants.join(" ")
+            )));
+        }
         let message = format!(
-            "the connector needs {host}, which is not granted: its requests will be denied (grant it with --allow-host {host})"
+            "the connector needs {}, which is not granted: its requests there will be denied (grant with {})",
+            missing.join(", "),
+            grants.join(" ")
         );
         out.log("WARN", &message).await?;
     }
-    let egress = Egress::new(policy, args.http.options()).map_err(|e| Fatal::system(format!("{e:#}")))?;
-    Ok(Connector { plugin, config, egress: Arc::new(egress) })
+    let egress = Egress::new(egress_policy, args.http.options()).map_err(|e| Fatal::system(format!("{e:#}")))?;
+    Ok(Connector::new(plugin, config, Arc::new(egress), policy.limits))
 }
 
 fn read_config(path: &std::path::Path) -> Result<String> {
@@ -321,7 +423,7 @@ fn parse_guest_json(what: &str, text: &str) -> Result<Value, Fatal> {
 async fn discover(connector: &Connector, out: &Output) -> Result<Vec<crate::bindings::Stream>, Fatal> {
     let mut instance = connector.instance().await.map_err(|e| Fatal::call("cannot start the connector", e))?;
     let streams = instance.discover(&connector.config).await;
-    emit_logs(out, instance.take_logs(), &OutputLimits::default()).await?;
+    emit_logs(out, instance.take_logs(), &Limits::default()).await?;
     let streams = streams.map_err(|e| Fatal::call("discover failed", e))?;
     let mut names = std::collections::HashSet::new();
     for s in &streams {

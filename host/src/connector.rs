@@ -5,10 +5,13 @@
 use crate::bindings::{self, Capabilities, GuestError, Page, Partition, PartitionBatch, Stream};
 use crate::egress::Egress;
 use crate::engine::Plugin;
+use crate::limits::{EPOCH_TICK, Limits};
 use crate::protocol::FailureType;
 use crate::sandbox::{GuestLog, GuestState};
 use std::sync::Arc;
-use wasmtime::Store;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use wasmtime::{Store, UpdateDeadline};
 
 /// What a guest call can end in besides success.
 #[derive(Debug, Clone)]
@@ -47,28 +50,81 @@ pub struct Connector {
     pub plugin: Arc<Plugin>,
     pub config: String,
     pub egress: Arc<Egress>,
+    pub limits: Limits,
+    /// Accounting across every instance of this connector.
+    pub usage: Arc<Usage>,
+}
+
+/// What a run's guests used, for the run summary and the library API.
+#[derive(Debug, Default)]
+pub struct Usage {
+    /// Time spent executing guest code, in epoch ticks (see [`crate::limits::EPOCH_TICK`]).
+    pub guest_cpu_ticks: AtomicU64,
+    /// The largest linear memory any one instance grew to, bytes.
+    pub peak_memory_bytes: AtomicU64,
+    pub instances: AtomicU64,
+}
+
+impl Usage {
+    pub fn guest_cpu(&self) -> Duration {
+        EPOCH_TICK * self.guest_cpu_ticks.load(Ordering::Relaxed) as u32
+    }
 }
 
 /// One guest instance with its own store.
 pub struct Instance {
     store: Store<GuestState>,
     bindings: bindings::Connector,
+    limits: Limits,
+    usage: Arc<Usage>,
 }
 
 impl Connector {
+    pub fn new(plugin: Arc<Plugin>, config: String, egress: Arc<Egress>, limits: Limits) -> Self {
+        Connector { plugin, config, egress, limits, usage: Arc::default() }
+    }
+
     pub async fn instance(&self) -> Result<Instance, CallError> {
-        let mut store = Store::new(self.plugin.pre.engine(), GuestState::new(self.egress.clone()));
-        let bindings = self.plugin.pre.instantiate_async(&mut store).await.map_err(trap)?;
-        Ok(Instance { store, bindings })
+        let mut store = Store::new(self.plugin.pre.engine(), GuestState::new(self.egress.clone(), &self.limits));
+        store.limiter(|state| &mut state.limiter);
+        // The CPU budget: every epoch tick spent in guest code counts; between ticks the guest
+        // yields, so one busy guest cannot hold a worker thread.
+        let budget = self.limits.cpu_ticks_per_call();
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |mut ctx| {
+            let state = ctx.data_mut();
+            state.cpu_ticks += 1;
+            if state.cpu_ticks > budget {
+                return Err(wasmtime::format_err!("CPU budget exceeded"));
+            }
+            Ok(UpdateDeadline::Yield(1))
+        });
+        self.usage.instances.fetch_add(1, Ordering::Relaxed);
+        let mut instance = Instance {
+            bindings: match tokio::time::timeout(
+                self.limits.call_timeout(),
+                self.plugin.pre.instantiate_async(&mut store),
+            )
+            .await
+            {
+                Ok(Ok(b)) => b,
+                Ok(Err(e)) => return Err(CallError::Trap(format!("cannot instantiate: {e:#}"))),
+                Err(_) => return Err(CallError::Trap("instantiation timed out".into())),
+            },
+            store,
+            limits: self.limits.clone(),
+            usage: self.usage.clone(),
+        };
+        instance.store.data_mut().cpu_ticks = 0;
+        Ok(instance)
     }
 }
 
-fn trap(e: wasmtime::Error) -> CallError {
-    CallError::Trap(format!("{e:#}"))
-}
-
-fn flatten<T>(r: wasmtime::Result<Result<T, GuestError>>) -> Result<T, CallError> {
-    r.map_err(trap)?.map_err(CallError::Guest)
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let peak = self.store.data().limiter.peak_memory as u64;
+        self.usage.peak_memory_bytes.fetch_max(peak, Ordering::Relaxed);
+    }
 }
 
 // The generated export bindings take `&String`; passing ours through avoids a copy per call.
@@ -78,20 +134,73 @@ impl Instance {
         self.store.data_mut().take_logs()
     }
 
+    fn begin(&mut self) {
+        self.store.data_mut().cpu_ticks = 0;
+    }
+
+    /// Turns the outcome of a call into a clear error: the limit that stopped the guest, or
+    /// its trap.
+    fn finish<T>(&mut self, outcome: Result<wasmtime::Result<T>, tokio::time::error::Elapsed>) -> Result<T, CallError> {
+        let ticks = self.store.data().cpu_ticks;
+        self.usage.guest_cpu_ticks.fetch_add(ticks, Ordering::Relaxed);
+        match outcome {
+            Ok(Ok(value)) => Ok(value),
+            Err(_) => Err(CallError::Trap(format!(
+                "the call took longer than its wall-clock limit of {} ms",
+                self.limits.call_timeout_ms
+            ))),
+            Ok(Err(e)) => {
+                let state = self.store.data();
+                let message = if let Some(memory) = &state.limiter.exceeded {
+                    memory.clone()
+                } else if ticks > self.limits.cpu_ticks_per_call() {
+                    format!(
+                        "the connector used more than its CPU budget of {} ms in one call (an endless loop?)",
+                        self.limits.cpu_ms_per_call
+                    )
+                } else if matches!(e.downcast_ref::<wasmtime::Trap>(), Some(wasmtime::Trap::StackOverflow)) {
+                    "the connector overflowed its stack (recursion too deep)".to_string()
+                } else {
+                    format!("{e:#}")
+                };
+                Err(CallError::Trap(message))
+            }
+        }
+    }
+
+    fn flatten<T>(
+        &mut self,
+        outcome: Result<wasmtime::Result<Result<T, GuestError>>, tokio::time::error::Elapsed>,
+    ) -> Result<T, CallError> {
+        self.finish(outcome)?.map_err(CallError::Guest)
+    }
+
     pub async fn spec(&mut self) -> Result<String, CallError> {
-        self.bindings.sluice_connector_source().call_spec(&mut self.store).await.map_err(trap)
+        self.begin();
+        let call = self.bindings.sluice_connector_source().call_spec(&mut self.store);
+        let outcome = tokio::time::timeout(self.limits.call_timeout(), call).await;
+        self.finish(outcome)
     }
 
     pub async fn capabilities(&mut self, config: &String) -> Result<Capabilities, CallError> {
-        flatten(self.bindings.sluice_connector_source().call_capabilities(&mut self.store, config).await)
+        self.begin();
+        let call = self.bindings.sluice_connector_source().call_capabilities(&mut self.store, config);
+        let outcome = tokio::time::timeout(self.limits.call_timeout(), call).await;
+        self.flatten(outcome)
     }
 
     pub async fn check(&mut self, config: &String) -> Result<(), CallError> {
-        flatten(self.bindings.sluice_connector_source().call_check(&mut self.store, config).await)
+        self.begin();
+        let call = self.bindings.sluice_connector_source().call_check(&mut self.store, config);
+        let outcome = tokio::time::timeout(self.limits.call_timeout(), call).await;
+        self.flatten(outcome)
     }
 
     pub async fn discover(&mut self, config: &String) -> Result<Vec<Stream>, CallError> {
-        flatten(self.bindings.sluice_connector_source().call_discover(&mut self.store, config).await)
+        self.begin();
+        let call = self.bindings.sluice_connector_source().call_discover(&mut self.store, config);
+        let outcome = tokio::time::timeout(self.limits.call_timeout(), call).await;
+        self.flatten(outcome)
     }
 
     pub async fn partitions(
@@ -101,12 +210,11 @@ impl Instance {
         state: Option<&String>,
         token: Option<&String>,
     ) -> Result<PartitionBatch, CallError> {
-        flatten(
-            self.bindings
-                .sluice_connector_source()
-                .call_partitions(&mut self.store, config, stream, state, token)
-                .await,
-        )
+        self.begin();
+        let call =
+            self.bindings.sluice_connector_source().call_partitions(&mut self.store, config, stream, state, token);
+        let outcome = tokio::time::timeout(self.limits.call_timeout(), call).await;
+        self.flatten(outcome)
     }
 
     pub async fn read_page(
@@ -115,6 +223,9 @@ impl Instance {
         partition: &Partition,
         token: Option<&String>,
     ) -> Result<Page, CallError> {
-        flatten(self.bindings.sluice_connector_source().call_read_page(&mut self.store, config, partition, token).await)
+        self.begin();
+        let call = self.bindings.sluice_connector_source().call_read_page(&mut self.store, config, partition, token);
+        let outcome = tokio::time::timeout(self.limits.call_timeout(), call).await;
+        self.flatten(outcome)
     }
 }

@@ -8,10 +8,13 @@
 use crate::bindings::{HttpError, Request, Response};
 use anyhow::{Result, bail};
 use std::collections::BTreeSet;
+use std::collections::HashMap;
 use std::fmt;
+use std::net::IpAddr;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// HTTP behaviour for one run. The defaults suit public APIs.
 #[derive(Debug, Clone)]
@@ -31,6 +34,10 @@ pub struct HttpOptions {
     /// A `Retry-After` longer than this is not waited for; the response goes to the guest.
     pub max_retry_after: Duration,
     pub max_response_bytes: u64,
+    /// Requests in flight at once across the run.
+    pub max_in_flight: usize,
+    /// Requests per second to any one host.
+    pub max_rate_per_host: Option<f64>,
 }
 
 impl Default for HttpOptions {
@@ -45,23 +52,36 @@ impl Default for HttpOptions {
             backoff_max: Duration::from_secs(60),
             max_retry_after: Duration::from_secs(600),
             max_response_bytes: 64 << 20,
+            max_in_flight: 32,
+            max_rate_per_host: None,
         }
     }
 }
 
-/// A `host:port` an operator grants or a plugin declares. Without a port it means the scheme's
-/// default port (80 for http, 443 for https).
+/// A host an operator grants or a plugin declares: `[http://]HOST[:PORT]`. HOST is a name, an
+/// address, or a pattern `*.example.com` (any subdomain). Without a port it means the scheme's
+/// default port (80 for http, 443 for https). Plain http is allowed only by a grant written with
+/// `http://`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct HostPort {
     pub host: String,
     pub port: Option<u16>,
+    /// Plain http is allowed too.
+    pub http: bool,
 }
 
 impl HostPort {
     pub fn parse(text: &str) -> Result<Self> {
-        let text = text.trim();
+        let original = text.trim();
+        let (http, text) = match original.split_once("://") {
+            Some(("http", rest)) => (true, rest),
+            Some(("https", rest)) => (false, rest),
+            Some((other, _)) => bail!("{original:?}: only http:// and https:// hosts can be granted, not {other}://"),
+            None => (false, original),
+        };
+        let text = text.trim_end_matches('/');
         let (host, port) = if let Some(rest) = text.strip_prefix('[') {
-            let (host, after) = rest.split_once(']').ok_or_else(|| anyhow::anyhow!("unclosed [ in {text:?}"))?;
+            let (host, after) = rest.split_once(']').ok_or_else(|| anyhow::anyhow!("unclosed [ in {original:?}"))?;
             (format!("[{}]", host.to_ascii_lowercase()), after.strip_prefix(':'))
         } else {
             match text.rsplit_once(':') {
@@ -69,24 +89,71 @@ impl HostPort {
                 None => (text.to_ascii_lowercase(), None),
             }
         };
-        if host.is_empty() || host.contains(['/', '@', ' ']) {
-            bail!("{text:?} is not a host or host:port");
+        if host.is_empty() || host.contains(['/', '@', ' ', '?', '#']) || host[1..].contains('*') {
+            bail!("{original:?} is not a host, host:port or *.domain pattern");
         }
-        let port =
-            port.map(|p| p.parse::<u16>().map_err(|_| anyhow::anyhow!("{text:?} has an invalid port"))).transpose()?;
-        Ok(HostPort { host, port })
+        if host.starts_with('*') && !host.starts_with("*.") {
+            bail!("{original:?}: a pattern must look like *.example.com");
+        }
+        let port = port
+            .map(|p| p.parse::<u16>().map_err(|_| anyhow::anyhow!("{original:?} has an invalid port")))
+            .transpose()?;
+        Ok(HostPort { host, port, http })
+    }
+
+    fn matches_host(&self, host: &str) -> bool {
+        match self.host.strip_prefix("*.") {
+            Some(domain) => {
+                host.len() > domain.len() + 1
+                    && host.ends_with(domain)
+                    && host[..host.len() - domain.len()].ends_with('.')
+            }
+            None => self.host == host,
+        }
     }
 
     fn matches(&self, host: &str, port: u16, default_port: u16) -> bool {
-        self.host == host && self.port.unwrap_or(default_port) == port
+        self.matches_host(host) && self.port.unwrap_or(default_port) == port
     }
 }
 
 impl fmt::Display for HostPort {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.http {
+            f.write_str("http://")?;
+        }
         match self.port {
             Some(p) => write!(f, "{}:{p}", self.host),
             None => f.write_str(&self.host),
+        }
+    }
+}
+
+/// Addresses a guest may reach only when the operator granted the address itself: loopback,
+/// private, link-local (cloud metadata lives there), shared, unspecified and multicast ranges.
+pub fn is_internal(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_multicast()
+                || a == 0
+                || (a == 100 && (64..128).contains(&b))
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_internal(IpAddr::V4(v4));
+            }
+            let first = v6.segments()[0];
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80
         }
     }
 }
@@ -103,39 +170,89 @@ impl EgressPolicy {
         EgressPolicy { declared: declared.into_iter().collect(), granted: granted.into_iter().collect() }
     }
 
+    pub fn declared(&self) -> impl Iterator<Item = &HostPort> {
+        self.declared.iter()
+    }
+    pub fn granted(&self) -> impl Iterator<Item = &HostPort> {
+        self.granted.iter()
+    }
+
     /// Declared hosts the operator has not granted: requests to them will be denied. A missing
     /// port stands for a scheme's default port, 80 or 443.
     pub fn ungranted(&self) -> Vec<&HostPort> {
         let default = |p: Option<u16>| p.is_none_or(|p| p == 80 || p == 443);
         let covers = |g: &HostPort, d: &HostPort| {
-            g.host == d.host
+            (!d.http || g.http)
+                && (g.host == d.host || (!d.host.starts_with('*') && g.matches_host(&d.host)))
                 && (g.port == d.port || (g.port.is_none() && default(d.port)) || (d.port.is_none() && default(g.port)))
         };
         self.declared.iter().filter(|d| !self.granted.iter().any(|g| covers(g, d))).collect()
     }
 
-    /// `Ok` when the URL may be requested, else why not.
+    /// `Ok` when the URL may be requested, else why not. Names are checked again once resolved
+    /// (see [`CheckedResolver`]).
     pub fn check(&self, url: &url::Url) -> Result<(), String> {
         let default_port = match url.scheme() {
             "http" => 80,
             "https" => 443,
             other => return Err(format!("scheme {other:?} is not allowed (only http and https)")),
         };
-        let Some(host) = url.host_str() else {
-            return Err(format!("{url} has no host"));
+        let host = match url.host() {
+            Some(url::Host::Domain(d)) => d.to_ascii_lowercase(),
+            Some(url::Host::Ipv4(ip)) => ip.to_string(),
+            Some(url::Host::Ipv6(ip)) => format!("[{ip}]"),
+            None => return Err(format!("{url} has no host")),
         };
-        let host = host.to_ascii_lowercase();
         let port = url.port().unwrap_or(default_port);
         let target = format!("{host}:{port}");
         if !self.declared.iter().any(|d| d.matches(&host, port, default_port)) {
             return Err(format!("{target} is not among the hosts the plugin declared for this config"));
         }
-        if !self.granted.iter().any(|g| g.matches(&host, port, default_port)) {
-            return Err(format!("{target} is not granted by the operator (grant it with --allow-host {target})"));
+        let grants: Vec<&HostPort> = self.granted.iter().filter(|g| g.matches(&host, port, default_port)).collect();
+        if grants.is_empty() {
+            let how = if url.scheme() == "http" { format!("http://{target}") } else { target.clone() };
+            return Err(format!("{target} is not granted by the operator (grant it with --allow-host {how})"));
+        }
+        if url.scheme() == "http" && !grants.iter().any(|g| g.http) {
+            return Err(format!(
+                "plain http to {target} is not granted, only https (grant it with --allow-host http://{target})"
+            ));
         }
         Ok(())
     }
 }
+
+/// Resolves names for the HTTP client and refuses internal addresses: a name is never allowed
+/// to lead to loopback, private or metadata addresses (only an address grant can), and the
+/// client connects to exactly the addresses checked here, so DNS rebinding cannot slip past.
+struct CheckedResolver;
+
+impl reqwest::dns::Resolve for CheckedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            if let Some(internal) = addrs.iter().find(|a| is_internal(a.ip())) {
+                let message = format!(
+                    "{host} resolves to the internal address {}, which is reachable only when granted by address",
+                    internal.ip()
+                );
+                return Err(Box::new(InternalAddress(message)) as Box<dyn std::error::Error + Send + Sync>);
+            }
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+/// A resolved name led to an internal address.
+#[derive(Debug)]
+struct InternalAddress(String);
+impl fmt::Display for InternalAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for InternalAddress {}
 
 /// Counters for the run summary.
 #[derive(Debug, Default)]
@@ -153,6 +270,9 @@ pub struct Egress {
     policy: Arc<EgressPolicy>,
     options: HttpOptions,
     retry_budget: AtomicU64,
+    in_flight: tokio::sync::Semaphore,
+    /// When each host may next be sent a request, under the per-host rate.
+    next_slot: Mutex<HashMap<String, Instant>>,
     pub stats: EgressStats,
 }
 
@@ -179,6 +299,7 @@ impl Egress {
             // Proxies from the environment would send guest traffic somewhere nobody granted.
             .no_proxy()
             .user_agent(concat!("sluice/", env!("CARGO_PKG_VERSION")))
+            .dns_resolver(Arc::new(CheckedResolver))
             .redirect(reqwest::redirect::Policy::custom(move |attempt| {
                 if attempt.previous().len() >= MAX_REDIRECTS {
                     return attempt.error(RedirectDenied(format!("more than {MAX_REDIRECTS} redirects")));
@@ -193,6 +314,8 @@ impl Egress {
             client,
             policy,
             retry_budget: AtomicU64::new(options.retry_budget),
+            in_flight: tokio::sync::Semaphore::new(options.max_in_flight.max(1)),
+            next_slot: Mutex::new(HashMap::new()),
             options,
             stats: EgressStats::default(),
         })
@@ -244,7 +367,24 @@ impl Egress {
         }
     }
 
+    /// Waits for this host's next slot under the per-host rate.
+    async fn pace(&self, url: &url::Url) {
+        let Some(rate) = self.options.max_rate_per_host else { return };
+        let interval = Duration::from_secs_f64(1.0 / rate);
+        let wait = {
+            let mut slots = self.next_slot.lock().unwrap_or_else(|e| e.into_inner());
+            let now = Instant::now();
+            let slot = slots.entry(url.host_str().unwrap_or_default().to_string()).or_insert(now);
+            let start = (*slot).max(now);
+            *slot = start + interval;
+            start - now
+        };
+        tokio::time::sleep(wait).await;
+    }
+
     async fn attempt(&self, method: &reqwest::Method, url: &url::Url, req: &Request) -> Result<Response, Failure> {
+        self.pace(url).await;
+        let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
         let mut builder = self.client.request(method.clone(), url.clone());
         for (name, value) in &req.headers {
             builder = builder.header(name.as_str(), value.as_str());
@@ -324,6 +464,9 @@ fn classify(e: reqwest::Error) -> Failure {
         if let Some(denied) = err.downcast_ref::<RedirectDenied>() {
             return Failure::Other(HttpError::Denied(denied.0.clone()));
         }
+        if let Some(internal) = err.downcast_ref::<InternalAddress>() {
+            return Failure::Other(HttpError::Denied(internal.0.clone()));
+        }
         source = err.source();
     }
     let text = error_chain(&e);
@@ -362,19 +505,21 @@ mod tests {
 
     #[test]
     fn host_port_parsing() {
-        assert_eq!(
-            HostPort::parse("Example.com:8080").unwrap(),
-            HostPort { host: "example.com".into(), port: Some(8080) }
-        );
-        assert_eq!(HostPort::parse("[::1]:80").unwrap(), HostPort { host: "[::1]".into(), port: Some(80) });
+        let hp = |host: &str, port, http| HostPort { host: host.into(), port, http };
+        assert_eq!(HostPort::parse("Example.com:8080").unwrap(), hp("example.com", Some(8080), false));
+        assert_eq!(HostPort::parse("[::1]:80").unwrap(), hp("[::1]", Some(80), false));
+        assert_eq!(HostPort::parse("http://127.0.0.1:9/").unwrap(), hp("127.0.0.1", Some(9), true));
+        assert_eq!(HostPort::parse("*.x.io").unwrap(), hp("*.x.io", None, false));
         assert_eq!(HostPort::parse("api.x.io").unwrap().port, None);
-        assert!(HostPort::parse("http://x").is_err());
+        assert!(HostPort::parse("ftp://x").is_err());
+        assert!(HostPort::parse("a*.x.io").is_err());
+        assert!(HostPort::parse("*x.io").is_err());
         assert!(HostPort::parse("x:99999").is_err());
     }
 
     #[test]
     fn policy_is_declared_and_granted() {
-        let p = policy(&["127.0.0.1:8080", "api.x.io"], &["127.0.0.1:8080"]);
+        let p = policy(&["127.0.0.1:8080", "api.x.io"], &["http://127.0.0.1:8080"]);
         assert!(p.check(&"http://127.0.0.1:8080/items".parse().unwrap()).is_ok());
         let e = p.check(&"https://api.x.io/v1".parse().unwrap()).unwrap_err();
         assert!(e.contains("--allow-host api.x.io:443"), "{e}");
@@ -386,6 +531,49 @@ mod tests {
         assert!(policy(&["api.x.io:443"], &["api.x.io"]).ungranted().is_empty());
         assert!(policy(&["api.x.io"], &["api.x.io:443"]).ungranted().is_empty());
         assert_eq!(policy(&["api.x.io:8443"], &["api.x.io"]).ungranted().len(), 1);
+    }
+
+    #[test]
+    fn plain_http_needs_an_http_grant() {
+        let p = policy(&["127.0.0.1:8080"], &["127.0.0.1:8080"]);
+        let e = p.check(&"http://127.0.0.1:8080/".parse().unwrap()).unwrap_err();
+        assert!(e.contains("--allow-host http://127.0.0.1:8080"), "{e}");
+        let p = policy(&["127.0.0.1:8080"], &["http://127.0.0.1:8080"]);
+        assert!(p.check(&"http://127.0.0.1:8080/".parse().unwrap()).is_ok());
+    }
+
+    #[test]
+    fn wildcards_match_subdomains_only() {
+        let p = policy(&["*.x.io"], &["*.x.io"]);
+        assert!(p.check(&"https://api.x.io/".parse().unwrap()).is_ok());
+        assert!(p.check(&"https://a.b.x.io/".parse().unwrap()).is_ok());
+        assert!(p.check(&"https://x.io/".parse().unwrap()).is_err());
+        assert!(p.check(&"https://evilx.io/".parse().unwrap()).is_err());
+        let narrow = policy(&["*.x.io"], &["api.x.io"]);
+        assert!(narrow.check(&"https://api.x.io/".parse().unwrap()).is_ok());
+        assert!(narrow.check(&"https://other.x.io/".parse().unwrap()).is_err());
+    }
+
+    #[test]
+    fn internal_addresses() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "fd00:ec2::254",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(is_internal(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["8.8.8.8", "1.1.1.1", "2606:4700::1111"] {
+            assert!(!is_internal(ip.parse().unwrap()), "{ip}");
+        }
     }
 
     #[test]

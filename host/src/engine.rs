@@ -45,7 +45,10 @@ impl Engine {
         // Guests get a bounded stack; async host calls need a larger fiber stack than that.
         config.max_wasm_stack(512 * 1024);
         config.async_stack_size(2 * 1024 * 1024);
+        // CPU budgets: the epoch advances on a ticker thread; guests check it cheaply.
+        config.epoch_interruption(true);
         let engine = wasmtime::Engine::new(&config).map_err(|e| anyhow!("{e}"))?;
+        start_epoch_ticker(&engine);
         let mut linker = Linker::new(&engine);
         crate::sandbox::add_to_linker(&mut linker)?;
         Ok(Engine { engine, linker, cache: ComponentCache::new(cache_dir) })
@@ -108,6 +111,22 @@ impl Engine {
             if exports.is_empty() { "nothing".to_string() } else { exports.join(", ") }
         )
     }
+}
+
+/// One OS thread per engine advances its epoch (a tokio task could be starved by busy workers).
+/// It stops once the engine is gone.
+fn start_epoch_ticker(engine: &wasmtime::Engine) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("sluice-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(crate::limits::EPOCH_TICK);
+            }
+        })
+        .expect("spawn the epoch ticker");
 }
 
 /// `0.x` versions are compatible within a minor version, later ones within a major version.

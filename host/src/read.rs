@@ -3,6 +3,7 @@
 
 use crate::bindings::{CursorRange, CursorValue, Partition, Stream};
 use crate::connector::{CallError, Connector, Instance};
+use crate::limits::Limits;
 use crate::progress::Progress;
 use crate::protocol::{self, Output, OutputClosed};
 use crate::sandbox::GuestLog;
@@ -12,27 +13,6 @@ use std::cmp::Ordering;
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
 use tokio::sync::mpsc;
-
-/// Caps on what a guest may hand back.
-#[derive(Debug, Clone)]
-pub struct OutputLimits {
-    pub max_record_bytes: usize,
-    pub max_records_per_page: usize,
-    pub max_log_bytes: usize,
-    /// Pages per partition; a guard against a connector that never ends a partition.
-    pub max_pages_per_partition: u64,
-}
-
-impl Default for OutputLimits {
-    fn default() -> Self {
-        OutputLimits {
-            max_record_bytes: 16 << 20,
-            max_records_per_page: 100_000,
-            max_log_bytes: 64 << 10,
-            max_pages_per_partition: 10_000_000,
-        }
-    }
-}
 
 /// A stream chosen for reading.
 #[derive(Debug, Clone)]
@@ -62,7 +42,7 @@ impl StreamSummary {
 }
 
 /// Emits guest logs as LOG messages, capped in size.
-pub async fn emit_logs(out: &Output, logs: Vec<GuestLog>, limits: &OutputLimits) -> Result<(), OutputClosed> {
+pub async fn emit_logs(out: &Output, logs: Vec<GuestLog>, limits: &Limits) -> Result<(), OutputClosed> {
     for log in logs {
         let level = match log.level {
             crate::bindings::Level::Debug => "DEBUG",
@@ -95,7 +75,7 @@ pub struct PartitionDone {
 /// Calls that reach the guest and forward what it logged.
 async fn forward_logs<T>(
     out: &Output,
-    limits: &OutputLimits,
+    limits: &Limits,
     instance: &mut Instance,
     result: Result<T, CallError>,
 ) -> Result<Result<T, CallError>, OutputClosed> {
@@ -116,7 +96,7 @@ pub enum Listed {
 pub async fn list_partitions(
     connector: &Connector,
     out: &Output,
-    limits: &OutputLimits,
+    limits: &Limits,
     selected: &SelectedStream,
     partitions: mpsc::Sender<Listed>,
 ) -> Result<Result<(), CallError>, OutputClosed> {
@@ -171,7 +151,7 @@ pub async fn list_partitions(
 pub async fn read_partition(
     connector: &Connector,
     out: &Output,
-    limits: &OutputLimits,
+    limits: &Limits,
     partition: &Partition,
     cursor_field: Option<&[String]>,
     progress: &Progress,

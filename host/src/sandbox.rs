@@ -1,8 +1,10 @@
-//! What a guest instance can see: a WASI context that grants nothing (no files, environment,
-//! arguments or sockets), the host's `http` and `log` imports, and captured stdout/stderr.
+//! What a guest instance can see and use: a WASI context that grants nothing (no files,
+//! environment, arguments or sockets), the host's `http` and `log` imports, captured
+//! stdout/stderr, a memory limit, and a CPU budget per call.
 
 use crate::bindings::{self, HttpError, Level, Request, Response};
 use crate::egress::Egress;
+use crate::limits::Limits;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -28,22 +30,53 @@ pub struct GuestState {
     table: ResourceTable,
     egress: Arc<Egress>,
     logs: Vec<GuestLog>,
+    dropped_logs: usize,
+    max_logs: usize,
     stdout: Capture,
     stderr: Capture,
+    pub limiter: GuestLimiter,
+    /// Epoch ticks the current call has spent executing guest code.
+    pub cpu_ticks: u64,
 }
 
 impl GuestState {
-    pub fn new(egress: Arc<Egress>) -> Self {
+    pub fn new(egress: Arc<Egress>, limits: &Limits) -> Self {
         let stdout = Capture::default();
         let stderr = Capture::default();
         // Deny by default: nothing is granted beyond clocks, randomness and captured stdio.
         let wasi = WasiCtxBuilder::new().stdout(stdout.clone()).stderr(stderr.clone()).build();
-        GuestState { wasi, table: ResourceTable::new(), egress, logs: Vec::new(), stdout, stderr }
+        GuestState {
+            wasi,
+            table: ResourceTable::new(),
+            egress,
+            logs: Vec::new(),
+            dropped_logs: 0,
+            max_logs: limits.max_logs_per_call,
+            stdout,
+            stderr,
+            limiter: GuestLimiter::new(limits.memory_bytes),
+            cpu_ticks: 0,
+        }
     }
 
-    /// Everything the guest said since the last call, oldest first within each source.
+    fn push_log(&mut self, log: GuestLog) {
+        if self.logs.len() < self.max_logs {
+            self.logs.push(log);
+        } else {
+            self.dropped_logs += 1;
+        }
+    }
+
+    /// Everything the guest said since the last call, oldest first within each source, at most
+    /// the per-call limit of log calls (the rest are counted).
     pub fn take_logs(&mut self) -> Vec<GuestLog> {
         let mut logs = std::mem::take(&mut self.logs);
+        if self.dropped_logs > 0 {
+            let message =
+                format!("{} more log messages from the connector were dropped (log rate limit)", self.dropped_logs);
+            logs.push(GuestLog { level: Level::Warn, message });
+            self.dropped_logs = 0;
+        }
         for (capture, level, name) in [(&self.stdout, Level::Info, "stdout"), (&self.stderr, Level::Warn, "stderr")] {
             for line in capture.take_lines() {
                 logs.push(GuestLog { level, message: format!("[{name}] {line}") });
@@ -66,7 +99,7 @@ impl bindings::sluice::connector::http::Host for GuestState {
         let egress = self.egress.clone();
         let result = egress.send(req).await;
         if let Err(HttpError::Denied(why)) = &result {
-            self.logs.push(GuestLog { level: Level::Warn, message: format!("request denied: {why}") });
+            self.push_log(GuestLog { level: Level::Warn, message: format!("request denied: {why}") });
         }
         result
     }
@@ -74,7 +107,7 @@ impl bindings::sluice::connector::http::Host for GuestState {
 
 impl bindings::sluice::connector::log::Host for GuestState {
     async fn log(&mut self, level: Level, message: String) {
-        self.logs.push(GuestLog { level, message });
+        self.push_log(GuestLog { level, message });
     }
 }
 
@@ -134,5 +167,41 @@ impl tokio::io::AsyncWrite for Capture {
     }
     fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
         Poll::Ready(Ok(()))
+    }
+}
+
+/// Enforces the memory limit and remembers the peak, so a failed growth can be named as the
+/// limit (wasmtime's error for it is not a `Trap`).
+pub struct GuestLimiter {
+    max_memory: usize,
+    /// The largest memory any instance of this store asked for and got.
+    pub peak_memory: usize,
+    /// Set when the memory limit stopped the guest.
+    pub exceeded: Option<String>,
+}
+
+impl GuestLimiter {
+    fn new(max_memory: u64) -> Self {
+        GuestLimiter { max_memory: usize::try_from(max_memory).unwrap_or(usize::MAX), peak_memory: 0, exceeded: None }
+    }
+}
+
+impl wasmtime::ResourceLimiter for GuestLimiter {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.max_memory {
+            let message = format!(
+                "the connector exceeded its memory limit: it asked for {} MiB, the limit is {} MiB",
+                desired >> 20,
+                self.max_memory >> 20
+            );
+            self.exceeded = Some(message.clone());
+            return Err(wasmtime::format_err!("{message}"));
+        }
+        self.peak_memory = self.peak_memory.max(desired);
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= 1_000_000)
     }
 }

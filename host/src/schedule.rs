@@ -6,9 +6,10 @@
 
 use crate::bindings::Partition;
 use crate::connector::{CallError, Connector};
+use crate::limits::Limits;
 use crate::progress::Progress;
 use crate::protocol::{FailureType, Output, OutputClosed, StreamStatus};
-use crate::read::{self, Listed, OutputLimits, PartitionDone, SelectedStream, StreamSummary};
+use crate::read::{self, Listed, PartitionDone, SelectedStream, StreamSummary};
 use crate::state::{self, Resume, StreamCursor};
 use serde_json::Value;
 use std::sync::Arc;
@@ -36,7 +37,7 @@ impl Default for Concurrency {
 pub struct Shared {
     pub connector: Arc<Connector>,
     pub out: Output,
-    pub limits: Arc<OutputLimits>,
+    pub limits: Arc<Limits>,
     pub progress: Arc<Progress>,
     permits: Arc<Semaphore>,
     concurrency: Concurrency,
@@ -46,7 +47,7 @@ pub struct Shared {
 pub async fn read_streams(
     connector: Arc<Connector>,
     out: Output,
-    limits: OutputLimits,
+    limits: Limits,
     progress: Arc<Progress>,
     concurrency: Concurrency,
     streams: Vec<SelectedStream>,

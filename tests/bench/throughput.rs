@@ -111,7 +111,7 @@ fn peak_rss(bench: &Bench) {
         .args(["run", "--streams", "items", "--config"])
         .arg(&config)
         .arg("--allow-host")
-        .arg(api.addr().to_string())
+        .arg(format!("http://{}", api.addr()))
         .arg("--cache-dir")
         .arg(bench.cache.path())
         .arg(&bench.plugin)
@@ -151,7 +151,12 @@ fn median(times: &mut [Duration]) -> Duration {
 /// The whole `host run` path in this process, output to a sink.
 async fn host_read(bench: &Bench, config: &Path, api: &DemoApi, extra: &[&str]) -> Duration {
     let mut args: Vec<String> = vec!["host".into(), "run".into(), bench.plugin.display().to_string()];
-    args.extend(["--config".into(), config.display().to_string(), "--allow-host".into(), api.addr().to_string()]);
+    args.extend([
+        "--config".into(),
+        config.display().to_string(),
+        "--allow-host".into(),
+        format!("http://{}", api.addr()),
+    ]);
     args.extend(["--cache-dir".into(), bench.cache.path().display().to_string(), "--no-progress".into()]);
     args.extend(extra.iter().map(|s| s.to_string()));
     let cli = Cli::parse_from(args);
@@ -259,7 +264,7 @@ async fn instantiation(plugin: &Path, cache: &Path) -> Duration {
     let engine = Engine::new(cache.to_path_buf()).unwrap();
     let plugin = Arc::new(engine.load(plugin).unwrap());
     let egress = Arc::new(Egress::new(EgressPolicy::default(), HttpOptions::default()).unwrap());
-    let connector = Connector { plugin, config: "{}".into(), egress };
+    let connector = Connector::new(plugin, "{}".into(), egress, Default::default());
     let mut times = Vec::with_capacity(INSTANCES);
     for _ in 0..INSTANCES {
         let started = Instant::now();

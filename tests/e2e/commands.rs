@@ -23,7 +23,7 @@ fn check_succeeds_against_the_api() {
         .arg("--config")
         .arg(files.json("config.json", &demo_config(&api, 10)))
         .arg("--allow-host")
-        .arg(host_port(&api))
+        .arg(grant(&api))
         .run();
     assert!(run.success(), "{}", run.explain());
     assert_eq!(run.of_type("CONNECTION_STATUS")[0]["connectionStatus"], json!({"status": "SUCCEEDED"}));
@@ -40,7 +40,7 @@ fn bad_config_fails_the_check_with_a_message() {
             .arg("--config")
             .arg(config)
             .arg("--allow-host")
-            .arg(host_port(&api))
+            .arg(grant(&api))
             .run();
         let statuses = run.of_type("CONNECTION_STATUS");
         assert_eq!(statuses.len(), 1, "{}", run.stdout());

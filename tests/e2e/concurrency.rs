@@ -62,7 +62,7 @@ fn windows_read_concurrently_give_exact_records() {
             .arg("--config")
             .arg(files.json("config.json", &windowed_config(&api, page, window)))
             .arg("--allow-host")
-            .arg(host_port(&api))
+            .arg(grant(&api))
             .run();
         assert!(run.success(), "{}", run.explain());
         let all: Vec<u64> = (1..=RECORDS).collect();
@@ -87,7 +87,7 @@ fn out_of_order_windows_never_claim_unread_data() {
         .arg("--config")
         .arg(files.json("config.json", &windowed_config(&api, 20, 60)))
         .arg("--allow-host")
-        .arg(host_port(&api))
+        .arg(grant(&api))
         .run();
     assert!(run.success(), "{}", run.explain());
     assert_eq!(sorted(run.ids("windowed_items")), (1..=RECORDS).collect::<Vec<_>>());
@@ -138,7 +138,7 @@ fn partitions_run_concurrently_within_the_limit() {
         .arg("--config")
         .arg(files.json("config.json", &windowed_config(&api, 10, 30)))
         .arg("--allow-host")
-        .arg(host_port(&api))
+        .arg(grant(&api))
         .run();
     assert!(run.success(), "{}", run.explain());
     let stats = api.stats();
@@ -150,7 +150,7 @@ fn partitions_run_concurrently_within_the_limit() {
         .arg("--config")
         .arg(files.json("config.json", &windowed_config(&api, 10, 30)))
         .arg("--allow-host")
-        .arg(host_port(&api))
+        .arg(grant(&api))
         .run();
     assert!(per_stream.success());
     assert_eq!(sorted(per_stream.ids("windowed_items")), (1..=400).collect::<Vec<_>>());
@@ -205,7 +205,7 @@ fn killed_runs_resume_without_losses_or_rereading_finished_windows() {
             "--config".into(),
             config.display().to_string(),
             "--allow-host".into(),
-            host_port(&api),
+            grant(&api),
             "--cache-dir".into(),
             files.path().join("cache").display().to_string(),
         ]);
@@ -265,7 +265,7 @@ fn the_connector_estimate_becomes_a_trace_estimate() {
         .arg("--config")
         .arg(files.json("config.json", &windowed_config(&api, 50, 60)))
         .arg("--allow-host")
-        .arg(host_port(&api))
+        .arg(grant(&api))
         .run();
     assert!(run.success(), "{}", run.explain());
     let estimates: Vec<&Value> =
@@ -291,7 +291,7 @@ fn progress_is_drawn_on_a_terminal_only() {
         env!("CARGO_BIN_EXE_host"),
         plugin("demo-source").display(),
         config.display(),
-        host_port(&api),
+        grant(&api),
         output.display()
     );
     // Not a terminal: nothing on stderr.
@@ -318,7 +318,7 @@ fn windows_pick_up_records_added_after_the_last_run() {
         .arg("--config")
         .arg(files.json("c1.json", &windowed_config(&first_api, 30, 60)))
         .arg("--allow-host")
-        .arg(host_port(&first_api))
+        .arg(grant(&first_api))
         .run();
     assert!(first.success(), "{}", first.explain());
     assert_eq!(sorted(first.ids("windowed_items")), (1..=100).collect::<Vec<_>>());
@@ -330,7 +330,7 @@ fn windows_pick_up_records_added_after_the_last_run() {
         .arg("--config")
         .arg(files.json("c2.json", &windowed_config(&second_api, 30, 60)))
         .arg("--allow-host")
-        .arg(host_port(&second_api))
+        .arg(grant(&second_api))
         .run();
     assert!(second.success(), "{}", second.explain());
     assert_eq!(sorted(second.ids("windowed_items")), (101..=150).collect::<Vec<_>>());

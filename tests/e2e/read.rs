@@ -18,7 +18,7 @@ fn run_all(api: &DemoApi, files: &Files, page_size: u64) -> HostRun {
         .arg("--config")
         .arg(files.json(&format!("config-{page_size}.json"), &demo_config(api, page_size)))
         .arg("--allow-host")
-        .arg(host_port(api))
+        .arg(grant(api))
         .run()
 }
 
@@ -69,7 +69,7 @@ fn read_follows_the_catalog() {
         .arg("--catalog")
         .arg(files.json("catalog.json", &catalog(&[("accounts", "full_refresh"), ("account_items", "incremental")])))
         .arg("--allow-host")
-        .arg(host_port(&api))
+        .arg(grant(&api))
         .run();
     assert!(run.success(), "{}", run.explain());
     assert!(run.ids("items").is_empty(), "items were not selected");
@@ -96,7 +96,7 @@ fn incremental_second_run_emits_only_newer_records() {
         .arg("--config")
         .arg(files.json("config.json", &demo_config(&first_api, 30)))
         .arg("--allow-host")
-        .arg(host_port(&first_api))
+        .arg(grant(&first_api))
         .run();
     assert!(first.success(), "{}", first.stderr());
     assert_eq!(sorted(first.ids("account_items")), (1..=100).collect::<Vec<_>>());
@@ -120,7 +120,7 @@ fn incremental_second_run_emits_only_newer_records() {
             .arg("--config")
             .arg(&config)
             .arg("--allow-host")
-            .arg(host_port(&second_api))
+            .arg(grant(&second_api))
             .run();
         assert!(second.success(), "{}", second.stderr());
         assert_eq!(sorted(second.ids("account_items")), (101..=150).collect::<Vec<_>>(), "state {}", state.display());
@@ -138,7 +138,7 @@ fn a_start_date_limits_the_first_run() {
         .arg("--config")
         .arg(files.json("config.json", &config))
         .arg("--allow-host")
-        .arg(host_port(&api))
+        .arg(grant(&api))
         .run();
     assert!(run.success(), "{}", run.explain());
     assert_eq!(sorted(run.ids("account_items")), (61..=100).collect::<Vec<_>>());
@@ -159,7 +159,7 @@ fn injected_errors_are_retried_to_exact_counts() {
         .arg("--config")
         .arg(files.json("config.json", &demo_config(&api, 20)))
         .arg("--allow-host")
-        .arg(host_port(&api))
+        .arg(grant(&api))
         .run();
     assert!(run.success(), "{}", run.explain());
     let all: Vec<u64> = (1..=RECORDS).collect();
@@ -185,7 +185,7 @@ fn retry_after_is_honoured() {
         .arg("--config")
         .arg(files.json("config.json", &demo_config(&api, 2)))
         .arg("--allow-host")
-        .arg(host_port(&api))
+        .arg(grant(&api))
         .run();
     assert!(run.success(), "{}", run.explain());
     assert_eq!(run.ids("items"), [1, 2, 3, 4, 5]);
@@ -205,7 +205,7 @@ fn exhausted_retries_fail_the_partition_and_the_exit_code() {
         .arg("--config")
         .arg(files.json("config.json", &demo_config(&api, 2)))
         .arg("--allow-host")
-        .arg(host_port(&api))
+        .arg(grant(&api))
         .run();
     assert!(!run.success());
     assert_eq!(api.stats().requests, 3, "three attempts, then give up");
@@ -217,7 +217,7 @@ fn exhausted_retries_fail_the_partition_and_the_exit_code() {
 }
 
 #[test]
-fn a_host_not_granted_is_denied_without_a_request() {
+fn a_run_missing_a_grant_refuses_to_start() {
     let api = api(10);
     let files = Files::new();
     let other = demo_api(DemoApiConfig::default());
@@ -227,7 +227,37 @@ fn a_host_not_granted_is_denied_without_a_request() {
         .arg("--config")
         .arg(files.json("config.json", &demo_config(&api, 5)))
         .arg("--allow-host")
-        .arg(host_port(&other))
+        .arg(grant(&other))
+        .run();
+    assert!(!run.success());
+    assert!(run.stderr().contains(&format!("grant it with --allow-host {}", grant(&api))), "{}", run.stderr());
+    assert_eq!(run.errors()[0]["failure_type"], "config_error");
+    assert!(run.ids("items").is_empty());
+    assert_eq!(api.stats().requests + other.stats().requests, 0);
+    // https only, unless granted: the same host without http:// is not enough.
+    let https_only = host(&["run", "--streams", "items"])
+        .arg(plugin("demo-source"))
+        .arg("--config")
+        .arg(files.json("config.json", &demo_config(&api, 5)))
+        .arg("--allow-host")
+        .arg(host_port(&api))
+        .run();
+    assert!(!https_only.success());
+    assert!(https_only.stderr().contains(&format!("--allow-host {}", grant(&api))), "{}", https_only.stderr());
+}
+
+#[test]
+fn a_host_not_granted_is_denied_without_a_request() {
+    let api = api(10);
+    let files = Files::new();
+    let other = demo_api(DemoApiConfig::default());
+    // Started anyway with --deny-ungranted: every request to the ungranted host is denied.
+    let run = host(&["run", "--streams", "items", "--deny-ungranted"])
+        .arg(plugin("demo-source"))
+        .arg("--config")
+        .arg(files.json("config.json", &demo_config(&api, 5)))
+        .arg("--allow-host")
+        .arg(grant(&other))
         .run();
     assert!(!run.success());
     assert_eq!(api.stats().requests, 0, "no request reached the API");
@@ -235,7 +265,7 @@ fn a_host_not_granted_is_denied_without_a_request() {
     let errors = run.errors();
     assert_eq!(errors.len(), 1, "{}", run.stdout());
     let message = errors[0]["message"].as_str().unwrap();
-    assert!(message.contains("denied") && message.contains(&format!("--allow-host {}", host_port(&api))), "{message}");
+    assert!(message.contains("denied") && message.contains(&format!("--allow-host {}", grant(&api))), "{message}");
     assert_eq!(errors[0]["failure_type"], "config_error");
     let logs = run.logs();
     assert!(logs.iter().any(|l| l.contains("which is not granted")), "a warning before reading: {logs:?}");
@@ -251,7 +281,7 @@ fn unknown_streams_are_named() {
         .arg("--config")
         .arg(files.json("config.json", &demo_config(&api, 5)))
         .arg("--allow-host")
-        .arg(host_port(&api))
+        .arg(grant(&api))
         .run();
     assert!(!run.success());
     assert!(
@@ -282,7 +312,7 @@ fn malformed_state_is_refused_clearly() {
             .arg("--config")
             .arg(files.json("config.json", &demo_config(&api, 5)))
             .arg("--allow-host")
-            .arg(host_port(&api))
+            .arg(grant(&api))
             .run();
         assert!(!run.success(), "{name}");
         let messages: Vec<String> = run.errors().iter().map(|e| e["message"].as_str().unwrap().to_string()).collect();

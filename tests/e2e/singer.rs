@@ -64,7 +64,7 @@ fn singer_run(api: &DemoApi, config: &Path, state: Option<&Path>) -> HostRun {
     if let Some(state) = state {
         run = run.arg("--state").arg(state);
     }
-    run.arg(plugin("demo-source")).arg("--config").arg(config).arg("--allow-host").arg(host_port(api)).run()
+    run.arg(plugin("demo-source")).arg("--config").arg(config).arg("--allow-host").arg(grant(api)).run()
 }
 
 #[test]
@@ -117,7 +117,7 @@ fn singer_discover_and_catalog_select_streams() {
         .arg("--config")
         .arg(&config)
         .arg("--allow-host")
-        .arg(host_port(&api))
+        .arg(grant(&api))
         .run();
     assert!(run.success(), "{}", run.explain());
     let streams: std::collections::BTreeSet<&str> =

@@ -153,9 +153,14 @@ pub fn demo_api(cfg: DemoApiConfig) -> DemoApi {
     DemoApi::start_background(cfg).expect("start demo API")
 }
 
-/// `host:port` of the API, for `--allow-host`.
+/// `host:port` of the API.
 pub fn host_port(api: &DemoApi) -> String {
     api.addr().to_string()
+}
+
+/// The grant for the API, for `--allow-host`: plain http needs the `http://` prefix.
+pub fn grant(api: &DemoApi) -> String {
+    format!("http://{}", api.addr())
 }
 
 pub fn demo_config(api: &DemoApi, page_size: u64) -> Value {

@@ -34,6 +34,8 @@ enum Event {
 pub struct Output {
     tx: mpsc::Sender<Event>,
     format: Format,
+    /// Masked out of every log and error message.
+    pub secrets: crate::secrets::Secrets,
 }
 
 /// The writer thread; [`Writer::finish`] tells whether every byte reached the sink.
@@ -106,7 +108,7 @@ impl Output {
                 out.flush()
             })
             .expect("spawn the writer thread");
-        (Output { tx, format }, Writer { thread })
+        (Output { tx, format, secrets: Default::default() }, Writer { thread })
     }
 
     pub fn format(&self) -> Format {
@@ -142,6 +144,7 @@ impl Output {
     }
 
     pub async fn log(&self, level: &str, message: &str) -> Result<(), OutputClosed> {
+        let message = &self.secrets.mask(message);
         match self.format {
             Format::Airbyte => self.message(&airbyte::log(level, message)).await,
             Format::Singer => self.send(Event::Stderr(format!("{level} {message}"))).await,
@@ -149,6 +152,7 @@ impl Output {
     }
 
     pub async fn error(&self, message: &str, failure: FailureType, stream: Option<&str>) -> Result<(), OutputClosed> {
+        let message = &self.secrets.mask(message);
         match self.format {
             Format::Airbyte => self.message(&airbyte::trace_error(message, None, failure, stream)).await,
             Format::Singer => self.send(Event::Stderr(format!("ERROR ({}) {message}", failure.as_str()))).await,
