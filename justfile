@@ -4,7 +4,7 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 
 plugins_dir := "target/plugins"
 # Rust connectors built by build-plugins: the demo and the test plugins the host tests pair with.
-plugins := "demo-source test-connector wrong-version"
+plugins := "demo-source test-connector wrong-version hostile"
 
 # List the recipes.
 default:
@@ -16,6 +16,9 @@ build-plugins:
     cargo build --target wasm32-wasip2 --profile plugin {{ prepend("-p ", plugins) }}
     mkdir -p {{plugins_dir}}
     for p in {{plugins}}; do cp "target/wasm32-wasip2/plugin/${p//-/_}.wasm" "{{plugins_dir}}/$p.wasm"; done
+    # A build variant in its own target dir, so the two builds do not undo each other.
+    cargo build --target wasm32-wasip2 --profile plugin -p hostile --features panic-spec --target-dir target/variants
+    cp target/variants/wasm32-wasip2/plugin/hostile.wasm {{plugins_dir}}/hostile-panic-spec.wasm
     @ls -l {{plugins_dir}}
 
 # Build the host and the demo API.
@@ -44,7 +47,7 @@ setup-singer-targets:
 # Run every test.
 test: build-plugins setup-singer-targets
     @command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
-    cargo nextest run --workspace --exclude demo-source --exclude test-connector --exclude wrong-version --no-fail-fast
+    cargo nextest run --workspace --exclude demo-source --exclude test-connector --exclude wrong-version --exclude hostile --no-fail-fast
 
 # Benchmarks: the host against a native reader, same run, ratios.
 bench: build-plugins
@@ -54,5 +57,5 @@ bench: build-plugins
 # Formatting and lints, warnings as errors.
 lint:
     cargo fmt --all -- --check
-    cargo clippy --workspace --exclude demo-source --exclude test-connector --exclude wrong-version --all-targets -- -D warnings
+    cargo clippy --workspace --exclude demo-source --exclude test-connector --exclude wrong-version --exclude hostile --all-targets -- -D warnings
     cargo clippy --target wasm32-wasip2 {{ prepend("-p ", plugins) }} -- -D warnings

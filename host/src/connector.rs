@@ -158,10 +158,15 @@ impl Instance {
                         "the connector used more than its CPU budget of {} ms in one call (an endless loop?)",
                         self.limits.cpu_ms_per_call
                     )
-                } else if matches!(e.downcast_ref::<wasmtime::Trap>(), Some(wasmtime::Trap::StackOverflow)) {
-                    "the connector overflowed its stack (recursion too deep)".to_string()
                 } else {
-                    format!("{e:#}")
+                    match e.downcast_ref::<wasmtime::Trap>() {
+                        Some(wasmtime::Trap::StackOverflow) => {
+                            "the connector overflowed its stack (recursion too deep)".to_string()
+                        }
+                        // The trap itself; its wasm backtrace is noise to an operator.
+                        Some(trap) => trap.to_string(),
+                        None => e.to_string(),
+                    }
                 };
                 Err(CallError::Trap(message))
             }

@@ -281,7 +281,7 @@ pub struct Egress {
 struct RedirectDenied(String);
 impl fmt::Display for RedirectDenied {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "redirect denied: {}", self.0)
+        f.write_str(&self.0)
     }
 }
 impl std::error::Error for RedirectDenied {}
@@ -306,7 +306,10 @@ impl Egress {
                 }
                 match redirect_policy.check(attempt.url()) {
                     Ok(()) => attempt.follow(),
-                    Err(why) => attempt.error(RedirectDenied(why)),
+                    Err(why) => {
+                        let to = attempt.url().to_string();
+                        attempt.error(RedirectDenied(format!("the redirect to {to} is denied: {why}")))
+                    }
                 }
             }))
             .build()?;

@@ -6,5 +6,6 @@ mod support;
 mod commands;
 mod concurrency;
 mod guest_behaviour;
+mod hostile;
 mod read;
 mod singer;

@@ -19,6 +19,7 @@
 //! - `GET /reports/{id}` → `{"id", "status", "download_url"? , "error"?}`
 //! - `GET /reports/{id}/download` → NDJSON items (409 until completed)
 //! - `DELETE /reports/{id}` → 204
+//! - `GET /redirect?to=URL` → 302 to `URL` (for redirect policy tests)
 //! - `GET /_stats` → [`Stats`] (not counted, never delayed or failed)
 //!
 //! Item `i` was updated at 2024-01-01T00:00:00Z plus `i` minutes (see [`data::item`]), so the

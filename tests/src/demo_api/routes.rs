@@ -33,6 +33,7 @@ pub fn router(shared: AppState) -> Router {
     Router::new()
         .route("/items", get(list_items))
         .route("/items/bounds", get(item_bounds))
+        .route("/redirect", get(redirect))
         .route("/accounts", get(list_accounts))
         .route("/accounts/{id}/items", get(list_account_items))
         .route("/reports", post(create_report))
@@ -197,6 +198,16 @@ struct ItemBounds {
 
 /// `GET /items/bounds`: how many items there are and the `updated_at` of the first and last
 /// (which are also the earliest and latest).
+#[derive(Deserialize)]
+struct RedirectQuery {
+    to: String,
+}
+
+/// `GET /redirect?to=URL`: 302 to any URL, for testing that clients re-check redirects.
+async fn redirect(Query(q): Query<RedirectQuery>) -> Response {
+    (StatusCode::FOUND, [(header::LOCATION, q.to)]).into_response()
+}
+
 async fn item_bounds(State(shared): State<AppState>) -> Json<ItemBounds> {
     let count = shared.cfg.records;
     let updated_at = |id: u64| (count > 0).then(|| data::format_rfc3339(data::item_updated_at(id)));
