@@ -18,6 +18,7 @@ pub struct Engine {
     engine: wasmtime::Engine,
     linker: Linker<GuestState>,
     cache: ComponentCache,
+    pooling: bool,
 }
 
 /// A loaded plugin, ready to instantiate cheaply (one instance per partition).
@@ -38,9 +39,48 @@ pub struct LoadInfo {
     pub cache_file: PathBuf,
 }
 
+/// Instances the pooling allocator keeps slots for; beyond that instantiation waits for none and
+/// fails, so it is sized for many tenants' partitions at once.
+const POOLED_INSTANCES: u32 = 2000;
+/// The largest memory a pooled instance may have; memory limits above it need on-demand
+/// allocation.
+pub const POOLED_MAX_MEMORY: usize = 1 << 30;
+
 impl Engine {
+    /// An engine with on-demand instance allocation.
     pub fn new(cache_dir: PathBuf) -> Result<Self> {
+        Self::with_pooling(cache_dir, false)
+    }
+
+    /// With `pooling`, instances come from pre-reserved slots (faster to create, and to throw
+    /// away); when the address space does not allow the reservation, this falls back to
+    /// on-demand allocation. [`Engine::pooling`] tells which one is in use.
+    pub fn with_pooling(cache_dir: PathBuf, pooling: bool) -> Result<Self> {
+        if pooling {
+            match Self::build(cache_dir.clone(), true) {
+                Ok(engine) => return Ok(engine),
+                Err(_) => return Self::build(cache_dir, false),
+            }
+        }
+        Self::build(cache_dir, false)
+    }
+
+    pub fn pooling(&self) -> bool {
+        self.pooling
+    }
+
+    fn build(cache_dir: PathBuf, pooling: bool) -> Result<Self> {
         let mut config = wasmtime::Config::new();
+        if pooling {
+            let mut pool = wasmtime::PoolingAllocationConfig::new();
+            pool.total_component_instances(POOLED_INSTANCES)
+                .total_core_instances(POOLED_INSTANCES * 4)
+                .total_memories(POOLED_INSTANCES * 2)
+                .total_tables(POOLED_INSTANCES * 4)
+                .total_stacks(POOLED_INSTANCES)
+                .max_memory_size(POOLED_MAX_MEMORY);
+            config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+        }
         config.wasm_component_model(true);
         // Guests get a bounded stack; async host calls need a larger fiber stack than that.
         config.max_wasm_stack(512 * 1024);
@@ -51,7 +91,7 @@ impl Engine {
         start_epoch_ticker(&engine);
         let mut linker = Linker::new(&engine);
         crate::sandbox::add_to_linker(&mut linker)?;
-        Ok(Engine { engine, linker, cache: ComponentCache::new(cache_dir) })
+        Ok(Engine { engine, linker, cache: ComponentCache::new(cache_dir), pooling })
     }
 
     pub fn wasmtime(&self) -> &wasmtime::Engine {
@@ -205,7 +245,10 @@ impl ComponentCache {
 
     fn store(&self, file: &Path, bytes: &[u8]) -> Result<()> {
         create_private_dir(&self.dir)?;
-        let tmp = file.with_extension(format!("tmp{}", std::process::id()));
+        // Unique per writer, in this process and others; the rename makes the entry appear whole.
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = file.with_extension(format!("tmp{}-{n}", std::process::id()));
         std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
         std::fs::rename(&tmp, file).with_context(|| format!("cannot write {}", file.display()))?;
         Ok(())

@@ -7,6 +7,9 @@
 //! 2. `account_items`, 20 partitions x 1000 records, pages of 100, 20 ms per request, 8 in flight.
 //! 3. Peak RSS of the `host` process reading 1M records.
 //! 4. Median time to instantiate the plugin for one partition.
+//! 5. Many tenants in one process: 49 well-behaved runs' wall time with a hostile run (an endless
+//!    loop) among them vs without.
+//! 6. Instances per second with and without the pooling allocator.
 
 use clap::Parser;
 use sluice_host::cli::Cli;
@@ -44,6 +47,87 @@ fn main() {
     peak_rss(&bench);
     let instantiate = bench.runtime.block_on(instantiation(&bench.plugin, bench.cache.path()));
     println!("\n[4] per-partition instantiation: median {:.1} µs over {INSTANCES}", instantiate.as_secs_f64() * 1e6);
+    tenants(&bench);
+    pooling(&bench);
+}
+
+/// 49 tenants reading `items` (2,000 records each), with or without a hostile 50th.
+fn tenants(bench: &Bench) {
+    use sluice_host::policy::Policy;
+    use sluice_host::runtime::{RunRequest, Runtime};
+    let api = DemoApi::start_background(DemoApiConfig { records: 2000, accounts: 4, ..Default::default() }).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let hostile = root.join("target/plugins/hostile.wasm");
+    let runtime = Arc::new(Runtime::new(bench.cache.path().to_path_buf(), true).unwrap());
+    let round = |with_hostile: bool| -> Duration {
+        bench.runtime.block_on(async {
+            let mut runs = tokio::task::JoinSet::new();
+            if with_hostile {
+                let mut request =
+                    RunRequest::new(&hostile, serde_json::json!({"mode": "loop"}), Box::new(std::io::sink()));
+                request.policy.limits.cpu_ms_per_call = 2000;
+                let runtime = runtime.clone();
+                runs.spawn(async move {
+                    let _ = runtime.run(request).await;
+                    None
+                });
+            }
+            let started = Instant::now();
+            for _ in 0..49 {
+                let config = serde_json::json!({"base_url": api.base_url(), "page_size": 500});
+                let mut request = RunRequest::new(&bench.plugin, config, Box::new(std::io::sink()));
+                request.policy = Policy { allow_hosts: vec![format!("http://{}", api.addr())], ..Default::default() };
+                request.streams = Some(vec!["items".into()]);
+                let runtime = runtime.clone();
+                runs.spawn(async move {
+                    let report = runtime.run(request).await.expect("a tenant run");
+                    assert!(report.ok());
+                    Some(Instant::now())
+                });
+            }
+            let mut last = started;
+            while let Some(done) = runs.join_next().await {
+                if let Some(at) = done.unwrap() {
+                    last = last.max(at);
+                }
+            }
+            last - started
+        })
+    };
+    round(false);
+    let (mut alone, mut hostile_present) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        alone.push(round(false));
+        hostile_present.push(round(true));
+    }
+    let (alone, present) = (median(&mut alone), median(&mut hostile_present));
+    println!("\n[5] 49 tenants x 2,000 records in one process (pooling: {})", runtime.engine().pooling());
+    println!("  without a hostile tenant: {:.1} ms; with an endless-loop tenant: {:.1} ms", ms(alone), ms(present));
+    println!("  ratio with/without: {:.2}x", present.as_secs_f64() / alone.as_secs_f64());
+}
+
+/// Instances created and dropped per second, pooled and on demand.
+fn pooling(bench: &Bench) {
+    const N: usize = 2000;
+    let rate = |pooled: bool| -> (f64, bool) {
+        bench.runtime.block_on(async {
+            let engine = Engine::with_pooling(bench.cache.path().to_path_buf(), pooled).unwrap();
+            let plugin = Arc::new(engine.load(&bench.plugin).unwrap());
+            let egress = Arc::new(Egress::new(EgressPolicy::default(), HttpOptions::default()).unwrap());
+            let connector = Connector::new(plugin, "{}".into(), egress, Default::default());
+            let started = Instant::now();
+            for _ in 0..N {
+                drop(connector.instance().await.unwrap_or_else(|e| panic!("{e}")));
+            }
+            (N as f64 / started.elapsed().as_secs_f64(), engine.pooling())
+        })
+    };
+    let (on_demand, _) = rate(false);
+    let (pooled, pooling_used) = rate(true);
+    println!(
+        "\n[6] instances per second: on demand {on_demand:.0}, pooled {pooled:.0} (pooling in use: {pooling_used}); ratio {:.2}x",
+        pooled / on_demand
+    );
 }
 
 fn report(case: &str, records: u64, host: &mut [Duration], native: &mut [Duration]) {

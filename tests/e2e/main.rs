@@ -9,3 +9,4 @@ mod guest_behaviour;
 mod hostile;
 mod read;
 mod singer;
+mod tenants;

@@ -1,0 +1,298 @@
+//! The steps of a run, shared by the CLI and the embedding API: load a plugin (announced in the
+//! run's first LOG line), open it with a config under a policy, discover, select streams, read
+//! them, and account for what the guests used.
+
+use crate::bindings::Stream;
+use crate::catalog::Selected;
+use crate::connector::{CallError, Connector};
+use crate::egress::{Egress, EgressPolicy, HostPort, HttpOptions};
+use crate::engine::{Engine, Plugin};
+use crate::policy::Policy;
+use crate::progress::Progress;
+use crate::protocol::{self, FailureType, Output, OutputClosed};
+use crate::read::{SelectedStream, StreamSummary, emit_logs};
+use crate::schedule::{self, Concurrency};
+use crate::state::InputState;
+use serde_json::Value;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// A failure that ends a run before or instead of reading, with whose fault it is.
+#[derive(Debug, Clone)]
+pub struct RunError {
+    pub message: String,
+    pub failure: FailureType,
+}
+
+impl RunError {
+    pub fn config(e: impl std::fmt::Display) -> Self {
+        RunError { message: e.to_string(), failure: FailureType::Config }
+    }
+    pub fn system(e: impl std::fmt::Display) -> Self {
+        RunError { message: e.to_string(), failure: FailureType::System }
+    }
+    pub fn call(what: &str, e: CallError) -> Self {
+        RunError { message: format!("{what}: {}", e.message()), failure: e.failure_type() }
+    }
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<OutputClosed> for RunError {
+    fn from(e: OutputClosed) -> Self {
+        RunError::system(e)
+    }
+}
+
+/// What the guests of one run used, and what they read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunUsage {
+    /// Time spent executing guest code.
+    pub guest_cpu: Duration,
+    pub requests: u64,
+    pub retries: u64,
+    pub denied: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub records: u64,
+    /// The largest linear memory any one instance grew to.
+    pub peak_memory_bytes: u64,
+    pub instances: u64,
+}
+
+impl RunUsage {
+    pub fn of(connector: &Connector, summaries: &[StreamSummary]) -> Self {
+        let stats = &connector.egress.stats;
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        RunUsage {
+            guest_cpu: connector.usage.guest_cpu(),
+            requests: load(&stats.requests),
+            retries: load(&stats.retries),
+            denied: load(&stats.denied),
+            bytes_in: load(&stats.bytes_in),
+            bytes_out: load(&stats.bytes_out),
+            records: summaries.iter().map(|s| s.records).sum(),
+            peak_memory_bytes: load(&connector.usage.peak_memory_bytes),
+            instances: load(&connector.usage.instances),
+        }
+    }
+}
+
+/// The outcome of reading.
+#[derive(Debug, Clone)]
+pub struct ReadReport {
+    pub streams: Vec<StreamSummary>,
+    pub usage: RunUsage,
+    pub elapsed: Duration,
+}
+
+impl ReadReport {
+    pub fn ok(&self) -> bool {
+        self.streams.iter().all(StreamSummary::complete)
+    }
+
+    /// One line for the operator: records per stream, requests, guest usage.
+    pub fn summary_line(&self) -> String {
+        let streams: Vec<String> = self
+            .streams
+            .iter()
+            .map(|s| {
+                let skipped = match s.skipped_partitions {
+                    0 => String::new(),
+                    n => format!(" ({n} already finished)"),
+                };
+                let status = match (s.failed, s.failed_partitions) {
+                    (true, _) => ", FAILED".to_string(),
+                    (false, 0) => String::new(),
+                    (false, n) => format!(", INCOMPLETE: {n} partition(s) failed"),
+                };
+                format!("{} {} records in {} partition(s){skipped}{status}", s.name, s.records, s.partitions)
+            })
+            .collect();
+        let u = &self.usage;
+        format!(
+            "read {} records from {} stream(s) in {:.2}s ({}); {} requests, {} retries, {} denied, {} bytes in; \
+             guest CPU {:.2}s, peak guest memory {:.1} MiB, {} instances",
+            u.records,
+            self.streams.len(),
+            self.elapsed.as_secs_f64(),
+            streams.join("; "),
+            u.requests,
+            u.retries,
+            u.denied,
+            u.bytes_in,
+            u.guest_cpu.as_secs_f64(),
+            u.peak_memory_bytes as f64 / (1 << 20) as f64,
+            u.instances,
+        )
+    }
+}
+
+pub fn no_egress() -> Result<Egress, RunError> {
+    Egress::new(EgressPolicy::default(), HttpOptions::default()).map_err(|e| RunError::system(format!("{e:#}")))
+}
+
+/// Loads a plugin with `engine` and says so in the run's first LOG line (its sha256 and
+/// contract version among it).
+pub async fn load_plugin(engine: &Engine, path: &Path, out: &Output) -> Result<Arc<Plugin>, RunError> {
+    let plugin = engine.load(path).map_err(|e| RunError::config(format!("{e:#}")))?;
+    let how = if plugin.load.cache_hit {
+        format!("loaded compiled code from cache in {} ms", plugin.load.elapsed.as_millis())
+    } else {
+        format!("compiled in {} ms and cached at {}", plugin.load.elapsed.as_millis(), plugin.load.cache_file.display())
+    };
+    let message = format!(
+        "sluice {}: plugin {} sha256 {} built for {}@{}; {how}",
+        env!("CARGO_PKG_VERSION"),
+        plugin.path.display(),
+        plugin.sha256,
+        crate::bindings::WIT_PACKAGE,
+        plugin.wit_version,
+    );
+    out.log("INFO", &message).await?;
+    Ok(Arc::new(plugin))
+}
+
+/// Binds a plugin to a config under a policy: learns the secrets to mask, asks the plugin
+/// which hosts it needs, and checks them against the grant. A run (`is_run`) refuses to start
+/// when a needed host is not granted, unless the policy says to deny instead.
+pub async fn open(
+    plugin: Arc<Plugin>,
+    config: String,
+    policy: &Policy,
+    http: HttpOptions,
+    out: &Output,
+    is_run: bool,
+) -> Result<Connector, RunError> {
+    let granted = policy
+        .allow_hosts
+        .iter()
+        .map(|h| HostPort::parse(h).map_err(|e| RunError::config(format!("invalid --allow-host: {e:#}"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    let probe = Connector::new(plugin.clone(), config.clone(), Arc::new(no_egress()?), policy.limits.clone());
+    let mut instance = probe.instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
+    // Secrets first, so nothing said after this can leak them.
+    let spec = instance.spec().await;
+    if let Ok(spec) = &spec
+        && let (Ok(spec), Ok(config)) = (serde_json::from_str::<Value>(spec), serde_json::from_str::<Value>(&config))
+    {
+        out.secrets.set_from(&spec, &config);
+    }
+    let caps = instance.capabilities(&config).await;
+    emit_logs(out, instance.take_logs(), &policy.limits).await?;
+    spec.map_err(|e| RunError::call("spec failed", e))?;
+    let caps = caps.map_err(|e| RunError::call("the connector cannot say what it needs for this config", e))?;
+    let declared = caps
+        .hosts
+        .iter()
+        .map(|h| {
+            HostPort::parse(h).map_err(|e| RunError::system(format!("the connector declared an invalid host: {e:#}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let egress_policy = EgressPolicy::new(declared, granted);
+    let missing: Vec<String> = egress_policy.ungranted().iter().map(|h| h.to_string()).collect();
+    if !missing.is_empty() {
+        let grants: Vec<String> = missing.iter().map(|h| format!("--allow-host {h}")).collect();
+        if is_run && !policy.deny_ungranted {
+            return Err(RunError::config(format!(
+                "the connector needs {} for this config, which is not granted: grant it with {} \
+                 (or start anyway with --deny-ungranted, and its requests there are denied)",
+                missing.join(", "),
+                grants.join(" ")
+            )));
+        }
+        let message = format!(
+            "the connector needs {}, which is not granted: its requests there will be denied (grant with {})",
+            missing.join(", "),
+            grants.join(" ")
+        );
+        out.log("WARN", &message).await?;
+    }
+    let egress = Egress::new(egress_policy, http).map_err(|e| RunError::system(format!("{e:#}")))?;
+    Ok(Connector::new(plugin, config, Arc::new(egress), policy.limits.clone()))
+}
+
+pub fn parse_guest_json(what: &str, text: &str) -> Result<Value, RunError> {
+    serde_json::from_str(text).map_err(|e| {
+        RunError::system(format!("the connector's {what} is not valid JSON ({e}): {}", protocol::preview(text)))
+    })
+}
+
+/// The connector's streams, checked: valid schemas, no name twice.
+pub async fn discover(connector: &Connector, out: &Output) -> Result<Vec<Stream>, RunError> {
+    let mut instance = connector.instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
+    let streams = instance.discover(&connector.config).await;
+    emit_logs(out, instance.take_logs(), &connector.limits).await?;
+    let streams = streams.map_err(|e| RunError::call("discover failed", e))?;
+    let mut names = std::collections::HashSet::new();
+    for s in &streams {
+        let schema = parse_guest_json(&format!("schema of stream {}", s.name), &s.json_schema)?;
+        if !schema.is_object() {
+            return Err(RunError::system(format!("the schema of stream {} is not a JSON object", s.name)));
+        }
+        if !names.insert(s.name.as_str()) {
+            return Err(RunError::system(format!("the connector offers stream {} twice", s.name)));
+        }
+    }
+    Ok(streams)
+}
+
+/// Resolves a selection against the discovered streams: incremental where asked, or, where the
+/// selection leaves it open, wherever the stream has a cursor.
+pub fn select(
+    streams: &[Stream],
+    selection: &[Selected],
+    full_refresh: bool,
+    state: &InputState,
+) -> Result<Vec<SelectedStream>, RunError> {
+    let mut selected = Vec::new();
+    for wanted in selection {
+        let stream = streams.iter().find(|s| s.name == wanted.name).ok_or_else(|| {
+            let offered: Vec<&str> = streams.iter().map(|s| s.name.as_str()).collect();
+            RunError::config(format!(
+                "the connector has no stream {:?} (it offers: {})",
+                wanted.name,
+                offered.join(", ")
+            ))
+        })?;
+        let cursor_field = match (full_refresh, wanted.incremental) {
+            (true, _) | (false, Some(false)) => None,
+            (false, None) => stream.cursor_field.clone(),
+            (false, Some(true)) => Some(stream.cursor_field.clone().ok_or_else(|| {
+                RunError::config(format!("stream {} cannot be read incrementally: it has no cursor field", stream.name))
+            })?),
+        };
+        let saved_state = cursor_field.as_ref().and_then(|_| state.streams.get(&stream.name).cloned());
+        selected.push(SelectedStream { stream: stream.clone(), cursor_field, saved_state });
+    }
+    Ok(selected)
+}
+
+/// Reads the selected streams and ends with the summary LOG line.
+pub async fn read(
+    connector: Connector,
+    out: &Output,
+    selected: Vec<SelectedStream>,
+    concurrency: Concurrency,
+    progress: Arc<Progress>,
+    state: &InputState,
+) -> Result<ReadReport, RunError> {
+    let started = Instant::now();
+    // Streams not read now keep their state in Singer's whole-tap STATE.
+    let unread = state.streams.iter().filter(|(name, _)| !selected.iter().any(|s| &s.stream.name == *name));
+    out.seed_states(unread.map(|(k, v)| (k.clone(), v.clone())).collect()).await?;
+    let connector = Arc::new(connector);
+    let limits = connector.limits.clone();
+    let streams =
+        schedule::read_streams(connector.clone(), out.clone(), limits, progress.clone(), concurrency, selected).await?;
+    progress.finish();
+    let report = ReadReport { usage: RunUsage::of(&connector, &streams), streams, elapsed: started.elapsed() };
+    out.log(if report.ok() { "INFO" } else { "ERROR" }, &report.summary_line()).await?;
+    Ok(report)
+}
