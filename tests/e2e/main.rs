@@ -7,6 +7,7 @@ mod commands;
 mod concurrency;
 mod guest_behaviour;
 mod hostile;
+mod policy;
 mod read;
 mod singer;
 mod tenants;
