@@ -4,7 +4,10 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 
 plugins_dir := "target/plugins"
 # Rust connectors built by build-plugins: the demo and the test plugins the host tests pair with.
-plugins := "demo-source test-connector wrong-version hostile"
+plugins := "demo-source test-connector wrong-version hostile broken-connector"
+# The Python and JavaScript tools, pinned; setup-guest-tools installs them into project folders.
+componentize_py := "target/tools/componentize-py/bin/componentize-py"
+componentize_js := "guest-sdk/js/node_modules/.bin/componentize-js"
 
 # List the recipes.
 default:
@@ -19,7 +22,55 @@ build-plugins:
     # A build variant in its own target dir, so the two builds do not undo each other.
     cargo build --target wasm32-wasip2 --profile plugin -p hostile --features panic-spec --target-dir target/variants
     cp target/variants/wasm32-wasip2/plugin/hostile.wasm {{plugins_dir}}/hostile-panic-spec.wasm
+    cargo build --target wasm32-wasip2 --profile plugin -p broken-connector --features bad-spec --target-dir target/variants
+    cp target/variants/wasm32-wasip2/plugin/broken_connector.wasm {{plugins_dir}}/broken-connector-bad-spec.wasm
+    just build-guest-plugins
     @ls -l {{plugins_dir}}
+
+# Their builds are not reproducible (a rebuild changes the sha256, so the host compiles it again),
+# so each is rebuilt only when one of its sources changed.
+# Build the Python and JavaScript demo connectors.
+build-guest-plugins: setup-guest-tools
+    #!/usr/bin/env bash
+    set -euo pipefail
+    stale() { [[ ! -e $1 ]] || [[ -n $(find "${@:2}" -type f -newer "$1" -not -path '*/node_modules/*' -not -path '*/__pycache__/*' | head -1) ]]; }
+    mkdir -p {{plugins_dir}}
+    out={{plugins_dir}}/demo-source-py.wasm
+    if stale $out wit guest-sdk/python plugins/demo-source-py target/tools/componentize-py/.spec; then
+        {{componentize_py}} -d wit -w connector componentize -p guest-sdk/python -p plugins/demo-source-py app -o $out
+    fi
+    out={{plugins_dir}}/demo-source-js.wasm
+    if stale $out wit guest-sdk/js/src guest-sdk/js/package-lock.json plugins/demo-source-js; then
+        {{componentize_js}} plugins/demo-source-js/connector.js --wit wit -n connector -d http fetch-event -o $out
+    fi
+
+# componentize-py in a virtualenv under target/tools; componentize-js and jco in
+# guest-sdk/js/node_modules from the committed lock file. Does nothing when they are there.
+# Install the pinned tools that build Python and JavaScript connectors.
+setup-guest-tools:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    spec="componentize-py==0.25.1"
+    venv=target/tools/componentize-py
+    if [[ ! -x $venv/bin/componentize-py || "$(cat "$venv/.spec" 2>/dev/null)" != "$spec" ]]; then
+        rm -rf "$venv"
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install --quiet --disable-pip-version-check "$spec"
+        echo "$spec" > "$venv/.spec"
+    fi
+    lock=$(sha256sum guest-sdk/js/package-lock.json)
+    if [[ "$(cat guest-sdk/js/node_modules/.sluice-lock 2>/dev/null)" != "$lock" ]]; then
+        npm ci --prefix guest-sdk/js --no-audit --no-fund
+        echo "$lock" > guest-sdk/js/node_modules/.sluice-lock
+    fi
+
+# Outside a component; Python against the bindings componentize-py generates.
+# Unit tests of the Python and JavaScript SDKs' helpers (pagination, slicing, config fields).
+test-guest-sdks: setup-guest-tools
+    rm -rf target/tools/py-bindings
+    {{componentize_py}} -d wit -w connector bindings target/tools/py-bindings
+    PYTHONPATH=guest-sdk/python:target/tools/py-bindings python3 -m unittest discover -s guest-sdk/python/tests -t guest-sdk/python
+    node --test guest-sdk/js/test/
 
 # Build the host and the demo API.
 build:
@@ -45,17 +96,18 @@ setup-singer-targets:
     done
 
 # Run every test.
-test: build-plugins setup-singer-targets
+test: build-plugins setup-singer-targets test-guest-sdks
     @command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
-    cargo nextest run --workspace --exclude demo-source --exclude test-connector --exclude wrong-version --exclude hostile --no-fail-fast
+    cargo nextest run --workspace --exclude demo-source --exclude test-connector --exclude wrong-version --exclude hostile --exclude broken-connector --no-fail-fast
 
 # Benchmarks: the host against a native reader, same run, ratios.
 bench: build-plugins
     cargo build --release -p sluice-host
     cargo bench -p sluice-host --bench throughput
+    cargo bench -p sluice-host --bench languages
 
 # Formatting and lints, warnings as errors.
 lint:
     cargo fmt --all -- --check
-    cargo clippy --workspace --exclude demo-source --exclude test-connector --exclude wrong-version --exclude hostile --all-targets -- -D warnings
+    cargo clippy --workspace --exclude demo-source --exclude test-connector --exclude wrong-version --exclude hostile --exclude broken-connector --all-targets -- -D warnings
     cargo clippy --target wasm32-wasip2 {{ prepend("-p ", plugins) }} -- -D warnings

@@ -78,18 +78,18 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
-/// Windows of `step_secs` covering `(from, to]`, aligned to multiples of the step since the epoch
-/// so they are the same in every run. Each is a partition keyed by its bounds. The last window
+/// Windows of `step_secs` covering `(from, to]`: the first starts at `from`, the others at
+/// multiples of the step since the epoch, so they are the same in every run. Each is a partition keyed by its bounds. The last window
 /// ends at `to`, never after: the host records finished windows, and a window reaching past what
 /// the API holds (the future, say) would be marked finished before its records exist.
 pub fn datetime_windows(stream: &str, from: i64, to: i64, step_secs: i64) -> Result<Vec<Partition>> {
     if step_secs <= 0 {
         return Err(Error::Config(format!("a window must be longer than 0 seconds, got {step_secs}")));
     }
-    let mut start = from.div_euclid(step_secs) * step_secs;
+    let mut start = from;
     let mut windows = Vec::new();
     while start < to {
-        let end = (start + step_secs).min(to);
+        let end = ((start.div_euclid(step_secs) + 1) * step_secs).min(to);
         let (s, e) = (format_rfc3339(start), format_rfc3339(end));
         let mut partition = Partition::keyed(stream, json!({"start": s, "end": e}))?;
         partition.cursor_range =
@@ -122,9 +122,11 @@ mod tests {
     fn windows_are_aligned_and_cover_the_range() {
         let w = datetime_windows("s", 1_704_067_200 + 60, 1_704_067_200 + 7200, 3600).unwrap();
         assert_eq!(w.len(), 2);
-        assert_eq!(w[0].cursor_start(), Some(&CursorValue::Datetime("2024-01-01T00:00:00Z".into())));
+        // The first window starts where asked; the next ones on whole steps.
+        assert_eq!(w[0].cursor_start(), Some(&CursorValue::Datetime("2024-01-01T00:01:00Z".into())));
+        assert_eq!(w[1].cursor_start(), Some(&CursorValue::Datetime("2024-01-01T01:00:00Z".into())));
         assert_eq!(w[1].cursor_end(), Some(&CursorValue::Datetime("2024-01-01T02:00:00Z".into())));
-        assert_eq!(w[0].key, json!({"start": "2024-01-01T00:00:00Z", "end": "2024-01-01T01:00:00Z"}));
+        assert_eq!(w[0].key, json!({"start": "2024-01-01T00:01:00Z", "end": "2024-01-01T01:00:00Z"}));
         assert!(datetime_windows("s", 0, 10, 0).is_err());
         assert!(datetime_windows("s", 10, 10, 5).unwrap().is_empty());
         // The last window stops at `to`.

@@ -32,6 +32,10 @@ pub enum Command {
     /// Show what a plugin is and may do: its WIT version, sha256, the hosts it declares for a
     /// config, and the effective grant.
     Inspect(InspectArgs),
+    /// Run the conformance kit on a connector: spec, check, discover, a full read, pagination,
+    /// partitions and an incremental read, checked against the contract. Prints a report (or
+    /// JSON with --json); exits 0 only when every check passes.
+    Test(TestArgs),
 }
 
 #[derive(Debug, Args)]
@@ -49,8 +53,8 @@ pub struct PluginArgs {
 /// the defaults.
 #[derive(Debug, Args, Default)]
 pub struct SandboxArgs {
-    /// A policy file (JSON): `{"allow_hosts": [...], "deny_ungranted": bool, "limits": {...},
-    /// "http": {...}}`; see the README.
+    /// A policy file (JSON): `{"allow_hosts": [...], "deny_ungranted": bool, "limits": {...}}`;
+    /// see docs/sandbox.md.
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
     /// Memory one instance may use, MiB [default: 256].
@@ -104,6 +108,21 @@ pub struct InspectArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    #[command(flatten)]
+    pub common: ConfiguredArgs,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Check only these streams (comma-separated) [default: all].
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub streams: Option<Vec<String>>,
+    /// Pages a partition may take before its pagination counts as endless.
+    #[arg(long, default_value_t = 10_000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_pages: u64,
 }
 
 #[derive(Debug, Args)]

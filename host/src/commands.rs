@@ -79,6 +79,7 @@ async fn dispatch(command: Command, out: &Output) -> Result<ExitCode, Fatal> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Inspect(args) => inspect(args).await,
+        Command::Test(args) => Ok(crate::conformance::run(args, out).await),
         Command::Discover(args) => {
             let connector = open(&args, out, false).await?;
             let streams = session::discover(&connector, out).await?;
@@ -127,9 +128,10 @@ async fn inspect(args: crate::cli::InspectArgs) -> Result<ExitCode, Fatal> {
     let (quiet, _writer) = Output::spawn(Format::Airbyte, Box::new(std::io::sink()));
     let plugin = load_plugin(&args.plugin, &quiet).await?;
     let policy = Policy::from_sandbox_args(&args.plugin.sandbox).map_err(|e| Fatal::config(format!("{e:#}")))?;
-    let granted = args
+    let granted = policy
         .allow_hosts
         .iter()
+        .chain(&args.allow_hosts)
         .map(|h| HostPort::parse(h).context("invalid --allow-host"))
         .collect::<Result<Vec<_>>>()
         .map_err(|e| Fatal::config(format!("{e:#}")))?;
@@ -160,6 +162,10 @@ async fn inspect(args: crate::cli::InspectArgs) -> Result<ExitCode, Fatal> {
             "cpu_ms_per_call": policy.limits.cpu_ms_per_call,
             "call_timeout_ms": policy.limits.call_timeout_ms,
             "max_record_bytes": policy.limits.max_record_bytes,
+            "max_records_per_page": policy.limits.max_records_per_page,
+            "max_log_bytes": policy.limits.max_log_bytes,
+            "max_logs_per_call": policy.limits.max_logs_per_call,
+            "max_pages_per_partition": policy.limits.max_pages_per_partition,
         },
         "sandbox": "no files, no environment, no sockets; HTTP only through the host's egress policy",
     });
@@ -226,6 +232,11 @@ async fn load_plugin(args: &PluginArgs, out: &Output) -> Result<Arc<Plugin>, Fat
     let cache_dir = args.cache_dir.clone().unwrap_or_else(ComponentCache::default_dir);
     let engine = Engine::new(cache_dir).map_err(|e| Fatal::system(format!("cannot start the engine: {e:#}")))?;
     session::load_plugin(&engine, &args.plugin, out).await
+}
+
+/// [`open`] for `host test`, which reports a connector that cannot be opened as a failed check.
+pub(crate) async fn open_for_test(args: &ConfiguredArgs, out: &Output) -> Result<Connector, String> {
+    open(args, out, false).await.map_err(|e| e.message)
 }
 
 /// Loads plugin and config under the command line's policy; see [`session::open`].

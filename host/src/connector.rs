@@ -45,6 +45,10 @@ impl std::fmt::Display for CallError {
     }
 }
 
+/// CPU ticks a call may use at full speed; after that it runs one tick in `1 + BUSY_PAUSE_TICKS`.
+const BUSY_GRACE_TICKS: u64 = 3;
+const BUSY_PAUSE_TICKS: u32 = 9;
+
 /// A plugin with a config, ready to make instances.
 pub struct Connector {
     pub plugin: Arc<Plugin>,
@@ -88,14 +92,24 @@ impl Connector {
         let mut store = Store::new(self.plugin.pre.engine(), GuestState::new(self.egress.clone(), &self.limits));
         store.limiter(|state| &mut state.limiter);
         // The CPU budget: every epoch tick spent in guest code counts; between ticks the guest
-        // yields, so one busy guest cannot hold a worker thread.
+        // yields, so one busy guest cannot hold a worker thread. A call that keeps computing past
+        // a grace period is paused between ticks as well, so an endless loop takes a small share
+        // of the machine until its budget runs out instead of a whole core.
         let budget = self.limits.cpu_ticks_per_call();
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |mut ctx| {
             let state = ctx.data_mut();
+            // The tick that passed while the host worked (HTTP) or while paused is not the guest's.
+            if std::mem::take(&mut state.back_from_host) || std::mem::take(&mut state.paused) {
+                return Ok(UpdateDeadline::Yield(1));
+            }
             state.cpu_ticks += 1;
             if state.cpu_ticks > budget {
                 return Err(wasmtime::format_err!("CPU budget exceeded"));
+            }
+            if state.cpu_ticks > BUSY_GRACE_TICKS {
+                state.paused = true;
+                return Ok(UpdateDeadline::YieldCustom(1, Box::pin(tokio::time::sleep(EPOCH_TICK * BUSY_PAUSE_TICKS))));
             }
             Ok(UpdateDeadline::Yield(1))
         });

@@ -13,6 +13,7 @@ pub mod bindings;
 pub mod catalog;
 pub mod cli;
 pub mod commands;
+pub mod conformance;
 pub mod connector;
 pub mod egress;
 pub mod engine;

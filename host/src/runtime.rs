@@ -121,6 +121,13 @@ impl Runtime {
         if !config.is_object() {
             return Err(RunError::config("the config must be a JSON object"));
         }
+        if self.engine.pooling() && policy.limits.memory_bytes > crate::engine::POOLED_MAX_MEMORY as u64 {
+            return Err(RunError::config(format!(
+                "a memory limit of {} MiB is above what pooled instances can have ({} MiB); use a runtime without pooling",
+                policy.limits.memory_bytes >> 20,
+                crate::engine::POOLED_MAX_MEMORY >> 20
+            )));
+        }
         let loading = self.loading.lock().await;
         let plugin = match self.loaded(&path) {
             Some(plugin) => plugin,

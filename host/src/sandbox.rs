@@ -37,6 +37,11 @@ pub struct GuestState {
     pub limiter: GuestLimiter,
     /// Epoch ticks the current call has spent executing guest code.
     pub cpu_ticks: u64,
+    /// Set when a host call (HTTP) returns: the tick that passed while the host worked is not
+    /// the guest's.
+    pub back_from_host: bool,
+    /// Set while a long-running call is paused to let other work run.
+    pub paused: bool,
 }
 
 impl GuestState {
@@ -56,6 +61,8 @@ impl GuestState {
             stderr,
             limiter: GuestLimiter::new(limits.memory_bytes),
             cpu_ticks: 0,
+            back_from_host: false,
+            paused: false,
         }
     }
 
@@ -98,6 +105,7 @@ impl bindings::sluice::connector::http::Host for GuestState {
     async fn send(&mut self, req: Request) -> Result<Response, HttpError> {
         let egress = self.egress.clone();
         let result = egress.send(req).await;
+        self.back_from_host = true;
         if let Err(HttpError::Denied(why)) = &result {
             self.push_log(GuestLog { level: Level::Warn, message: format!("request denied: {why}") });
         }

@@ -13,8 +13,16 @@ pub struct Secrets(Arc<RwLock<Vec<String>>>);
 impl Secrets {
     /// Collects the config values at every path the spec marks secret.
     pub fn set_from(&self, spec: &Value, config: &Value) {
+        let mut found = Vec::new();
+        collect(spec, config, &mut found);
+        // A very short secret would mask unrelated text everywhere; such values are no secret
+        // worth the name. The forms a value takes in a URL or in JSON text are masked too.
         let mut values = Vec::new();
-        collect(spec, config, &mut values);
+        for value in found.into_iter().filter(|v| v.chars().count() >= 4) {
+            let encoded: String = url::form_urlencoded::byte_serialize(value.as_bytes()).collect();
+            let escaped = serde_json::to_string(&value).unwrap_or_default();
+            values.extend([encoded, escaped.trim_matches('"').to_string(), value]);
+        }
         // Longest first, so a secret containing another is masked whole.
         values.sort_by_key(|v| std::cmp::Reverse(v.len()));
         values.dedup();
@@ -64,6 +72,17 @@ fn collect(schema: &Value, value: &Value, out: &mut Vec<String>) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn masks_encoded_forms_and_skips_tiny_values() {
+        let spec = json!({"properties": {"k": {"airbyte_secret": true}, "n": {"airbyte_secret": true}}});
+        let secrets = Secrets::default();
+        secrets.set_from(&spec, &json!({"k": "a b/c\"d", "n": 1}));
+        assert_eq!(
+            secrets.mask("url ?k=a+b%2Fc%22d json \"a b/c\\\"d\" raw a b/c\"d 1"),
+            "url ?k=********** json \"**********\" raw ********** 1"
+        );
+    }
 
     #[test]
     fn masks_marked_fields_everywhere() {

@@ -18,13 +18,7 @@ fn spec_describes_the_config() {
 fn check_succeeds_against_the_api() {
     let api = demo_api(DemoApiConfig::default());
     let files = Files::new();
-    let run = host(&["check"])
-        .arg(plugin("demo-source"))
-        .arg("--config")
-        .arg(files.json("config.json", &demo_config(&api, 10)))
-        .arg("--allow-host")
-        .arg(grant(&api))
-        .run();
+    let run = host(&["check"]).demo_source(&api, files.json("config.json", &demo_config(&api, 10))).run();
     assert!(run.success(), "{}", run.explain());
     assert_eq!(run.of_type("CONNECTION_STATUS")[0]["connectionStatus"], json!({"status": "SUCCEEDED"}));
     assert!(api.stats().requests >= 1, "check must reach the API");
@@ -35,13 +29,7 @@ fn bad_config_fails_the_check_with_a_message() {
     let api = demo_api(DemoApiConfig::default());
     let files = Files::new();
     let check = |config: &std::path::Path| {
-        let run = host(&["check"])
-            .arg(plugin("demo-source"))
-            .arg("--config")
-            .arg(config)
-            .arg("--allow-host")
-            .arg(grant(&api))
-            .run();
+        let run = host(&["check"]).demo_source(&api, config).run();
         let statuses = run.of_type("CONNECTION_STATUS");
         assert_eq!(statuses.len(), 1, "{}", run.stdout());
         assert_eq!(statuses[0]["connectionStatus"]["status"], "FAILED");

@@ -58,11 +58,7 @@ fn windows_read_concurrently_give_exact_records() {
     let files = Files::new();
     for (concurrency, window, page) in [(1, 60, 25), (4, 60, 7), (16, 17, 100), (3, 600, 1000)] {
         let run = host(&["run", "--streams", "windowed_items,items", "--concurrency", &concurrency.to_string()])
-            .arg(plugin("demo-source"))
-            .arg("--config")
-            .arg(files.json("config.json", &windowed_config(&api, page, window)))
-            .arg("--allow-host")
-            .arg(grant(&api))
+            .demo_source(&api, files.json("config.json", &windowed_config(&api, page, window)))
             .run();
         assert!(run.success(), "{}", run.explain());
         let all: Vec<u64> = (1..=RECORDS).collect();
@@ -83,11 +79,7 @@ fn out_of_order_windows_never_claim_unread_data() {
         demo_api(DemoApiConfig { records: RECORDS, slow_match: vec![slow.into()], slow_ms: 400, ..Default::default() });
     let files = Files::new();
     let run = host(&["run", "--streams", "windowed_items", "--concurrency", "4"])
-        .arg(plugin("demo-source"))
-        .arg("--config")
-        .arg(files.json("config.json", &windowed_config(&api, 20, 60)))
-        .arg("--allow-host")
-        .arg(grant(&api))
+        .demo_source(&api, files.json("config.json", &windowed_config(&api, 20, 60)))
         .run();
     assert!(run.success(), "{}", run.explain());
     assert_eq!(sorted(run.ids("windowed_items")), (1..=RECORDS).collect::<Vec<_>>());
@@ -134,11 +126,7 @@ fn partitions_run_concurrently_within_the_limit() {
     let api = demo_api(DemoApiConfig { records: 400, latency_ms: 30, ..Default::default() });
     let files = Files::new();
     let run = host(&["run", "--streams", "windowed_items", "--concurrency", "3"])
-        .arg(plugin("demo-source"))
-        .arg("--config")
-        .arg(files.json("config.json", &windowed_config(&api, 10, 30)))
-        .arg("--allow-host")
-        .arg(grant(&api))
+        .demo_source(&api, files.json("config.json", &windowed_config(&api, 10, 30)))
         .run();
     assert!(run.success(), "{}", run.explain());
     let stats = api.stats();
@@ -146,11 +134,7 @@ fn partitions_run_concurrently_within_the_limit() {
     assert!(stats.max_in_flight >= 2, "partitions overlapped: {}", stats.max_in_flight);
 
     let per_stream = host(&["run", "--streams", "windowed_items", "--concurrency", "8", "--stream-concurrency", "1"])
-        .arg(plugin("demo-source"))
-        .arg("--config")
-        .arg(files.json("config.json", &windowed_config(&api, 10, 30)))
-        .arg("--allow-host")
-        .arg(grant(&api))
+        .demo_source(&api, files.json("config.json", &windowed_config(&api, 10, 30)))
         .run();
     assert!(per_stream.success());
     assert_eq!(sorted(per_stream.ids("windowed_items")), (1..=400).collect::<Vec<_>>());
@@ -261,11 +245,7 @@ fn the_connector_estimate_becomes_a_trace_estimate() {
     let api = demo_api(DemoApiConfig { records: 250, ..Default::default() });
     let files = Files::new();
     let run = host(&["run", "--streams", "windowed_items"])
-        .arg(plugin("demo-source"))
-        .arg("--config")
-        .arg(files.json("config.json", &windowed_config(&api, 50, 60)))
-        .arg("--allow-host")
-        .arg(grant(&api))
+        .demo_source(&api, files.json("config.json", &windowed_config(&api, 50, 60)))
         .run();
     assert!(run.success(), "{}", run.explain());
     let estimates: Vec<&Value> =
@@ -314,11 +294,7 @@ fn windows_pick_up_records_added_after_the_last_run() {
     let files = Files::new();
     let first_api = demo_api(DemoApiConfig { records: 100, ..Default::default() });
     let first = host(&["run", "--streams", "windowed_items"])
-        .arg(plugin("demo-source"))
-        .arg("--config")
-        .arg(files.json("c1.json", &windowed_config(&first_api, 30, 60)))
-        .arg("--allow-host")
-        .arg(grant(&first_api))
+        .demo_source(&first_api, files.json("c1.json", &windowed_config(&first_api, 30, 60)))
         .run();
     assert!(first.success(), "{}", first.explain());
     assert_eq!(sorted(first.ids("windowed_items")), (1..=100).collect::<Vec<_>>());
@@ -326,11 +302,7 @@ fn windows_pick_up_records_added_after_the_last_run() {
     let second_api = demo_api(DemoApiConfig { records: 150, ..Default::default() });
     let second = host(&["run", "--streams", "windowed_items", "--state"])
         .arg(files.text("state.jsonl", &first.output.stdout))
-        .arg(plugin("demo-source"))
-        .arg("--config")
-        .arg(files.json("c2.json", &windowed_config(&second_api, 30, 60)))
-        .arg("--allow-host")
-        .arg(grant(&second_api))
+        .demo_source(&second_api, files.json("c2.json", &windowed_config(&second_api, 30, 60)))
         .run();
     assert!(second.success(), "{}", second.explain());
     assert_eq!(sorted(second.ids("windowed_items")), (101..=150).collect::<Vec<_>>());

@@ -5,8 +5,10 @@ mod support;
 
 mod commands;
 mod concurrency;
+mod conformance;
 mod guest_behaviour;
 mod hostile;
+mod languages;
 mod policy;
 mod read;
 mod singer;

@@ -43,7 +43,8 @@ fn inspect_shows_identity_needs_and_the_effective_grant() {
 fn a_policy_file_sets_grants_and_limits() {
     let api = demo_api(DemoApiConfig { records: 30, ..Default::default() });
     let files = Files::new();
-    let policy = files.json("policy.json", &json!({"allow_hosts": [grant(&api)], "limits": {"memory_bytes": 32 << 20}}));
+    let policy =
+        files.json("policy.json", &json!({"allow_hosts": [grant(&api)], "limits": {"memory_bytes": 32 << 20}}));
     let run = host(&["run", "--streams", "items", "--policy"])
         .arg(&policy)
         .arg(plugin("demo-source"))
@@ -85,11 +86,7 @@ fn requests_in_flight_and_per_host_rate_are_capped() {
     let files = Files::new();
     let config = files.json("config.json", &json!({"base_url": api.base_url(), "page_size": 20, "window_minutes": 30}));
     let run = host(&["run", "--streams", "windowed_items", "--concurrency", "8", "--http-max-in-flight", "2"])
-        .arg(plugin("demo-source"))
-        .arg("--config")
-        .arg(&config)
-        .arg("--allow-host")
-        .arg(grant(&api))
+        .demo_source(&api, &config)
         .run();
     assert!(run.success(), "{}", run.explain());
     assert_eq!(run.ids("windowed_items").len(), 400);
@@ -98,11 +95,7 @@ fn requests_in_flight_and_per_host_rate_are_capped() {
     let paced = demo_api(DemoApiConfig { records: 100, ..Default::default() });
     let started = Instant::now();
     let run = host(&["run", "--streams", "items", "--http-max-rate", "20"])
-        .arg(plugin("demo-source"))
-        .arg("--config")
-        .arg(files.json("paced.json", &demo_config(&paced, 10)))
-        .arg("--allow-host")
-        .arg(grant(&paced))
+        .demo_source(&paced, files.json("paced.json", &demo_config(&paced, 10)))
         .run();
     assert!(run.success(), "{}", run.explain());
     // 10 requests at 20 per second: the last starts no sooner than 450 ms after the first.

@@ -13,13 +13,7 @@ fn api(records: u64) -> DemoApi {
 }
 
 fn run_all(api: &DemoApi, files: &Files, page_size: u64) -> HostRun {
-    host(&["run"])
-        .arg(plugin("demo-source"))
-        .arg("--config")
-        .arg(files.json(&format!("config-{page_size}.json"), &demo_config(api, page_size)))
-        .arg("--allow-host")
-        .arg(grant(api))
-        .run()
+    host(&["run"]).demo_source(api, files.json(&format!("config-{page_size}.json"), &demo_config(api, page_size))).run()
 }
 
 #[test]
@@ -92,11 +86,7 @@ fn incremental_second_run_emits_only_newer_records() {
     let files = Files::new();
     let first_api = api(100);
     let first = host(&["run", "--streams", "account_items"])
-        .arg(plugin("demo-source"))
-        .arg("--config")
-        .arg(files.json("config.json", &demo_config(&first_api, 30)))
-        .arg("--allow-host")
-        .arg(grant(&first_api))
+        .demo_source(&first_api, files.json("config.json", &demo_config(&first_api, 30)))
         .run();
     assert!(first.success(), "{}", first.stderr());
     assert_eq!(sorted(first.ids("account_items")), (1..=100).collect::<Vec<_>>());
@@ -114,14 +104,8 @@ fn incremental_second_run_emits_only_newer_records() {
         ),
     ];
     for state in state_forms {
-        let second = host(&["run", "--streams", "account_items", "--state"])
-            .arg(&state)
-            .arg(plugin("demo-source"))
-            .arg("--config")
-            .arg(&config)
-            .arg("--allow-host")
-            .arg(grant(&second_api))
-            .run();
+        let second =
+            host(&["run", "--streams", "account_items", "--state"]).arg(&state).demo_source(&second_api, &config).run();
         assert!(second.success(), "{}", second.stderr());
         assert_eq!(sorted(second.ids("account_items")), (101..=150).collect::<Vec<_>>(), "state {}", state.display());
     }
@@ -133,13 +117,7 @@ fn a_start_date_limits_the_first_run() {
     let files = Files::new();
     // Item i is updated at 2024-01-01T00:00:00Z + i minutes.
     let config = json!({"base_url": api.base_url(), "page_size": 10, "start_date": "2024-01-01T01:00:00Z"});
-    let run = host(&["run", "--streams", "account_items"])
-        .arg(plugin("demo-source"))
-        .arg("--config")
-        .arg(files.json("config.json", &config))
-        .arg("--allow-host")
-        .arg(grant(&api))
-        .run();
+    let run = host(&["run", "--streams", "account_items"]).demo_source(&api, files.json("config.json", &config)).run();
     assert!(run.success(), "{}", run.explain());
     assert_eq!(sorted(run.ids("account_items")), (61..=100).collect::<Vec<_>>());
 }
@@ -155,11 +133,7 @@ fn injected_errors_are_retried_to_exact_counts() {
     });
     let files = Files::new();
     let run = host(&["run", "--streams", "items,accounts,account_items", "--http-backoff-ms", "1"])
-        .arg(plugin("demo-source"))
-        .arg("--config")
-        .arg(files.json("config.json", &demo_config(&api, 20)))
-        .arg("--allow-host")
-        .arg(grant(&api))
+        .demo_source(&api, files.json("config.json", &demo_config(&api, 20)))
         .run();
     assert!(run.success(), "{}", run.explain());
     let all: Vec<u64> = (1..=RECORDS).collect();
@@ -181,11 +155,7 @@ fn retry_after_is_honoured() {
     let files = Files::new();
     let started = Instant::now();
     let run = host(&["run", "--streams", "items", "--http-backoff-ms", "1"])
-        .arg(plugin("demo-source"))
-        .arg("--config")
-        .arg(files.json("config.json", &demo_config(&api, 2)))
-        .arg("--allow-host")
-        .arg(grant(&api))
+        .demo_source(&api, files.json("config.json", &demo_config(&api, 2)))
         .run();
     assert!(run.success(), "{}", run.explain());
     assert_eq!(run.ids("items"), [1, 2, 3, 4, 5]);
@@ -201,11 +171,7 @@ fn exhausted_retries_fail_the_partition_and_the_exit_code() {
         demo_api(DemoApiConfig { records: 5, accounts: 1, error_every: 1, retry_after_secs: 0, ..Default::default() });
     let files = Files::new();
     let run = host(&["run", "--streams", "items", "--http-backoff-ms", "1", "--http-max-attempts", "3"])
-        .arg(plugin("demo-source"))
-        .arg("--config")
-        .arg(files.json("config.json", &demo_config(&api, 2)))
-        .arg("--allow-host")
-        .arg(grant(&api))
+        .demo_source(&api, files.json("config.json", &demo_config(&api, 2)))
         .run();
     assert!(!run.success());
     assert_eq!(api.stats().requests, 3, "three attempts, then give up");
@@ -223,11 +189,7 @@ fn a_run_missing_a_grant_refuses_to_start() {
     let other = demo_api(DemoApiConfig::default());
     // Granting another host does not grant the one the plugin needs.
     let run = host(&["run", "--streams", "items"])
-        .arg(plugin("demo-source"))
-        .arg("--config")
-        .arg(files.json("config.json", &demo_config(&api, 5)))
-        .arg("--allow-host")
-        .arg(grant(&other))
+        .demo_source(&other, files.json("config.json", &demo_config(&api, 5)))
         .run();
     assert!(!run.success());
     assert!(run.stderr().contains(&format!("grant it with --allow-host {}", grant(&api))), "{}", run.stderr());
@@ -253,11 +215,7 @@ fn a_host_not_granted_is_denied_without_a_request() {
     let other = demo_api(DemoApiConfig::default());
     // Started anyway with --deny-ungranted: every request to the ungranted host is denied.
     let run = host(&["run", "--streams", "items", "--deny-ungranted"])
-        .arg(plugin("demo-source"))
-        .arg("--config")
-        .arg(files.json("config.json", &demo_config(&api, 5)))
-        .arg("--allow-host")
-        .arg(grant(&other))
+        .demo_source(&other, files.json("config.json", &demo_config(&api, 5)))
         .run();
     assert!(!run.success());
     assert_eq!(api.stats().requests, 0, "no request reached the API");
@@ -277,11 +235,7 @@ fn unknown_streams_are_named() {
     let api = api(10);
     let files = Files::new();
     let run = host(&["run", "--streams", "items,nope"])
-        .arg(plugin("demo-source"))
-        .arg("--config")
-        .arg(files.json("config.json", &demo_config(&api, 5)))
-        .arg("--allow-host")
-        .arg(grant(&api))
+        .demo_source(&api, files.json("config.json", &demo_config(&api, 5)))
         .run();
     assert!(!run.success());
     assert!(
@@ -308,11 +262,7 @@ fn malformed_state_is_refused_clearly() {
     for (name, text, expected) in cases {
         let run = host(&["run", "--streams", "account_items", "--state"])
             .arg(files.text(name, text))
-            .arg(plugin("demo-source"))
-            .arg("--config")
-            .arg(files.json("config.json", &demo_config(&api, 5)))
-            .arg("--allow-host")
-            .arg(grant(&api))
+            .demo_source(&api, files.json("config.json", &demo_config(&api, 5)))
             .run();
         assert!(!run.success(), "{name}");
         let messages: Vec<String> = run.errors().iter().map(|e| e["message"].as_str().unwrap().to_string()).collect();

@@ -64,7 +64,7 @@ fn singer_run(api: &DemoApi, config: &Path, state: Option<&Path>) -> HostRun {
     if let Some(state) = state {
         run = run.arg("--state").arg(state);
     }
-    run.arg(plugin("demo-source")).arg("--config").arg(config).arg("--allow-host").arg(grant(api)).run()
+    run.demo_source(api, config).run()
 }
 
 #[test]
@@ -113,11 +113,7 @@ fn singer_discover_and_catalog_select_streams() {
     }
     let run = host(&["run", "--format", "singer", "--catalog"])
         .arg(files.json("catalog.json", &catalog))
-        .arg(plugin("demo-source"))
-        .arg("--config")
-        .arg(&config)
-        .arg("--allow-host")
-        .arg(grant(&api))
+        .demo_source(&api, &config)
         .run();
     assert!(run.success(), "{}", run.explain());
     let streams: std::collections::BTreeSet<&str> =

@@ -108,6 +108,10 @@ impl Host {
         self.args.extend(args);
         self
     }
+    /// The demo connector against `api`, with `config`, granted that API and nothing else.
+    pub fn demo_source(self, api: &DemoApi, config: impl AsRef<Path>) -> Self {
+        self.arg(plugin("demo-source")).arg("--config").arg(config.as_ref()).arg("--allow-host").arg(grant(api))
+    }
     pub fn cache_dir(mut self, dir: &Path) -> Self {
         self.cache = Some(dir.to_path_buf());
         self

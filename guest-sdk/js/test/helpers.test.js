@@ -1,0 +1,72 @@
+// Unit tests of the SDK's helpers, outside a component (`just test-guest-sdks`): the modules that
+// do not import the host's interfaces.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { field } from '../src/config.js';
+import { SluiceError, withContext } from '../src/errors.js';
+import * as paginate from '../src/paginate.js';
+import * as slice from '../src/slice.js';
+import { canonicalJson, CursorValue } from '../src/types.js';
+
+const kindOf = (fn) => {
+  try {
+    fn();
+  } catch (e) {
+    return e instanceof SluiceError ? e.kind : `not a SluiceError: ${e}`;
+  }
+  return 'no error';
+};
+
+test('RFC 3339 date-times round-trip', () => {
+  assert.equal(slice.parseRfc3339('1970-01-01T00:00:00Z'), 0);
+  assert.equal(slice.parseRfc3339('2024-01-01T00:00:00Z'), 1704067200);
+  assert.equal(slice.parseRfc3339('2024-01-01T02:00:00+02:00'), 1704067200);
+  assert.equal(slice.parseRfc3339('2024-02-29T12:30:45.123Z'), 1709209845);
+  for (const secs of [0, 951782400, 1704067200, 4102444800]) assert.equal(slice.parseRfc3339(slice.formatRfc3339(secs)), secs);
+  for (const bad of ['', '2024-01-01', '2024-13-01T00:00:00Z', '2024-01-01T00:00:00', '2024-01-01T00:00:00.Z']) {
+    assert.equal(kindOf(() => slice.parseRfc3339(bad)), 'config', bad);
+  }
+});
+
+test('windows are aligned and end at the end', () => {
+  const w = slice.datetimeWindows('s', 1704067200 + 60, 1704067200 + 7200, 3600);
+  assert.equal(w.length, 2);
+  assert.deepEqual(w[0].cursorStart(), CursorValue.datetime('2024-01-01T00:01:00Z'));
+  assert.deepEqual(w[1].cursorStart(), CursorValue.datetime('2024-01-01T01:00:00Z'));
+  assert.deepEqual(w[1].cursorEnd(), CursorValue.datetime('2024-01-01T02:00:00Z'));
+  assert.equal(canonicalJson(w[0].key), '{"end":"2024-01-01T01:00:00Z","start":"2024-01-01T00:01:00Z"}');
+  assert.deepEqual(slice.datetimeWindows('s', 10, 10, 5), []);
+  assert.equal(slice.datetimeWindows('s', 0, 90, 60)[1].cursorEnd().value, slice.formatRfc3339(90));
+  assert.equal(kindOf(() => slice.datetimeWindows('s', 0, 10, 0)), 'config');
+});
+
+test('page numbers stop on a short page; offsets and cursors', () => {
+  assert.equal(paginate.pageNumber(undefined, 1), 1);
+  assert.equal(paginate.nextPageNumber(1, 10, 10), 2);
+  assert.equal(paginate.nextPageNumber(2, 3, 10), undefined);
+  assert.equal(paginate.nextPageNumber(2, 0, 0), undefined);
+  assert.equal(kindOf(() => paginate.pageNumber('x', 1)), 'system');
+  assert.equal(paginate.nextOffset(20, 10, 10), 30);
+  assert.equal(paginate.nextOffset(20, 9, 10), undefined);
+  assert.equal(paginate.cursor('abc'), 'abc');
+  assert.equal(paginate.nextCursor(''), undefined);
+  assert.equal(kindOf(() => paginate.cursor(3)), 'system');
+});
+
+test('config fields are typed', () => {
+  const raw = { base_url: 'http://h', page_size: 5, flag: true };
+  assert.equal(field(raw, 'base_url', 'string'), 'http://h');
+  assert.equal(field(raw, 'limit', 'integer', 100), 100);
+  assert.equal(field(raw, 'start', 'string', undefined), undefined);
+  assert.throws(() => field(raw, 'missing', 'string'), /missing field `missing`/);
+  assert.throws(() => field(raw, 'flag', 'integer'), /must be an integer/);
+  assert.equal(kindOf(() => field(raw, 'page_size', 'string')), 'config');
+});
+
+test('context keeps the kind', () => {
+  assert.throws(
+    () => withContext('listing accounts', () => { throw SluiceError.transient('overloaded'); }),
+    (e) => e.kind === 'transient' && e.detail === 'listing accounts: overloaded',
+  );
+});

@@ -1,0 +1,100 @@
+"""Unit tests of the SDK's helpers, outside a component (`just test-guest-sdks`). The WIT bindings
+come from `componentize-py bindings`; nothing here calls the host."""
+
+import unittest
+
+import sluice_guest as sluice
+from sluice_guest import Error, http, paginate, slice
+from sluice_guest.types import _compact
+
+
+class Slicing(unittest.TestCase):
+    def test_rfc3339_round_trips(self):
+        self.assertEqual(slice.parse_rfc3339("1970-01-01T00:00:00Z"), 0)
+        self.assertEqual(slice.parse_rfc3339("2024-01-01T00:00:00Z"), 1_704_067_200)
+        self.assertEqual(slice.parse_rfc3339("2024-01-01T02:00:00+02:00"), 1_704_067_200)
+        self.assertEqual(slice.parse_rfc3339("2024-02-29T12:30:45.123Z"), 1_709_209_845)
+        for secs in (0, 951_782_400, 1_704_067_200, 4_102_444_800):
+            self.assertEqual(slice.parse_rfc3339(slice.format_rfc3339(secs)), secs)
+        for bad in ("", "2024-01-01", "2024-13-01T00:00:00Z", "2024-01-01T00:00:00", "2024-01-01T00:00:00.Z"):
+            with self.assertRaises(Error) as caught:
+                slice.parse_rfc3339(bad)
+            self.assertEqual(caught.exception.kind, "config")
+
+    def test_windows_are_aligned_and_end_at_the_end(self):
+        w = slice.datetime_windows("s", 1_704_067_200 + 60, 1_704_067_200 + 7200, 3600)
+        self.assertEqual(len(w), 2)
+        self.assertEqual(w[0].cursor_start(), sluice.CursorValue.datetime("2024-01-01T00:01:00Z"))
+        self.assertEqual(w[1].cursor_start(), sluice.CursorValue.datetime("2024-01-01T01:00:00Z"))
+        self.assertEqual(w[1].cursor_end(), sluice.CursorValue.datetime("2024-01-01T02:00:00Z"))
+        self.assertEqual(_compact(w[0].key), '{"end":"2024-01-01T01:00:00Z","start":"2024-01-01T00:01:00Z"}')
+        self.assertEqual(slice.datetime_windows("s", 10, 10, 5), [])
+        self.assertEqual(slice.datetime_windows("s", 0, 90, 60)[1].cursor_end().value, slice.format_rfc3339(90))
+        with self.assertRaises(Error):
+            slice.datetime_windows("s", 0, 10, 0)
+
+
+class Pagination(unittest.TestCase):
+    def test_page_numbers_stop_on_a_short_page(self):
+        self.assertEqual(paginate.page_number(None, 1), 1)
+        self.assertEqual(paginate.next_page_number(1, 10, 10), 2)
+        self.assertIsNone(paginate.next_page_number(2, 3, 10))
+        self.assertIsNone(paginate.next_page_number(2, 0, 0))
+        with self.assertRaises(Error):
+            paginate.page_number("x", 1)
+
+    def test_offsets_and_cursors(self):
+        self.assertEqual(paginate.next_offset(20, 10, 10), 30)
+        self.assertIsNone(paginate.next_offset(20, 9, 10))
+        self.assertEqual(paginate.cursor("abc"), "abc")
+        self.assertIsNone(paginate.next_cursor(""))
+        with self.assertRaises(Error):
+            paginate.cursor(3)
+
+
+class Http(unittest.TestCase):
+    def test_host_port_fills_default_ports(self):
+        self.assertEqual(http.host_port("http://127.0.0.1:8080/x"), "127.0.0.1:8080")
+        self.assertEqual(http.host_port("https://api.example.com/v1?a=b"), "api.example.com:443")
+        self.assertEqual(http.host_port("http://[::1]/"), "[::1]:80")
+        self.assertEqual(http.host_port("http://[::1]:9000"), "[::1]:9000")
+        with self.assertRaises(Error):
+            http.host_port("example.com")
+
+    def test_query_is_encoded_and_appended(self):
+        self.assertEqual(http.get("http://h/p").query("a", "x y&z").query("b", 2).url, "http://h/p?a=x+y%26z&b=2")
+        self.assertEqual(http.get("http://h/p?c=1").query("a", True).url, "http://h/p?c=1&a=true")
+
+    def test_statuses_become_errors_of_the_right_kind(self):
+        kinds = {401: "config", 404: "config", 429: "transient", 503: "transient", 418: "system"}
+        for status, kind in kinds.items():
+            with self.assertRaises(Error) as caught:
+                http.Response("http://h/x", status, [], b"nope").error_for_status()
+            self.assertEqual(caught.exception.kind, kind, status)
+        self.assertEqual(http.Response("u", 200, [("Content-Type", "x")], b"{}").header("content-type"), "x")
+
+    def test_join_links(self):
+        self.assertEqual(http.join("http://h:1/", "/next?p=2"), "http://h:1/next?p=2")
+        self.assertEqual(http.join("http://h:1", "https://other/x"), "https://other/x")
+
+
+class Config(unittest.TestCase):
+    def test_fields_are_typed(self):
+        raw = {"base_url": "http://h", "page_size": 5, "flag": True}
+        self.assertEqual(sluice.field(raw, "base_url", str), "http://h")
+        self.assertEqual(sluice.field(raw, "limit", int, 100), 100)
+        for name, kind, text in (("missing", str, "missing field `missing`"), ("flag", int, "must be an integer"), ("page_size", str, "must be a string")):
+            with self.assertRaises(Error) as caught:
+                sluice.field(raw, name, kind)
+            self.assertEqual(caught.exception.kind, "config")
+            self.assertIn(text, caught.exception.message)
+
+    def test_context_keeps_the_kind(self):
+        with self.assertRaises(Error) as caught:
+            with sluice.context("listing accounts"):
+                raise Error.transient("overloaded")
+        self.assertEqual((caught.exception.kind, caught.exception.message), ("transient", "listing accounts: overloaded"))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,136 @@
+//! `just bench` (second part): the demo connector in Rust, Python and JavaScript, in the same
+//! run on the same demo API over loopback.
+//!
+//! 1. Throughput: `items`, 100k records in pages of 1000 (one partition), the whole `host run`
+//!    path in this process with output to a sink; median of several rounds after a warm-up that
+//!    fills the compiled-component cache.
+//! 2. Start-up with a warm cache: loading the plugin (engine, cached compiled code, linking),
+//!    then the first instance and call (`spec`), in this process; and the wall time of a whole
+//!    `host spec` process when the release host is built.
+
+use clap::Parser;
+use sluice_host::cli::Cli;
+use sluice_host::connector::Connector;
+use sluice_host::egress::{Egress, EgressPolicy, HttpOptions};
+use sluice_host::engine::Engine;
+use sluice_tests::demo_api::{DemoApi, DemoApiConfig};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const PLUGINS: [(&str, &str); 3] =
+    [("Rust", "demo-source"), ("Python", "demo-source-py"), ("JavaScript", "demo-source-js")];
+const RECORDS: u64 = 100_000;
+const ROUNDS: usize = 3;
+const STARTS: usize = 7;
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let cache = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let api = DemoApi::start_background(DemoApiConfig { records: RECORDS, accounts: 5, ..Default::default() }).unwrap();
+    let config = work.path().join("config.json");
+    std::fs::write(&config, format!(r#"{{"base_url": "{}", "page_size": 1000}}"#, api.base_url())).unwrap();
+
+    println!("\n[1] items: 100k records, pages of 1000, one partition (median of {ROUNDS} rounds after a warm-up)");
+    for (language, name) in PLUGINS {
+        let plugin = plugin_path(&root, name);
+        let first = runtime.block_on(host_read(&plugin, &config, &api, cache.path()));
+        let mut times: Vec<Duration> =
+            (0..ROUNDS).map(|_| runtime.block_on(host_read(&plugin, &config, &api, cache.path()))).collect();
+        let median = median(&mut times);
+        println!(
+            "  {language:<11} {:>9.0} records/s  (median {:.0} ms; first run, compiling into the cache: {:.1} s)",
+            RECORDS as f64 / median.as_secs_f64(),
+            ms(median),
+            first.as_secs_f64()
+        );
+    }
+
+    println!("\n[2] start-up with a warm cache (median of {STARTS})");
+    let host = root.join("target/release/host");
+    for (language, name) in PLUGINS {
+        let plugin = plugin_path(&root, name);
+        let (mut loads, mut firsts): (Vec<Duration>, Vec<Duration>) =
+            (0..STARTS).map(|_| runtime.block_on(start(&plugin, cache.path()))).unzip();
+        let process = host.exists().then(|| {
+            let mut times: Vec<Duration> = (0..STARTS).map(|_| spec_process(&host, &plugin, cache.path())).collect();
+            format!("; a whole `host spec` process {:.1} ms", ms(median(&mut times)))
+        });
+        println!(
+            "  {language:<11} load {:>6.1} ms, first instance + spec {:>6.1} ms{}",
+            ms(median(&mut loads)),
+            ms(median(&mut firsts)),
+            process.unwrap_or_else(|| " (build the release host for the process time)".into())
+        );
+    }
+}
+
+fn plugin_path(root: &Path, name: &str) -> PathBuf {
+    let plugin = root.join("target/plugins").join(format!("{name}.wasm"));
+    assert!(plugin.exists(), "{} is missing: run `just build-plugins` (`just bench` does)", plugin.display());
+    plugin
+}
+
+/// The whole `host run` path in this process, output to a sink.
+async fn host_read(plugin: &Path, config: &Path, api: &DemoApi, cache: &Path) -> Duration {
+    let args: Vec<String> = vec![
+        "host".into(),
+        "run".into(),
+        plugin.display().to_string(),
+        "--config".into(),
+        config.display().to_string(),
+        "--allow-host".into(),
+        format!("http://{}", api.addr()),
+        "--cache-dir".into(),
+        cache.display().to_string(),
+        "--no-progress".into(),
+        "--streams".into(),
+        "items".into(),
+    ];
+    let cli = Cli::parse_from(args);
+    let started = Instant::now();
+    let code = sluice_host::commands::execute(cli, Box::new(std::io::sink())).await;
+    let elapsed = started.elapsed();
+    assert_eq!(format!("{code:?}"), format!("{:?}", std::process::ExitCode::SUCCESS), "host run failed");
+    elapsed
+}
+
+/// Loading from the warm cache, then the first instance and call.
+async fn start(plugin: &Path, cache: &Path) -> (Duration, Duration) {
+    let started = Instant::now();
+    let engine = Engine::new(cache.to_path_buf()).unwrap();
+    let loaded = engine.load(plugin).unwrap();
+    assert!(loaded.load.cache_hit, "the cache is warm");
+    let load = started.elapsed();
+    let egress = Arc::new(Egress::new(EgressPolicy::default(), HttpOptions::default()).unwrap());
+    let connector = Connector::new(Arc::new(loaded), "{}".into(), egress, Default::default());
+    let started = Instant::now();
+    let mut instance = connector.instance().await.unwrap_or_else(|e| panic!("{e}"));
+    instance.spec().await.unwrap_or_else(|e| panic!("{e}"));
+    (load, started.elapsed())
+}
+
+fn spec_process(host: &Path, plugin: &Path, cache: &Path) -> Duration {
+    let started = Instant::now();
+    let status = std::process::Command::new(host)
+        .arg("spec")
+        .arg(plugin)
+        .arg("--cache-dir")
+        .arg(cache)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    started.elapsed()
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn median(times: &mut [Duration]) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
