@@ -72,6 +72,9 @@ pub struct SandboxArgs {
     /// Log messages kept per call; the rest are counted and dropped [default: 1000].
     #[arg(long, value_name = "N")]
     pub max_logs_per_call: Option<usize>,
+    /// The guest's WebAssembly stack, KiB [default: 512].
+    #[arg(long, value_name = "KIB", value_parser = clap::value_parser!(u64).range(16..=65536))]
+    pub wasm_stack_kib: Option<u64>,
 }
 
 #[derive(Debug, Args)]

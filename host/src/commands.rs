@@ -230,7 +230,9 @@ async fn read(
 /// The engine for a command (one per process), then the plugin.
 async fn load_plugin(args: &PluginArgs, out: &Output) -> Result<Arc<Plugin>, Fatal> {
     let cache_dir = args.cache_dir.clone().unwrap_or_else(ComponentCache::default_dir);
-    let engine = Engine::new(cache_dir).map_err(|e| Fatal::system(format!("cannot start the engine: {e:#}")))?;
+    let policy = Policy::from_sandbox_args(&args.sandbox).map_err(|e| Fatal::config(format!("{e:#}")))?;
+    let engine = Engine::with_options(cache_dir, false, policy.limits.wasm_stack_bytes)
+        .map_err(|e| Fatal::system(format!("cannot start the engine: {e:#}")))?;
     session::load_plugin(&engine, &args.plugin, out).await
 }
 

@@ -5,6 +5,7 @@
 //! hash: a second run of the same plugin deserializes in milliseconds.
 
 use crate::bindings::{ConnectorPre, WIT_PACKAGE, WIT_VERSION};
+use crate::limits::Limits;
 use crate::sandbox::GuestState;
 use anyhow::{Context, Result, anyhow, bail};
 use sha2::{Digest, Sha256};
@@ -19,6 +20,7 @@ pub struct Engine {
     linker: Linker<GuestState>,
     cache: ComponentCache,
     pooling: bool,
+    wasm_stack_bytes: usize,
 }
 
 /// A loaded plugin, ready to instantiate cheaply (one instance per partition).
@@ -47,29 +49,35 @@ const POOLED_INSTANCES: u32 = 2000;
 pub const POOLED_MAX_MEMORY: usize = 1 << 30;
 
 impl Engine {
-    /// An engine with on-demand instance allocation.
+    /// An engine with on-demand instance allocation and the default stack.
     pub fn new(cache_dir: PathBuf) -> Result<Self> {
-        Self::with_pooling(cache_dir, false)
+        Self::with_options(cache_dir, false, Limits::default().wasm_stack_bytes)
     }
 
     /// With `pooling`, instances come from pre-reserved slots (faster to create, and to throw
     /// away); when the address space does not allow the reservation, this falls back to
     /// on-demand allocation. [`Engine::pooling`] tells which one is in use.
     pub fn with_pooling(cache_dir: PathBuf, pooling: bool) -> Result<Self> {
-        if pooling {
-            match Self::build(cache_dir.clone(), true) {
-                Ok(engine) => return Ok(engine),
-                Err(_) => return Self::build(cache_dir, false),
-            }
+        Self::with_options(cache_dir, pooling, Limits::default().wasm_stack_bytes)
+    }
+
+    /// As [`Engine::with_pooling`], with a guest stack of `wasm_stack_bytes`.
+    pub fn with_options(cache_dir: PathBuf, pooling: bool, wasm_stack_bytes: usize) -> Result<Self> {
+        if pooling && let Ok(engine) = Self::build(cache_dir.clone(), true, wasm_stack_bytes) {
+            return Ok(engine);
         }
-        Self::build(cache_dir, false)
+        Self::build(cache_dir, false, wasm_stack_bytes)
     }
 
     pub fn pooling(&self) -> bool {
         self.pooling
     }
 
-    fn build(cache_dir: PathBuf, pooling: bool) -> Result<Self> {
+    pub fn wasm_stack_bytes(&self) -> usize {
+        self.wasm_stack_bytes
+    }
+
+    fn build(cache_dir: PathBuf, pooling: bool, wasm_stack_bytes: usize) -> Result<Self> {
         let mut config = wasmtime::Config::new();
         if pooling {
             let mut pool = wasmtime::PoolingAllocationConfig::new();
@@ -83,15 +91,16 @@ impl Engine {
         }
         config.wasm_component_model(true);
         // Guests get a bounded stack; async host calls need a larger fiber stack than that.
-        config.max_wasm_stack(512 * 1024);
-        config.async_stack_size(2 * 1024 * 1024);
+        config.max_wasm_stack(wasm_stack_bytes);
+        // Host calls run on the same fiber as the guest: room for them beyond the guest's stack.
+        config.async_stack_size(wasm_stack_bytes + (3 << 19));
         // CPU budgets: the epoch advances on a ticker thread; guests check it cheaply.
         config.epoch_interruption(true);
         let engine = wasmtime::Engine::new(&config).map_err(|e| anyhow!("{e}"))?;
         start_epoch_ticker(&engine);
         let mut linker = Linker::new(&engine);
         crate::sandbox::add_to_linker(&mut linker)?;
-        Ok(Engine { engine, linker, cache: ComponentCache::new(cache_dir), pooling })
+        Ok(Engine { engine, linker, cache: ComponentCache::new(cache_dir), pooling, wasm_stack_bytes })
     }
 
     pub fn wasmtime(&self) -> &wasmtime::Engine {

@@ -24,6 +24,9 @@ pub struct Limits {
     pub max_logs_per_call: usize,
     /// Pages per partition: a guard against a connector that never ends one.
     pub max_pages_per_partition: u64,
+    /// The WebAssembly stack of a guest, bytes. An engine setting: the same for every run an
+    /// engine serves (a [`crate::runtime::Runtime`] refuses runs that ask for another).
+    pub wasm_stack_bytes: usize,
 }
 
 impl Default for Limits {
@@ -37,6 +40,7 @@ impl Default for Limits {
             max_log_bytes: 64 << 10,
             max_logs_per_call: 1000,
             max_pages_per_partition: 10_000_000,
+            wasm_stack_bytes: 512 << 10,
         }
     }
 }

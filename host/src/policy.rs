@@ -46,6 +46,9 @@ impl Policy {
         if let Some(n) = args.max_logs_per_call {
             limits.max_logs_per_call = n;
         }
+        if let Some(kib) = args.wasm_stack_kib {
+            limits.wasm_stack_bytes = (kib as usize) << 10;
+        }
         Ok(policy)
     }
 

@@ -121,6 +121,13 @@ impl Runtime {
         if !config.is_object() {
             return Err(RunError::config("the config must be a JSON object"));
         }
+        if policy.limits.wasm_stack_bytes != self.engine.wasm_stack_bytes() {
+            return Err(RunError::config(format!(
+                "this runtime's guests have a {} KiB stack; a run cannot ask for {} KiB (the stack is an engine setting)",
+                self.engine.wasm_stack_bytes() >> 10,
+                policy.limits.wasm_stack_bytes >> 10
+            )));
+        }
         if self.engine.pooling() && policy.limits.memory_bytes > crate::engine::POOLED_MAX_MEMORY as u64 {
             return Err(RunError::config(format!(
                 "a memory limit of {} MiB is above what pooled instances can have ({} MiB); use a runtime without pooling",

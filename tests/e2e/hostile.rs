@@ -59,6 +59,15 @@ fn deep_recursion_overflows_the_stack_cleanly() {
 }
 
 #[test]
+fn the_stack_size_is_the_operators() {
+    // 3000 frames fit the default 512 KiB stack, not a 16 KiB one.
+    let fits = hostile("recursion-depth", json!({"depth": 3000}), &[]);
+    assert!(fits.success(), "{}", fits.explain());
+    let message = contained(&hostile("recursion-depth", json!({"depth": 3000}), &["--wasm-stack-kib", "16"]));
+    assert!(message.contains("overflowed its stack"), "{message}");
+}
+
+#[test]
 fn files_are_not_there() {
     for mode in ["read-file", "list-root"] {
         let record = attempt(&hostile(mode, json!({}), &[]));

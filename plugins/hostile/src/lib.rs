@@ -20,6 +20,9 @@ struct Config {
     partitions: u64,
     #[serde(default = "one")]
     hostile_partition: u64,
+    /// For `recursion-depth`: how deep to recurse.
+    #[serde(default)]
+    depth: u64,
 }
 
 fn three() -> u64 {
@@ -42,6 +45,12 @@ fn panic_in(config: &Config, export: &str) {
 #[allow(unconditional_recursion, reason = "the point: the host must stop it")]
 fn deep(depth: u64) -> u64 {
     deep(depth.wrapping_add(1)).rotate_left(1) ^ depth
+}
+
+/// Recurses exactly `depth` levels.
+#[inline(never)]
+fn bounded(depth: u64) -> u64 {
+    if depth == 0 { 0 } else { bounded(black_box(depth - 1)).rotate_left(1) ^ depth }
 }
 
 fn outcome<T, E: std::fmt::Display>(attempt: &str, result: std::result::Result<T, E>) -> String {
@@ -110,6 +119,7 @@ impl Source for Hostile {
                 }
             }
             "recursion" => json!({"id": deep(black_box(0))}).to_string(),
+            "recursion-depth" => json!({"id": 1, "result": bounded(black_box(config.depth))}).to_string(),
             "read-file" => outcome("read /etc/passwd", std::fs::read_to_string("/etc/passwd")),
             "list-root" => outcome("list /", std::fs::read_dir("/")),
             "env" => json!({"id": 1, "vars": std::env::vars().count(), "home": std::env::var("HOME").ok()}).to_string(),
