@@ -178,12 +178,14 @@ impl EgressPolicy {
     }
 
     /// Declared hosts the operator has not granted: requests to them will be denied. A missing
-    /// port stands for a scheme's default port, 80 or 443.
+    /// port stands for a scheme's default port, 80 or 443. A declared pattern counts as granted
+    /// when the operator granted part of it (`api.example.com` of `*.example.com`): the rest of
+    /// the pattern stays denied request by request.
     pub fn ungranted(&self) -> Vec<&HostPort> {
         let default = |p: Option<u16>| p.is_none_or(|p| p == 80 || p == 443);
         let covers = |g: &HostPort, d: &HostPort| {
             (!d.http || g.http)
-                && (g.host == d.host || (!d.host.starts_with('*') && g.matches_host(&d.host)))
+                && (g.host == d.host || g.matches_host(&d.host) || d.matches_host(&g.host))
                 && (g.port == d.port || (g.port.is_none() && default(d.port)) || (d.port.is_none() && default(g.port)))
         };
         self.declared.iter().filter(|d| !self.granted.iter().any(|g| covers(g, d))).collect()
@@ -365,7 +367,14 @@ impl Egress {
                     tokio::time::sleep(delay).await;
                     attempt += 1;
                 }
-                None => return outcome.map_err(Failure::into_http_error),
+                None => {
+                    let outcome = outcome.map_err(Failure::into_http_error);
+                    // Policy denials count above; a redirect denied mid-flight counts here.
+                    if matches!(outcome, Err(HttpError::Denied(_))) {
+                        self.stats.denied.fetch_add(1, Ordering::Relaxed);
+                    }
+                    return outcome;
+                }
             }
         }
     }
@@ -534,6 +543,10 @@ mod tests {
         assert!(policy(&["api.x.io:443"], &["api.x.io"]).ungranted().is_empty());
         assert!(policy(&["api.x.io"], &["api.x.io:443"]).ungranted().is_empty());
         assert_eq!(policy(&["api.x.io:8443"], &["api.x.io"]).ungranted().len(), 1);
+        // A pattern is covered by a grant of part of it, and by a wider pattern.
+        assert!(policy(&["*.x.io"], &["api.x.io"]).ungranted().is_empty());
+        assert!(policy(&["api.x.io"], &["*.x.io"]).ungranted().is_empty());
+        assert_eq!(policy(&["*.x.io"], &["api.y.io"]).ungranted().len(), 1);
     }
 
     #[test]

@@ -120,8 +120,9 @@ fn a_redirect_to_a_host_that_is_not_granted_is_denied() {
     let elsewhere = demo_api(DemoApiConfig::default());
     let target = format!("{}/redirect?to={}/items", api.base_url(), elsewhere.base_url());
     // Both declared; only the first granted.
-    let (_, message) = request(target, vec![grant(&api), grant(&elsewhere)], &[grant(&api)]);
+    let (run, message) = request(target, vec![grant(&api), grant(&elsewhere)], &[grant(&api)]);
     assert!(message.contains(&format!("the redirect to {}/items is denied", elsewhere.base_url())), "{message}");
+    assert!(run.logs().last().unwrap().contains("1 denied"), "counted: {:?}", run.logs().last());
     assert_eq!(api.stats().requests, 1, "the redirecting request was sent");
     assert_eq!(elsewhere.stats().requests, 0, "the redirect was not followed");
 }
