@@ -137,7 +137,10 @@ impl Runtime {
         }
         let loading = self.loading.lock().await;
         let plugin = match self.loaded(&path) {
-            Some(plugin) => plugin,
+            Some(plugin) => {
+                session::announce(&plugin, Some("already loaded in this process"), out).await?;
+                plugin
+            }
             None => {
                 let plugin = session::load_plugin(&self.engine, &path, out).await?;
                 let modified = std::fs::metadata(&path).and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH);

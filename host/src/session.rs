@@ -141,11 +141,24 @@ pub fn no_egress() -> Result<Egress, RunError> {
 /// Loads a plugin with `engine` and says so in the run's first LOG line (its sha256 and
 /// contract version among it).
 pub async fn load_plugin(engine: &Engine, path: &Path, out: &Output) -> Result<Arc<Plugin>, RunError> {
-    let plugin = engine.load(path).map_err(|e| RunError::config(format!("{e:#}")))?;
-    let how = if plugin.load.cache_hit {
-        format!("loaded compiled code from cache in {} ms", plugin.load.elapsed.as_millis())
-    } else {
-        format!("compiled in {} ms and cached at {}", plugin.load.elapsed.as_millis(), plugin.load.cache_file.display())
+    let plugin = Arc::new(engine.load(path).map_err(|e| RunError::config(format!("{e:#}")))?);
+    announce(&plugin, None, out).await?;
+    Ok(plugin)
+}
+
+/// The run's first LOG line: which plugin (sha256, contract version) and how it was loaded;
+/// `reused` says it was already loaded in this process.
+pub async fn announce(plugin: &Plugin, reused: Option<&str>, out: &Output) -> Result<(), RunError> {
+    let how = match reused {
+        Some(how) => how.to_string(),
+        None if plugin.load.cache_hit => {
+            format!("loaded compiled code from cache in {} ms", plugin.load.elapsed.as_millis())
+        }
+        None => format!(
+            "compiled in {} ms and cached at {}",
+            plugin.load.elapsed.as_millis(),
+            plugin.load.cache_file.display()
+        ),
     };
     let message = format!(
         "sluice {}: plugin {} sha256 {} built for {}@{}; {how}",
@@ -156,7 +169,7 @@ pub async fn load_plugin(engine: &Engine, path: &Path, out: &Output) -> Result<A
         plugin.wit_version,
     );
     out.log("INFO", &message).await?;
-    Ok(Arc::new(plugin))
+    Ok(())
 }
 
 /// Binds a plugin to a config under a policy: learns the secrets to mask, asks the plugin

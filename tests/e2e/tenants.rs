@@ -24,6 +24,13 @@ impl Write for Shared {
 }
 
 impl Shared {
+    fn first_log(&self) -> String {
+        let bytes = self.0.lock().unwrap();
+        let first = String::from_utf8_lossy(&bytes).lines().next().unwrap_or_default().to_string();
+        let message: Value = serde_json::from_str(&first).unwrap();
+        message["log"]["message"].as_str().unwrap_or_default().to_string()
+    }
+
     fn ids(&self, stream: &str) -> Vec<u64> {
         let bytes = self.0.lock().unwrap();
         let ids = String::from_utf8_lossy(&bytes)
@@ -72,6 +79,8 @@ async fn fifty_runs(hostile_mode: &str) {
                 let report: ReadReport = result.unwrap_or_else(|e| panic!("a well-behaved tenant failed: {e}"));
                 assert!(report.ok(), "{}", report.summary_line());
                 let all: Vec<u64> = (1..=RECORDS).collect();
+                // Every tenant's output starts with the plugin's identity, loaded once or not.
+                assert!(sink.first_log().contains("sha256") && sink.first_log().contains("sluice:connector@0.1.0"));
                 assert_eq!(sink.ids("items"), all);
                 assert_eq!(sink.ids("account_items"), all);
                 // Per-run accounting.
