@@ -128,13 +128,7 @@ async fn inspect(args: crate::cli::InspectArgs) -> Result<ExitCode, Fatal> {
     let (quiet, _writer) = Output::spawn(Format::Airbyte, Box::new(std::io::sink()));
     let plugin = load_plugin(&args.plugin, &quiet).await?;
     let policy = Policy::from_sandbox_args(&args.plugin.sandbox).map_err(|e| Fatal::config(format!("{e:#}")))?;
-    let granted = policy
-        .allow_hosts
-        .iter()
-        .chain(&args.allow_hosts)
-        .map(|h| HostPort::parse(h).context("invalid --allow-host"))
-        .collect::<Result<Vec<_>>>()
-        .map_err(|e| Fatal::config(format!("{e:#}")))?;
+    let granted = session::grants(policy.allow_hosts.iter().chain(&args.allow_hosts))?;
     let declared = match &args.config {
         Some(path) => {
             let config = read_config(path).map_err(|e| Fatal::config(format!("{e:#}")))?;
@@ -142,8 +136,7 @@ async fn inspect(args: crate::cli::InspectArgs) -> Result<ExitCode, Fatal> {
                 Connector::new(plugin.clone(), config.clone(), Arc::new(session::no_egress()?), policy.limits.clone());
             let mut instance = connector.instance().await.map_err(|e| Fatal::call("cannot start the connector", e))?;
             let caps = instance.capabilities(&config).await.map_err(|e| Fatal::call("capabilities failed", e))?;
-            let hosts = caps.hosts.iter().map(|h| HostPort::parse(h).map_err(|e| Fatal::system(format!("{e:#}"))));
-            Some(hosts.collect::<Result<Vec<_>, _>>()?)
+            Some(session::declared(&caps.hosts)?)
         }
         None => None,
     };

@@ -239,22 +239,12 @@ impl reqwest::dns::Resolve for CheckedResolver {
                     "{host} resolves to the internal address {}, which is reachable only when granted by address",
                     internal.ip()
                 );
-                return Err(Box::new(InternalAddress(message)) as Box<dyn std::error::Error + Send + Sync>);
+                return Err(Box::new(Denial(message)) as Box<dyn std::error::Error + Send + Sync>);
             }
             Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
         })
     }
 }
-
-/// A resolved name led to an internal address.
-#[derive(Debug)]
-struct InternalAddress(String);
-impl fmt::Display for InternalAddress {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-impl std::error::Error for InternalAddress {}
 
 /// Counters for the run summary.
 #[derive(Debug, Default)]
@@ -278,15 +268,16 @@ pub struct Egress {
     pub stats: EgressStats,
 }
 
-/// What the redirect policy reports when a hop is not allowed.
+/// A denial found inside the HTTP client (a redirect hop, a name resolving to an internal
+/// address); it reaches the guest as `denied`.
 #[derive(Debug)]
-struct RedirectDenied(String);
-impl fmt::Display for RedirectDenied {
+struct Denial(String);
+impl fmt::Display for Denial {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
 }
-impl std::error::Error for RedirectDenied {}
+impl std::error::Error for Denial {}
 
 const MAX_REDIRECTS: usize = 10;
 
@@ -304,13 +295,13 @@ impl Egress {
             .dns_resolver(Arc::new(CheckedResolver))
             .redirect(reqwest::redirect::Policy::custom(move |attempt| {
                 if attempt.previous().len() >= MAX_REDIRECTS {
-                    return attempt.error(RedirectDenied(format!("more than {MAX_REDIRECTS} redirects")));
+                    return attempt.error(Denial(format!("more than {MAX_REDIRECTS} redirects")));
                 }
                 match redirect_policy.check(attempt.url()) {
                     Ok(()) => attempt.follow(),
                     Err(why) => {
                         let to = attempt.url().to_string();
-                        attempt.error(RedirectDenied(format!("the redirect to {to} is denied: {why}")))
+                        attempt.error(Denial(format!("the redirect to {to} is denied: {why}")))
                     }
                 }
             }))
@@ -473,11 +464,8 @@ impl Failure {
 fn classify(e: reqwest::Error) -> Failure {
     let mut source: Option<&dyn std::error::Error> = Some(&e);
     while let Some(err) = source {
-        if let Some(denied) = err.downcast_ref::<RedirectDenied>() {
-            return Failure::Other(HttpError::Denied(denied.0.clone()));
-        }
-        if let Some(internal) = err.downcast_ref::<InternalAddress>() {
-            return Failure::Other(HttpError::Denied(internal.0.clone()));
+        if let Some(denial) = err.downcast_ref::<Denial>() {
+            return Failure::Other(HttpError::Denied(denial.0.clone()));
         }
         source = err.source();
     }

@@ -134,6 +134,24 @@ impl ReadReport {
     }
 }
 
+/// The operator's grants, as `--allow-host` takes them.
+pub fn grants<'a>(hosts: impl IntoIterator<Item = &'a String>) -> Result<Vec<HostPort>, RunError> {
+    hosts
+        .into_iter()
+        .map(|h| HostPort::parse(h).map_err(|e| RunError::config(format!("invalid --allow-host: {e:#}"))))
+        .collect()
+}
+
+/// The hosts a connector declared for its config.
+pub fn declared(hosts: &[String]) -> Result<Vec<HostPort>, RunError> {
+    hosts
+        .iter()
+        .map(|h| {
+            HostPort::parse(h).map_err(|e| RunError::system(format!("the connector declared an invalid host: {e:#}")))
+        })
+        .collect()
+}
+
 pub fn no_egress() -> Result<Egress, RunError> {
     Egress::new(EgressPolicy::default(), HttpOptions::default()).map_err(|e| RunError::system(format!("{e:#}")))
 }
@@ -183,11 +201,7 @@ pub async fn open(
     out: &Output,
     is_run: bool,
 ) -> Result<Connector, RunError> {
-    let granted = policy
-        .allow_hosts
-        .iter()
-        .map(|h| HostPort::parse(h).map_err(|e| RunError::config(format!("invalid --allow-host: {e:#}"))))
-        .collect::<Result<Vec<_>, _>>()?;
+    let granted = grants(&policy.allow_hosts)?;
     let probe = Connector::new(plugin.clone(), config.clone(), Arc::new(no_egress()?), policy.limits.clone());
     let mut instance = probe.instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
     // Secrets first, so nothing said after this can leak them.
@@ -201,13 +215,7 @@ pub async fn open(
     emit_logs(out, instance.take_logs(), &policy.limits).await?;
     spec.map_err(|e| RunError::call("spec failed", e))?;
     let caps = caps.map_err(|e| RunError::call("the connector cannot say what it needs for this config", e))?;
-    let declared = caps
-        .hosts
-        .iter()
-        .map(|h| {
-            HostPort::parse(h).map_err(|e| RunError::system(format!("the connector declared an invalid host: {e:#}")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let declared = declared(&caps.hosts)?;
     let egress_policy = EgressPolicy::new(declared, granted);
     let missing: Vec<String> = egress_policy.ungranted().iter().map(|h| h.to_string()).collect();
     if !missing.is_empty() {

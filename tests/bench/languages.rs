@@ -8,8 +8,10 @@
 //!    then the first instance and call (`spec`), in this process; and the wall time of a whole
 //!    `host spec` process when the release host is built.
 
-use clap::Parser;
-use sluice_host::cli::Cli;
+#[path = "common.rs"]
+mod common;
+
+use common::{median, ms};
 use sluice_host::connector::Connector;
 use sluice_host::egress::{Egress, EgressPolicy, HttpOptions};
 use sluice_host::engine::Engine;
@@ -36,9 +38,10 @@ fn main() {
     println!("\n[1] items: 100k records, pages of 1000, one partition (median of {ROUNDS} rounds after a warm-up)");
     for (language, name) in PLUGINS {
         let plugin = plugin_path(&root, name);
-        let first = runtime.block_on(host_read(&plugin, &config, &api, cache.path()));
-        let mut times: Vec<Duration> =
-            (0..ROUNDS).map(|_| runtime.block_on(host_read(&plugin, &config, &api, cache.path()))).collect();
+        let first = runtime.block_on(common::host_run(&plugin, &config, &api, cache.path(), &["--streams", "items"]));
+        let mut times: Vec<Duration> = (0..ROUNDS)
+            .map(|_| runtime.block_on(common::host_run(&plugin, &config, &api, cache.path(), &["--streams", "items"])))
+            .collect();
         let median = median(&mut times);
         println!(
             "  {language:<11} {:>9.0} records/s  (median {:.0} ms; first run, compiling into the cache: {:.1} s)",
@@ -73,30 +76,6 @@ fn plugin_path(root: &Path, name: &str) -> PathBuf {
     plugin
 }
 
-/// The whole `host run` path in this process, output to a sink.
-async fn host_read(plugin: &Path, config: &Path, api: &DemoApi, cache: &Path) -> Duration {
-    let args: Vec<String> = vec![
-        "host".into(),
-        "run".into(),
-        plugin.display().to_string(),
-        "--config".into(),
-        config.display().to_string(),
-        "--allow-host".into(),
-        format!("http://{}", api.addr()),
-        "--cache-dir".into(),
-        cache.display().to_string(),
-        "--no-progress".into(),
-        "--streams".into(),
-        "items".into(),
-    ];
-    let cli = Cli::parse_from(args);
-    let started = Instant::now();
-    let code = sluice_host::commands::execute(cli, Box::new(std::io::sink())).await;
-    let elapsed = started.elapsed();
-    assert_eq!(format!("{code:?}"), format!("{:?}", std::process::ExitCode::SUCCESS), "host run failed");
-    elapsed
-}
-
 /// Loading from the warm cache, then the first instance and call.
 async fn start(plugin: &Path, cache: &Path) -> (Duration, Duration) {
     let started = Instant::now();
@@ -124,13 +103,4 @@ fn spec_process(host: &Path, plugin: &Path, cache: &Path) -> Duration {
         .unwrap();
     assert!(status.success());
     started.elapsed()
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-fn median(times: &mut [Duration]) -> Duration {
-    times.sort();
-    times[times.len() / 2]
 }

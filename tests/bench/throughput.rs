@@ -11,8 +11,10 @@
 //!    loop) among them vs without.
 //! 6. Instances per second with and without the pooling allocator.
 
-use clap::Parser;
-use sluice_host::cli::Cli;
+#[path = "common.rs"]
+mod common;
+
+use common::{median, ms};
 use sluice_host::connector::Connector;
 use sluice_host::egress::{Egress, EgressPolicy, HttpOptions};
 use sluice_host::engine::Engine;
@@ -223,32 +225,9 @@ impl Bench {
     }
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-fn median(times: &mut [Duration]) -> Duration {
-    times.sort();
-    times[times.len() / 2]
-}
-
 /// The whole `host run` path in this process, output to a sink.
 async fn host_read(bench: &Bench, config: &Path, api: &DemoApi, extra: &[&str]) -> Duration {
-    let mut args: Vec<String> = vec!["host".into(), "run".into(), bench.plugin.display().to_string()];
-    args.extend([
-        "--config".into(),
-        config.display().to_string(),
-        "--allow-host".into(),
-        format!("http://{}", api.addr()),
-    ]);
-    args.extend(["--cache-dir".into(), bench.cache.path().display().to_string(), "--no-progress".into()]);
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let cli = Cli::parse_from(args);
-    let started = Instant::now();
-    let code = sluice_host::commands::execute(cli, Box::new(std::io::sink())).await;
-    let elapsed = started.elapsed();
-    assert_eq!(format!("{code:?}"), format!("{:?}", std::process::ExitCode::SUCCESS), "host run failed");
-    elapsed
+    common::host_run(&bench.plugin, config, api, bench.cache.path(), extra).await
 }
 
 #[derive(serde::Deserialize)]
