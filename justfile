@@ -95,8 +95,20 @@ setup-singer-targets:
         echo "$spec" > "$venv/.spec"
     done
 
+# moto's S3 server from PyPI, in a virtualenv: the tests start it on loopback for replay storage.
+setup-s3-server:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    spec="moto[s3,server]==5.2.5 flask flask-cors"
+    venv=target/tools/moto
+    [[ -x $venv/bin/moto_server && "$(cat "$venv/.spec" 2>/dev/null)" == "$spec" ]] && exit 0
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check $spec
+    echo "$spec" > "$venv/.spec"
+
 # Run every test.
-test: build-plugins setup-singer-targets test-guest-sdks
+test: build-plugins setup-singer-targets setup-s3-server test-guest-sdks
     @command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
     cargo nextest run --workspace --exclude demo-source --exclude test-connector --exclude wrong-version --exclude hostile --exclude broken-connector --no-fail-fast
 

@@ -2,6 +2,7 @@
 
 use crate::egress::HttpOptions;
 use crate::protocol::Format;
+use crate::replay::{Cadence, Compression, LakeOptions, TeeOptions};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -32,6 +33,9 @@ pub enum Command {
     /// Show what a plugin is and may do: its WIT version, sha256, the hosts it declares for a
     /// config, and the effective grant.
     Inspect(InspectArgs),
+    /// Re-emit a run kept with --replay-to: byte-identical in Singer format. Every segment's
+    /// checksum is verified first.
+    Replay(ReplayArgs),
     /// Run the conformance kit on a connector: spec, check, discover, a full read, pagination,
     /// partitions and an incremental read, checked against the contract. Prints a report (or
     /// JSON with --json); exits 0 only when every check passes.
@@ -184,6 +188,90 @@ pub struct ReadOptions {
     /// Never draw the progress display (it is drawn only when stderr is a terminal anyway).
     #[arg(long)]
     pub no_progress: bool,
+    #[command(flatten)]
+    pub storage: StorageArgs,
+}
+
+/// Keeping the run: its Singer message stream in replay storage, records in BATCH files.
+#[derive(Debug, Args, Default)]
+pub struct StorageArgs {
+    /// Keep the run's Singer message stream under URI, in a folder per run named by a ULID:
+    /// a local path or file://, s3://, gs://, az:// (credentials from the usual environment
+    /// variables). See docs/replay.md.
+    #[arg(long, value_name = "URI")]
+    pub replay_to: Option<String>,
+    /// continual: append as the run goes (local files); batched: upload at STATE boundaries
+    /// after --replay-interval, on the size threshold and at exit.
+    #[arg(long, value_enum, default_value_t = Cadence::Auto, value_name = "MODE")]
+    pub replay_cadence: Cadence,
+    /// Least time between uploads at STATE boundaries, seconds.
+    #[arg(long, default_value_t = 120.0, value_name = "SECS")]
+    pub replay_interval: f64,
+    /// Cut a segment once it holds this many MiB.
+    #[arg(long, default_value_t = 64, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..))]
+    pub replay_segment_mib: u64,
+    /// Gzip segments (`.singer.jsonl.gz`; batched cadence).
+    #[arg(long)]
+    pub replay_gzip: bool,
+    /// Hold each STATE on stdout until the segment holding it is durable, so no checkpoint gets
+    /// ahead of the lake.
+    #[arg(long)]
+    pub replay_hold_state: bool,
+    /// Write records to data files and BATCH messages naming them, instead of RECORD lines
+    /// (Singer format).
+    #[arg(long)]
+    pub batch: bool,
+    /// Where BATCH data files go [default: the --replay-to root].
+    #[arg(long, value_name = "URI")]
+    pub batch_to: Option<String>,
+    /// Compression of BATCH data files.
+    #[arg(long, value_enum, default_value_t = Compression::Gzip, value_name = "KIND")]
+    pub batch_compression: Compression,
+    /// Records per BATCH data file, at most (a STATE also ends the files before it).
+    #[arg(long, default_value_t = 100_000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_records: u64,
+}
+
+impl StorageArgs {
+    pub fn options(&self) -> TeeOptions {
+        TeeOptions {
+            replay_to: self.replay_to.clone(),
+            lake: LakeOptions {
+                cadence: self.replay_cadence,
+                min_interval: Duration::from_secs_f64(self.replay_interval.max(0.0)),
+                max_segment_bytes: self.replay_segment_mib << 20,
+                gzip: self.replay_gzip,
+            },
+            hold_state: self.replay_hold_state,
+            batch: self.batch,
+            batch_to: self.batch_to.clone(),
+            compression: self.batch_compression,
+            batch_max_records: self.batch_records,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The run's folder (as printed when the run started), e.g. file:///data/lake/01J...
+    pub uri: String,
+    /// The protocol to re-emit: singer (as stored) or airbyte.
+    #[arg(long, value_enum, default_value_t = Format::Singer)]
+    pub format: Format,
+    /// Turn BATCH messages into the RECORDs of their data files (for targets that cannot read
+    /// BATCH; always so for --format airbyte).
+    #[arg(long)]
+    pub expand_batch: bool,
+    /// Start at this segment (file name or ULID); it starts with the SCHEMA of its streams.
+    #[arg(long, value_name = "SEGMENT")]
+    pub from: Option<String>,
+    /// Print the run's manifest (JSON) instead: segments in replay order with checksums and
+    /// counts, and what produced the run. Segments it does not list yet are added, unverified.
+    #[arg(long, conflicts_with = "rebuild_manifest")]
+    pub manifest: bool,
+    /// Rewrite the run's manifest from its segments (after a kill, or if it was lost) and exit.
+    #[arg(long)]
+    pub rebuild_manifest: bool,
 }
 
 /// HTTP behaviour; the defaults suit public APIs.

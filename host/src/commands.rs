@@ -1,7 +1,7 @@
 //! What each `host` command does, on top of the library.
 
 use crate::catalog;
-use crate::cli::{Cli, Command, ConfiguredArgs, PluginArgs, ReadOptions};
+use crate::cli::{Cli, Command, ConfiguredArgs, PluginArgs, ReadOptions, ReplayArgs};
 use crate::connector::Connector;
 use crate::egress::{EgressPolicy, HostPort};
 use crate::engine::{ComponentCache, Engine, Plugin};
@@ -9,6 +9,7 @@ use crate::policy::Policy;
 use crate::progress::Progress;
 use crate::protocol::{FailureType, Format, Output, airbyte};
 use crate::read::{SelectedStream, emit_logs};
+use crate::replay::{ReplayOptions, Tee, TeeOptions};
 use crate::schedule::Concurrency;
 use crate::session::{self, RunError};
 use crate::state::InputState;
@@ -23,21 +24,49 @@ type Fatal = RunError;
 
 /// Runs a parsed command line, writing protocol messages to `sink`.
 pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
-    let format = match &cli.command {
-        Command::Run(args) => args.format,
-        _ => Format::Airbyte,
+    let (format, storage) = match &cli.command {
+        Command::Run(args) => (args.format, Some(args.options.storage.options())),
+        Command::Read(args) => (Format::Airbyte, Some(args.options.storage.options())),
+        Command::Replay(args) => return replay(args, sink).await,
+        _ => (Format::Airbyte, None),
     };
-    let (out, writer) = Output::spawn(format, sink);
-    let code = match dispatch(cli.command, &out).await {
-        Ok(code) => code,
-        Err(fatal) => {
-            eprintln!("error: {}", out.secrets.mask(&fatal.message));
-            if format == Format::Airbyte {
-                let _ = out.error(&fatal.message, fatal.failure, None).await;
-            }
-            ExitCode::FAILURE
+    let tee = match open_storage(storage, format).await {
+        Ok(tee) => tee,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::FAILURE;
         }
     };
+    let kept_at = tee.as_ref().and_then(|t| t.lake.as_ref()).map(|lake| lake.run().uri.clone());
+    let (out, writer) = Output::spawn_with(format, sink, tee);
+    let run = async {
+        if let Some(uri) = &kept_at {
+            out.log("INFO", &format!("replay storage: this run is kept at {uri}")).await?;
+        }
+        dispatch(cli.command, &out).await
+    };
+    let (code, outcome) = tokio::select! {
+        result = run => match result {
+            Ok(code) => (code, if code == ExitCode::SUCCESS { "succeeded" } else { "failed" }),
+            Err(fatal) => {
+                eprintln!("error: {}", out.secrets.mask(&fatal.message));
+                if format == Format::Airbyte {
+                    let _ = out.error(&fatal.message, fatal.failure, None).await;
+                }
+                (ExitCode::FAILURE, "failed")
+            }
+        },
+        signal = crate::signals::shutdown() => {
+            let message = format!("interrupted by {}: stopping; what was written so far is kept", signal.name());
+            eprintln!("{message}");
+            if format == Format::Airbyte {
+                let _ = out.error(&message, FailureType::Transient, None).await;
+            }
+            (ExitCode::from(signal.exit_code()), "interrupted")
+        }
+    };
+    // Cancelled reads may still hold handles to the output: close it rather than wait for them.
+    out.close(outcome).await;
     drop(out);
     if let Err(e) = writer.finish() {
         // A consumer that went away (broken pipe) is not worth a second error line.
@@ -47,6 +76,66 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
         return ExitCode::FAILURE;
     }
     code
+}
+
+/// Opens replay storage and BATCH files for a run, if asked (blocking I/O, off the workers).
+async fn open_storage(storage: Option<TeeOptions>, format: Format) -> Result<Option<Tee>, String> {
+    let Some(storage) = storage else { return Ok(None) };
+    if storage.batch && format != Format::Singer {
+        return Err("--batch writes Singer BATCH messages: use it with `run --format singer`".into());
+    }
+    match tokio::task::spawn_blocking(move || storage.open()).await {
+        Ok(Ok(tee)) => Ok(tee),
+        Ok(Err(e)) => Err(format!("cannot open replay storage: {e:#}")),
+        Err(e) => Err(format!("cannot open replay storage: {e}")),
+    }
+}
+
+/// `host replay`: a stored run to `sink`, or its manifest rebuilt.
+async fn replay(args: &ReplayArgs, mut sink: Box<dyn Write + Send>) -> ExitCode {
+    let (uri, rebuild, show) = (args.uri.clone(), args.rebuild_manifest, args.manifest);
+    let options = ReplayOptions { format: args.format, expand_batch: args.expand_batch, from: args.from.clone() };
+    let result = tokio::task::spawn_blocking(move || {
+        if rebuild {
+            let manifest = crate::replay::rebuild_manifest(&uri)?;
+            eprintln!("rebuilt {}/manifest.json: {} segment(s)", uri.trim_end_matches('/'), manifest.segments.len());
+            return Ok(());
+        }
+        if show {
+            let manifest = crate::replay::current_manifest(&uri)?;
+            serde_json::to_writer_pretty(&mut sink, &manifest)?;
+            sink.write_all(b"\n")?;
+            return Ok(());
+        }
+        let report = crate::replay::replay(&uri, &options, &mut sink)?;
+        if report.manifest_rebuilt {
+            eprintln!("WARN the run has no manifest: segments were read in name order, unverified");
+        }
+        if !report.unsealed.is_empty() {
+            eprintln!(
+                "WARN the run did not seal {} (killed?): read without a checksum, up to its last complete line",
+                report.unsealed.join(", ")
+            );
+        }
+        eprintln!("replayed {} segment(s): {} lines, {} records", report.segments, report.lines, report.records);
+        anyhow::Ok(())
+    })
+    .await;
+    match result {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) => {
+            let broken_pipe =
+                e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe);
+            if !broken_pipe {
+                eprintln!("error: {e:#}");
+            }
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 async fn dispatch(command: Command, out: &Output) -> Result<ExitCode, Fatal> {
@@ -79,6 +168,7 @@ async fn dispatch(command: Command, out: &Output) -> Result<ExitCode, Fatal> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Inspect(args) => inspect(args).await,
+        Command::Replay(_) => unreachable!("replay runs without a plugin (see execute)"),
         Command::Test(args) => Ok(crate::conformance::run(args, out).await),
         Command::Discover(args) => {
             let connector = open(&args, out, false).await?;

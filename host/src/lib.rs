@@ -7,7 +7,7 @@
 //! Modules, one per concern: [`engine`] (wasmtime, the compiled-component cache), [`sandbox`]
 //! (what a guest can see), [`egress`] (HTTP), [`connector`] (instances and calls), [`read`] (the
 //! pagination loop), [`state`] (cursors), [`catalog`], [`protocol`] (messages and the writer),
-//! [`cli`] and [`commands`].
+//! [`replay`] (runs kept in object storage, and re-emitted), [`cli`] and [`commands`].
 
 pub mod bindings;
 pub mod catalog;
@@ -22,9 +22,11 @@ pub mod policy;
 pub mod progress;
 pub mod protocol;
 pub mod read;
+pub mod replay;
 pub mod runtime;
 pub mod sandbox;
 pub mod schedule;
 pub mod secrets;
 pub mod session;
+pub mod signals;
 pub mod state;

@@ -180,7 +180,7 @@ pub async fn read_partition(
             ))));
         }
         let stamp = out.stamp();
-        let mut lines = Vec::with_capacity(page.records.iter().map(|r| r.len() + 80).sum());
+        let mut lines = out.page(page.records.iter().map(|r| r.len() + 80).sum());
         for record in &page.records {
             let checked = match protocol::checked_record(record, limits.max_record_bytes) {
                 Ok(c) => c,
@@ -201,7 +201,7 @@ pub async fn read_partition(
                 first().await?;
             }
             done.records += page.records.len() as u64;
-            out.records(lines).await?;
+            out.records(&partition.stream, lines, page.records.len() as u64).await?;
             progress.records(page.records.len() as u64);
         }
         match page.next_token {

@@ -236,6 +236,12 @@ pub async fn open(
         out.log("WARN", &message).await?;
     }
     let egress = Egress::new(egress_policy, http).map_err(|e| RunError::system(format!("{e:#}")))?;
+    out.describe_run(crate::replay::PluginInfo {
+        sha256: plugin.sha256.clone(),
+        wit: format!("{}@{}", crate::bindings::WIT_PACKAGE, plugin.wit_version),
+        config_sha256: crate::replay::manifest::sha256_hex(config.as_bytes()),
+    })
+    .await?;
     Ok(Connector::new(plugin, config, Arc::new(egress), policy.limits.clone()))
 }
 

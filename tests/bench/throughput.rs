@@ -249,12 +249,13 @@ fn client() -> reqwest::Client {
 /// Checks and writes a page the way the host does.
 async fn write_page(out: &Output, stream_json: &str, records: &[Box<serde_json::value::RawValue>]) {
     let stamp = out.stamp();
-    let mut lines = Vec::with_capacity(records.iter().map(|r| r.get().len() + 80).sum());
+    let stream: String = serde_json::from_str(stream_json).unwrap();
+    let mut lines = out.page(records.iter().map(|r| r.get().len() + 80).sum());
     for record in records {
         let checked = protocol::checked_record(record.get(), 16 << 20).unwrap();
         out.push_record(&mut lines, stream_json, &checked, &stamp);
     }
-    out.records(lines).await.unwrap();
+    out.records(&stream, lines, records.len() as u64).await.unwrap();
 }
 
 /// A hand-written reader of `items`: cursor pages.

@@ -11,5 +11,6 @@ mod hostile;
 mod languages;
 mod policy;
 mod read;
+mod replay;
 mod singer;
 mod tenants;

@@ -5,14 +5,14 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-fn target(name: &str) -> PathBuf {
+pub(crate) fn target(name: &str) -> PathBuf {
     let path = workspace_root().join("target/singer-targets").join(name).join("bin").join(name);
     assert!(path.exists(), "{} is missing: run `just setup-singer-targets` (`just test` does)", path.display());
     path
 }
 
 /// Pipes `messages` into a Singer target and returns its stdout (the last state it saw).
-fn load_into(target_name: &str, config: &Value, messages: &[u8], dir: &Path) -> String {
+pub(crate) fn load_into(target_name: &str, config: &Value, messages: &[u8], dir: &Path) -> String {
     let config_path = dir.join(format!("{target_name}.json"));
     std::fs::write(&config_path, config.to_string()).unwrap();
     let mut child = Command::new(target(target_name))
@@ -33,7 +33,7 @@ fn load_into(target_name: &str, config: &Value, messages: &[u8], dir: &Path) -> 
 }
 
 /// Ids in the JSONL files target-jsonl wrote for `stream`.
-fn jsonl_ids(dir: &Path, stream: &str) -> Vec<u64> {
+pub(crate) fn jsonl_ids(dir: &Path, stream: &str) -> Vec<u64> {
     let mut ids = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
@@ -48,7 +48,7 @@ fn jsonl_ids(dir: &Path, stream: &str) -> Vec<u64> {
 }
 
 /// Ids in a DuckDB table, read with the target's own duckdb module.
-fn duckdb_ids(db: &Path, table: &str) -> Vec<u64> {
+pub(crate) fn duckdb_ids(db: &Path, table: &str) -> Vec<u64> {
     let python = target("target-duckdb").with_file_name("python");
     let script = format!(
         "import duckdb; c = duckdb.connect({:?}, read_only=True); print('\\n'.join(str(r[0]) for r in c.execute('select id from main.{table} order by id').fetchall()))",

@@ -93,10 +93,11 @@ impl HostRun {
 pub struct Host {
     args: Vec<String>,
     cache: Option<PathBuf>,
+    env: Vec<(String, String)>,
 }
 
 pub fn host(args: &[&str]) -> Host {
-    Host { args: args.iter().map(|s| s.to_string()).collect(), cache: None }
+    Host { args: args.iter().map(|s| s.to_string()).collect(), cache: None, env: Vec::new() }
 }
 
 impl Host {
@@ -112,16 +113,25 @@ impl Host {
     pub fn demo_source(self, api: &DemoApi, config: impl AsRef<Path>) -> Self {
         self.arg(plugin("demo-source")).arg("--config").arg(config.as_ref()).arg("--allow-host").arg(grant(api))
     }
+    pub fn envs(mut self, vars: &[(String, String)]) -> Self {
+        self.env.extend(vars.iter().cloned());
+        self
+    }
+    /// The command, not started (for tests that signal or kill it).
+    pub fn command(&self) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_host"));
+        command
+            .args(&self.args)
+            .env("SLUICE_CACHE_DIR", self.cache.as_deref().unwrap_or(shared_cache()))
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
+        command
+    }
     pub fn cache_dir(mut self, dir: &Path) -> Self {
         self.cache = Some(dir.to_path_buf());
         self
     }
     pub fn run(self) -> HostRun {
-        let output = Command::new(env!("CARGO_BIN_EXE_host"))
-            .args(&self.args)
-            .env("SLUICE_CACHE_DIR", self.cache.as_deref().unwrap_or(shared_cache()))
-            .output()
-            .expect("run host");
+        let output = self.command().output().expect("run host");
         let messages = String::from_utf8_lossy(&output.stdout)
             .lines()
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {l}")))
@@ -188,6 +198,6 @@ pub fn sorted(mut v: Vec<u64>) -> Vec<u64> {
 impl Host {
     /// Runs without parsing stdout as protocol messages (for --help and the like).
     pub fn run_raw(self) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_host")).args(&self.args).output().expect("run host")
+        self.command().output().expect("run host")
     }
 }

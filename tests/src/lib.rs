@@ -1,3 +1,5 @@
-//! Shared helpers for Sluice's end-to-end tests and benchmarks, chiefly the demo API server.
+//! Shared helpers for Sluice's end-to-end tests and benchmarks: the demo API server, and a
+//! real S3-protocol server on loopback.
 
 pub mod demo_api;
+pub mod s3_server;

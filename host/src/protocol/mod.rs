@@ -6,7 +6,7 @@ mod output;
 pub mod singer;
 
 pub use checks::{checked_record, preview};
-pub use output::{Format, Output, OutputClosed, Writer};
+pub use output::{Format, Output, OutputClosed, PageLines, Writer};
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -3,8 +3,10 @@
 //! producers instead of filling memory, and everything sent before a STATE is written before it.
 
 use super::{FailureType, StreamStatus, airbyte, singer};
+use crate::replay::{LakeWriter, PluginInfo, Tee};
 use serde_json::{Map, Value};
 use std::io::Write;
+use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// The protocol spoken on stdout.
@@ -18,7 +20,19 @@ pub enum Format {
 }
 
 enum Event {
+    /// A page's record lines (or, in BATCH mode, its record data lines).
+    Records {
+        stream: Arc<str>,
+        lines: PageLines,
+        count: u64,
+    },
+    /// A message for stdout only (SPEC, CATALOG, LOG, TRACE, ...).
     Bytes(Vec<u8>),
+    /// Singer's SCHEMA line of a stream: on stdout in Singer format, and in the lake.
+    Schema {
+        stream: String,
+        line: Vec<u8>,
+    },
     /// A stream's new state; the writer renders it (Singer merges all streams into one value).
     State {
         stream: String,
@@ -27,6 +41,27 @@ enum Event {
     /// States of streams not read in this run, carried into Singer's whole-tap STATE.
     Seed(Map<String, Value>),
     Stderr(String),
+    /// What produced the run, for the lake's manifest.
+    Describe(PluginInfo),
+    /// Stop now (everything sent before is written); how the run ended, for the lake.
+    Close(String),
+}
+
+/// What record lines a page renders: the stdout form, and the Singer form for the lake when
+/// stdout speaks Airbyte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Render {
+    Stdout,
+    StdoutAndSinger,
+    /// BATCH mode: the records' JSON alone, one per line, for the data files.
+    Data,
+}
+
+/// A page's rendered record lines.
+#[derive(Default)]
+pub struct PageLines {
+    stdout: Vec<u8>,
+    singer: Vec<u8>,
 }
 
 /// A handle to the writer; clones share its channel.
@@ -34,11 +69,12 @@ enum Event {
 pub struct Output {
     tx: mpsc::Sender<Event>,
     format: Format,
+    render: Render,
     /// Masked out of every log and error message.
     pub secrets: crate::secrets::Secrets,
 }
 
-/// The writer thread; [`Writer::finish`] tells whether every byte reached the sink.
+/// The writer thread; [`Writer::finish`] tells whether every byte reached the sink (and the lake).
 pub struct Writer {
     thread: std::thread::JoinHandle<std::io::Result<()>>,
 }
@@ -69,46 +105,44 @@ fn line(message: &Value) -> Vec<u8> {
 impl Output {
     /// Starts the writer on its own thread, so blocking writes never stall the async workers.
     pub fn spawn(format: Format, sink: Box<dyn Write + Send>) -> (Output, Writer) {
+        Self::spawn_with(format, sink, None)
+    }
+
+    /// [`Output::spawn`], also keeping the run in replay storage (and BATCH data files).
+    pub fn spawn_with(format: Format, sink: Box<dyn Write + Send>, tee: Option<Tee>) -> (Output, Writer) {
+        let render = match &tee {
+            Some(Tee { batch: Some(_), .. }) => Render::Data,
+            Some(Tee { lake: Some(_), .. }) if format == Format::Airbyte => Render::StdoutAndSinger,
+            _ => Render::Stdout,
+        };
         let (tx, mut rx) = mpsc::channel::<Event>(64);
         let thread = std::thread::Builder::new()
             .name("sluice-writer".into())
             .spawn(move || {
-                let mut out = std::io::BufWriter::with_capacity(256 << 10, sink);
-                let mut bookmarks = Map::new();
-                // Singer targets commit the last STATE only if nothing follows it.
-                let mut written_since_state = false;
+                let mut pump = Pump {
+                    format,
+                    out: std::io::BufWriter::with_capacity(256 << 10, sink),
+                    tee,
+                    held: None,
+                    bookmarks: Map::new(),
+                    written_since_state: false,
+                };
+                let mut outcome = "ended".to_string();
                 while let Some(event) = rx.blocking_recv() {
-                    match event {
-                        Event::Bytes(bytes) => {
-                            written_since_state = true;
-                            out.write_all(&bytes)?
-                        }
-                        Event::State { stream, value } => match format {
-                            Format::Airbyte => out.write_all(&line(&airbyte::stream_state(&stream, &value)))?,
-                            Format::Singer => {
-                                bookmarks.insert(stream, value);
-                                out.write_all(&line(&singer::state(&bookmarks)))?;
-                                written_since_state = false;
-                            }
-                        },
-                        Event::Seed(states) => bookmarks.extend(states),
-                        Event::Stderr(text) => {
-                            out.flush()?;
-                            eprintln!("{text}");
-                        }
+                    if let Event::Close(how) = event {
+                        outcome = how;
+                        break;
                     }
+                    pump.event(event)?;
                     // Flush whenever nothing else is waiting: timely output, written in batches.
                     if rx.is_empty() {
-                        out.flush()?;
+                        pump.out.flush()?;
                     }
                 }
-                if format == Format::Singer && written_since_state && !bookmarks.is_empty() {
-                    out.write_all(&line(&singer::state(&bookmarks)))?;
-                }
-                out.flush()
+                pump.finish(&outcome)
             })
             .expect("spawn the writer thread");
-        (Output { tx, format, secrets: Default::default() }, Writer { thread })
+        (Output { tx, format, render, secrets: Default::default() }, Writer { thread })
     }
 
     pub fn format(&self) -> Format {
@@ -121,21 +155,46 @@ impl Output {
 
     pub fn stamp(&self) -> Stamp {
         let ms = super::now_ms();
-        let rfc3339 = if self.format == Format::Singer { singer::timestamp(ms) } else { String::new() };
+        let singer = self.format == Format::Singer || self.render == Render::StdoutAndSinger;
+        let rfc3339 = if singer { singer::timestamp(ms) } else { String::new() };
         Stamp { ms, rfc3339 }
     }
 
-    /// Renders one checked record into `buf` as a complete line.
-    pub fn push_record(&self, buf: &mut Vec<u8>, stream_json: &str, data: &str, stamp: &Stamp) {
-        match self.format {
-            Format::Airbyte => airbyte::push_record(buf, stream_json, data, stamp.ms),
-            Format::Singer => singer::push_record(buf, stream_json, data, &stamp.rfc3339),
+    /// An empty page, for about `bytes` of records.
+    pub fn page(&self, bytes: usize) -> PageLines {
+        let singer = if self.render == Render::StdoutAndSinger { Vec::with_capacity(bytes) } else { Vec::new() };
+        PageLines { stdout: Vec::with_capacity(bytes), singer }
+    }
+
+    /// Renders one checked record into `page` as a complete line.
+    pub fn push_record(&self, page: &mut PageLines, stream_json: &str, data: &str, stamp: &Stamp) {
+        match (self.render, self.format) {
+            (Render::Data, _) => {
+                page.stdout.extend_from_slice(data.as_bytes());
+                page.stdout.push(b'\n');
+            }
+            (_, Format::Airbyte) => airbyte::push_record(&mut page.stdout, stream_json, data, stamp.ms),
+            (_, Format::Singer) => singer::push_record(&mut page.stdout, stream_json, data, &stamp.rfc3339),
+        }
+        if self.render == Render::StdoutAndSinger {
+            singer::push_record(&mut page.singer, stream_json, data, &stamp.rfc3339);
         }
     }
 
-    /// Complete record lines rendered with [`Output::push_record`].
-    pub async fn records(&self, lines: Vec<u8>) -> Result<(), OutputClosed> {
-        self.send(Event::Bytes(lines)).await
+    /// `count` records of `stream` rendered with [`Output::push_record`].
+    pub async fn records(&self, stream: &str, page: PageLines, count: u64) -> Result<(), OutputClosed> {
+        self.send(Event::Records { stream: stream.into(), lines: page, count }).await
+    }
+
+    /// What produced the run, kept in the lake's manifest.
+    pub async fn describe_run(&self, plugin: PluginInfo) -> Result<(), OutputClosed> {
+        self.send(Event::Describe(plugin)).await
+    }
+
+    /// Ends the output now: everything sent before is written, the lake is sealed with
+    /// `outcome`, and later sends fail. Other handles may still exist (tasks being cancelled).
+    pub async fn close(&self, outcome: &str) {
+        let _ = self.send(Event::Close(outcome.to_string())).await;
     }
 
     /// A protocol message written as it is (SPEC, CATALOG, CONNECTION_STATUS, SCHEMA).
@@ -184,13 +243,148 @@ impl Output {
         self.send(Event::Seed(states)).await
     }
 
-    /// Singer's SCHEMA for a stream, before its first record; nothing in Airbyte.
+    /// Singer's SCHEMA for a stream, before its first record (stdout in Singer format, and the
+    /// lake).
     pub async fn schema(&self, stream: &crate::bindings::Stream) -> Result<(), OutputClosed> {
-        if self.format != Format::Singer {
+        if self.format != Format::Singer && self.render == Render::Stdout {
             return Ok(());
         }
         let schema: Value = serde_json::from_str(&stream.json_schema).unwrap_or(Value::Null);
-        self.message(&singer::schema(&stream.name, &schema, &stream.primary_key, stream.cursor_field.as_deref())).await
+        let message = singer::schema(&stream.name, &schema, &stream.primary_key, stream.cursor_field.as_deref());
+        self.send(Event::Schema { stream: stream.name.clone(), line: line(&message) }).await
+    }
+}
+
+/// The writer thread's side: stdout, and the lake beside it.
+struct Pump {
+    format: Format,
+    out: std::io::BufWriter<Box<dyn Write + Send>>,
+    tee: Option<Tee>,
+    /// Hold-state mode: stdout from the first STATE the lake does not yet hold durably.
+    held: Option<Vec<u8>>,
+    bookmarks: Map<String, Value>,
+    /// Singer targets commit the last STATE only if nothing follows it.
+    written_since_state: bool,
+}
+
+fn lake_error(e: anyhow::Error) -> std::io::Error {
+    std::io::Error::other(format!("replay storage: {e:#}"))
+}
+
+impl Pump {
+    fn event(&mut self, event: Event) -> std::io::Result<()> {
+        match event {
+            Event::Records { stream, lines, count } => {
+                self.written_since_state = true;
+                if let Some(batch) = self.tee.as_mut().and_then(|t| t.batch.as_mut()) {
+                    if let Some(message) = batch.add(&stream, &lines.stdout, count).map_err(lake_error)? {
+                        self.singer_message(&message, &stream)?;
+                    }
+                    return Ok(());
+                }
+                // The lake first: whatever a consumer has seen is already in it.
+                let singer = if self.format == Format::Singer { &lines.stdout } else { &lines.singer };
+                self.lake(|lake| lake.write(singer, count, Some(&stream)))?;
+                self.stdout(&lines.stdout)?;
+            }
+            Event::Bytes(bytes) => self.stdout(&bytes)?,
+            Event::Schema { stream, line } => {
+                self.lake(|lake| lake.schema(&stream, &line))?;
+                if self.format == Format::Singer {
+                    self.stdout(&line)?;
+                }
+            }
+            Event::State { stream, value } => {
+                self.flush_batches()?;
+                self.bookmarks.insert(stream.clone(), value);
+                let stdout = match self.format {
+                    Format::Airbyte => line(&airbyte::stream_state(&stream, &self.bookmarks[&stream])),
+                    Format::Singer => line(&singer::state(&self.bookmarks)),
+                };
+                self.state(stdout)?;
+            }
+            Event::Seed(states) => self.bookmarks.extend(states),
+            Event::Stderr(text) => {
+                self.out.flush()?;
+                eprintln!("{text}");
+            }
+            Event::Describe(plugin) => self.lake(|lake| lake.describe(plugin))?,
+            Event::Close(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Bytes for stdout, held back while a STATE waits for the lake.
+    fn stdout(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match &mut self.held {
+            Some(held) => held.extend_from_slice(bytes),
+            None => self.out.write_all(bytes)?,
+        }
+        Ok(())
+    }
+
+    /// Runs `f` on the lake, if there is one, then releases held stdout it made durable.
+    fn lake(&mut self, f: impl FnOnce(&mut LakeWriter) -> anyhow::Result<()>) -> std::io::Result<()> {
+        let Some(lake) = self.tee.as_mut().and_then(|t| t.lake.as_mut()) else { return Ok(()) };
+        f(lake).map_err(lake_error)?;
+        if self.held.is_some() && lake.is_durable() {
+            let held = self.held.take().unwrap_or_default();
+            self.out.write_all(&held)?;
+        }
+        Ok(())
+    }
+
+    /// A Singer message for both stdout (Singer format) and the lake: BATCH.
+    fn singer_message(&mut self, message: &[u8], stream: &str) -> std::io::Result<()> {
+        self.written_since_state = true;
+        self.lake(|lake| lake.write(message, 0, Some(stream)))?;
+        if self.format == Format::Singer {
+            self.stdout(message)?;
+        }
+        Ok(())
+    }
+
+    /// BATCH mode: every pending record into a data file, before a STATE covers it.
+    fn flush_batches(&mut self) -> std::io::Result<()> {
+        let Some(batch) = self.tee.as_mut().and_then(|t| t.batch.as_mut()) else { return Ok(()) };
+        for message in batch.flush_all().map_err(lake_error)? {
+            let stream = serde_json::from_slice::<Value>(&message).ok();
+            let stream = stream.as_ref().and_then(|m| m["stream"].as_str()).unwrap_or_default().to_string();
+            self.singer_message(&message, &stream)?;
+        }
+        Ok(())
+    }
+
+    /// A STATE: `stdout` in the output format, the lake's in Singer's. With hold-state, stdout
+    /// gets it (and what follows) only once the lake holds it durably.
+    fn state(&mut self, stdout: Vec<u8>) -> std::io::Result<()> {
+        self.written_since_state = false;
+        let singer = line(&singer::state(&self.bookmarks));
+        let hold = self.tee.as_ref().is_some_and(|t| t.hold_state);
+        self.lake(|lake| lake.state(&singer))?;
+        if !hold {
+            return self.stdout(&stdout);
+        }
+        self.held.get_or_insert_with(Vec::new).extend_from_slice(&stdout);
+        // Local files are made durable at once; a batched lake releases it at its next upload.
+        self.lake(|lake| if lake.is_continual() { lake.sync() } else { Ok(()) })
+    }
+
+    /// The last Singer STATE (when records followed the last one), then the lake sealed.
+    fn finish(mut self, outcome: &str) -> std::io::Result<()> {
+        self.flush_batches()?;
+        if self.written_since_state && !self.bookmarks.is_empty() {
+            let singer = line(&singer::state(&self.bookmarks));
+            if self.format == Format::Singer {
+                self.stdout(&singer)?;
+            }
+            self.lake(|lake| lake.state(&singer))?;
+        }
+        self.lake(|lake| lake.finish(outcome))?;
+        if let Some(held) = self.held.take() {
+            self.out.write_all(&held)?;
+        }
+        self.out.flush()
     }
 }
 

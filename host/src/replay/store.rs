@@ -1,0 +1,207 @@
+//! Where a lake lives: a URI (`file://`, a plain path, `s3://`, `gs://`, `az://`, `memory://`)
+//! turned into an object store and a prefix inside it.
+
+use anyhow::{Context, Result, bail};
+use object_store::path::Path;
+use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// A folder in an object store, and the URI that names it.
+#[derive(Clone)]
+pub struct Location {
+    pub store: Arc<dyn ObjectStore>,
+    /// The folder inside the store (empty for the store's root).
+    pub prefix: Path,
+    /// The URI of the folder, without a trailing slash.
+    pub uri: String,
+    /// For local files: the folder on disk (continual mode appends to files here directly).
+    pub local_dir: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.uri)
+    }
+}
+
+/// In-memory stores by name, so a writer and a reader in one process meet (`memory://NAME/...`).
+fn memory_store(name: &str) -> Arc<dyn ObjectStore> {
+    static STORES: OnceLock<Mutex<HashMap<String, Arc<object_store::memory::InMemory>>>> = OnceLock::new();
+    let mut stores = STORES.get_or_init(Default::default).lock().expect("memory stores lock");
+    stores.entry(name.to_string()).or_insert_with(|| Arc::new(object_store::memory::InMemory::new())).clone()
+}
+
+impl Location {
+    /// Opens the folder a URI names; a local folder is created if missing. Cloud credentials
+    /// come from the usual environment variables (`AWS_*`, `GOOGLE_*`, `AZURE_*`).
+    pub fn parse(uri: &str) -> Result<Location> {
+        let uri = uri.trim_end_matches('/');
+        if uri.is_empty() {
+            bail!("an empty storage URI");
+        }
+        let Some((scheme, rest)) = uri.split_once("://") else {
+            return Self::local(PathBuf::from(uri));
+        };
+        let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+        let store: Arc<dyn ObjectStore> = match scheme {
+            "file" => return Self::local(PathBuf::from(format!("/{}", rest.trim_start_matches('/')))),
+            "memory" => memory_store(bucket),
+            "s3" | "s3a" => Arc::new(
+                object_store::aws::AmazonS3Builder::from_env()
+                    .with_url(uri)
+                    .build()
+                    .with_context(|| format!("cannot open {uri}"))?,
+            ),
+            "gs" => Arc::new(
+                object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                    .with_url(uri)
+                    .build()
+                    .with_context(|| format!("cannot open {uri}"))?,
+            ),
+            "az" | "azure" | "abfs" | "abfss" => Arc::new(
+                object_store::azure::MicrosoftAzureBuilder::from_env()
+                    .with_url(uri)
+                    .build()
+                    .with_context(|| format!("cannot open {uri}"))?,
+            ),
+            other => bail!(
+                "unsupported storage URI scheme {other:?} in {uri} (use file://, s3://, gs://, az:// or memory://)"
+            ),
+        };
+        if bucket.is_empty() {
+            bail!("{uri} names no bucket");
+        }
+        let prefix = Path::parse(key).with_context(|| format!("invalid object path in {uri}"))?;
+        Ok(Location { store, prefix, uri: uri.to_string(), local_dir: None })
+    }
+
+    fn local(dir: PathBuf) -> Result<Location> {
+        let dir = std::path::absolute(&dir).with_context(|| format!("invalid path {}", dir.display()))?;
+        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let store = object_store::local::LocalFileSystem::new_with_prefix(&dir)
+            .with_context(|| format!("cannot open {}", dir.display()))?;
+        let uri = url::Url::from_directory_path(&dir)
+            .map_err(|_| anyhow::anyhow!("{} is not an absolute path", dir.display()))?
+            .to_string()
+            .trim_end_matches('/')
+            .to_string();
+        Ok(Location { store: Arc::new(store), prefix: Path::default(), uri, local_dir: Some(dir) })
+    }
+
+    /// The folder `name` inside this one (created on disk for local files).
+    pub fn child(&self, name: &str) -> Result<Location> {
+        let local_dir = match &self.local_dir {
+            Some(dir) => {
+                let dir = dir.join(name);
+                std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+                Some(dir)
+            }
+            None => None,
+        };
+        Ok(Location {
+            store: self.store.clone(),
+            prefix: self.path(name),
+            uri: format!("{}/{name}", self.uri),
+            local_dir,
+        })
+    }
+
+    /// The object `name` in this folder.
+    pub fn path(&self, name: &str) -> Path {
+        self.prefix.parts().chain(Path::from(name).parts()).collect()
+    }
+
+    /// The absolute URI of the object `name` in this folder.
+    pub fn uri_of(&self, name: &str) -> String {
+        format!("{}/{name}", self.uri)
+    }
+
+    /// Creates `name`, first writer wins: an object that already exists is left alone and
+    /// reported — unless it holds exactly these bytes (an earlier attempt of this very upload).
+    pub async fn create(&self, name: &str, bytes: Vec<u8>) -> Result<()> {
+        let path = self.path(name);
+        let options = PutOptions { mode: PutMode::Create, ..Default::default() };
+        match self.store.put_opts(&path, PutPayload::from(bytes.clone()), options).await {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                let existing = self.read(name).await?;
+                if existing == bytes {
+                    Ok(())
+                } else {
+                    bail!("{} already exists with other contents; not overwriting it", self.uri_of(name))
+                }
+            }
+            Err(e) => Err(e).with_context(|| format!("cannot create {}", self.uri_of(name))),
+        }
+    }
+
+    /// Writes `name`, replacing what is there (the manifest).
+    pub async fn replace(&self, name: &str, bytes: Vec<u8>) -> Result<()> {
+        self.store
+            .put(&self.path(name), PutPayload::from(bytes))
+            .await
+            .with_context(|| format!("cannot write {}", self.uri_of(name)))?;
+        Ok(())
+    }
+
+    pub async fn read(&self, name: &str) -> Result<Vec<u8>> {
+        let got =
+            self.store.get(&self.path(name)).await.with_context(|| format!("cannot read {}", self.uri_of(name)))?;
+        Ok(got.bytes().await.with_context(|| format!("cannot read {}", self.uri_of(name)))?.to_vec())
+    }
+
+    /// Whether `name` exists.
+    pub async fn exists(&self, name: &str) -> Result<bool> {
+        match self.store.head(&self.path(name)).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e).with_context(|| format!("cannot look at {}", self.uri_of(name))),
+        }
+    }
+
+    /// The objects directly in this folder, and its subfolders, by name, sorted.
+    pub async fn list(&self) -> Result<(Vec<String>, Vec<String>)> {
+        let prefix = if self.prefix.as_ref().is_empty() { None } else { Some(&self.prefix) };
+        let listed =
+            self.store.list_with_delimiter(prefix).await.with_context(|| format!("cannot list {}", self.uri))?;
+        let name = |p: &Path| p.filename().unwrap_or_default().to_string();
+        let mut objects: Vec<String> = listed.objects.iter().map(|o| name(&o.location)).collect();
+        let mut folders: Vec<String> = listed.common_prefixes.iter().map(name).collect();
+        objects.sort();
+        folders.sort();
+        Ok((objects, folders))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = Location::parse(dir.path().join("lake").to_str().unwrap()).unwrap();
+        assert!(plain.uri.starts_with("file:///") && plain.uri.ends_with("/lake"), "{}", plain.uri);
+        let file = Location::parse(&format!("{}/", plain.uri)).unwrap();
+        assert_eq!(file.local_dir, plain.local_dir);
+        let run = file.child("01ABC").unwrap();
+        assert_eq!(run.uri_of("x.jsonl"), format!("{}/01ABC/x.jsonl", plain.uri));
+        assert!(run.local_dir.unwrap().is_dir());
+        assert!(Location::parse("ftp://x/y").unwrap_err().to_string().contains("unsupported storage URI scheme"));
+        let mem = Location::parse("memory://t/a/b").unwrap();
+        assert_eq!(mem.path("c").as_ref(), "a/b/c");
+    }
+
+    #[tokio::test]
+    async fn create_is_first_writer_wins() {
+        let lake = Location::parse("memory://create-test/run").unwrap();
+        lake.create("s.jsonl", b"one\n".to_vec()).await.unwrap();
+        lake.create("s.jsonl", b"one\n".to_vec()).await.unwrap();
+        let err = lake.create("s.jsonl", b"two\n".to_vec()).await.unwrap_err();
+        assert!(err.to_string().contains("already exists"), "{err}");
+        assert_eq!(lake.read("s.jsonl").await.unwrap(), b"one\n");
+        assert_eq!(lake.list().await.unwrap().0, vec!["s.jsonl"]);
+    }
+}
