@@ -10,6 +10,8 @@
 //! 5. Many tenants in one process: 49 well-behaved runs' wall time with a hostile run (an endless
 //!    loop) among them vs without.
 //! 6. Instances per second with and without the pooling allocator.
+//! 7. Replay storage: a 100k-record Singer run with `--replay-to file://…` (continual, and
+//!    batched with gzip) vs without; then `host replay` of that run.
 
 #[path = "common.rs"]
 mod common;
@@ -44,13 +46,78 @@ fn main() {
         work: tempfile::tempdir().unwrap(),
         runtime: tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap(),
     };
-    throughput(&bench);
-    latency_bound(&bench);
-    peak_rss(&bench);
-    let instantiate = bench.runtime.block_on(instantiation(&bench.plugin, bench.cache.path()));
-    println!("\n[4] per-partition instantiation: median {:.1} µs over {INSTANCES}", instantiate.as_secs_f64() * 1e6);
-    tenants(&bench);
-    pooling(&bench);
+    // `cargo bench --bench throughput -- 1 7` runs only cases 1 and 7.
+    let only: Vec<String> = std::env::args().skip(1).filter(|a| a.parse::<u32>().is_ok()).collect();
+    let run = |case: &str| only.is_empty() || only.iter().any(|c| c == case);
+    if run("1") {
+        throughput(&bench);
+    }
+    if run("2") {
+        latency_bound(&bench);
+    }
+    if run("3") {
+        peak_rss(&bench);
+    }
+    if run("4") {
+        let instantiate = bench.runtime.block_on(instantiation(&bench.plugin, bench.cache.path()));
+        println!(
+            "\n[4] per-partition instantiation: median {:.1} µs over {INSTANCES}",
+            instantiate.as_secs_f64() * 1e6
+        );
+    }
+    if run("5") {
+        tenants(&bench);
+    }
+    if run("6") {
+        pooling(&bench);
+    }
+    if run("7") {
+        replay_storage(&bench);
+    }
+}
+
+/// A 100k-record Singer run kept in a local lake vs not kept, and the replay of it.
+fn replay_storage(bench: &Bench) {
+    const RECORDS: u64 = 100_000;
+    let api = DemoApi::start_background(DemoApiConfig { records: RECORDS, accounts: 5, ..Default::default() }).unwrap();
+    let config = bench.config("replay.json", &api, 1000);
+    let lake = bench.work.path().join("lake");
+    let lake_uri = format!("file://{}", lake.display());
+    let gz_uri = format!("file://{}", bench.work.path().join("lake-gz").display());
+    let plain = ["--streams", "items", "--format", "singer"];
+    let continual = [&plain[..], &["--replay-to", &lake_uri]].concat();
+    let batched = [&plain[..], &["--replay-to", &gz_uri, "--replay-cadence", "batched", "--replay-gzip"]].concat();
+    bench.runtime.block_on(host_read(bench, &config, &api, &continual));
+    let (mut without, mut with_continual, mut with_batched) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        without.push(bench.runtime.block_on(host_read(bench, &config, &api, &plain)));
+        with_continual.push(bench.runtime.block_on(host_read(bench, &config, &api, &continual)));
+        with_batched.push(bench.runtime.block_on(host_read(bench, &config, &api, &batched)));
+    }
+    let (without, continual, batched) = (median(&mut without), median(&mut with_continual), median(&mut with_batched));
+    let rate = |d: Duration| RECORDS as f64 / d.as_secs_f64();
+    println!("\n[7] replay storage: items, 100k records, Singer format, pages of 1000");
+    println!("  {:<34} {:>12.0} records/s  (median {:.1} ms)", "not kept", rate(without), ms(without));
+    for (name, d) in [("--replay-to file:// (continual)", continual), ("… batched, gzip", batched)] {
+        println!(
+            "  {name:<34} {:>12.0} records/s  (median {:.1} ms)  ratio kept/not kept: {:.2}x",
+            rate(d),
+            ms(d),
+            without.as_secs_f64() / d.as_secs_f64()
+        );
+    }
+    // Replay: the last continual run (one uncompressed segment), to a sink.
+    let runs: Vec<_> = std::fs::read_dir(&lake).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut replays = Vec::new();
+    for run in runs.iter().take(ROUNDS) {
+        let uri = format!("file://{}", run.display());
+        let started = Instant::now();
+        let report = sluice_host::replay::replay(&uri, &Default::default(), &mut std::io::sink()).unwrap();
+        replays.push(started.elapsed());
+        assert_eq!(report.records, RECORDS);
+    }
+    let replay = median(&mut replays);
+    println!("  host replay (Singer, verified):    {:>12.0} records/s  (median {:.1} ms)", rate(replay), ms(replay));
 }
 
 /// 49 tenants reading `items` (2,000 records each), with or without a hostile 50th.

@@ -458,3 +458,24 @@ fn storage_mistakes_get_clear_errors() {
     let missing = lake.replay(&uri, &["--from", "01NOPE"]);
     assert!(String::from_utf8_lossy(&missing.stderr).contains("has no segment 01NOPE"));
 }
+
+#[test]
+fn an_airbyte_run_keeps_the_same_data_as_a_singer_stream() {
+    let api = demo_api(DemoApiConfig { records: 300, accounts: 3, ..Default::default() });
+    let lake = Lake::new(Backend::Local);
+    let config = lake.files.json("config.json", &demo_config(&api, 50));
+    let run = lake
+        .host(&["run", "--streams", "items,account_items", "--replay-to", &lake.root])
+        .demo_source(&api, config)
+        .run();
+    assert!(run.success(), "{}", run.explain());
+    let uri = kept_at(&run.logs().join("\n"));
+    let singer = lines(&text(&lake.replay(&uri, &[])));
+    assert_eq!(singer[0]["type"], "SCHEMA");
+    for stream in ["items", "account_items"] {
+        assert_eq!(ids(&singer, stream), sorted(run.ids(stream)));
+    }
+    let last = singer.iter().rev().find(|m| m["type"] == "STATE").unwrap();
+    assert_eq!(Some(last["value"]["bookmarks"]["account_items"].clone()), run.last_state("account_items"));
+    assert!(singer.iter().all(|m| m["type"] != "LOG" && m["type"] != "TRACE"), "only Singer messages are kept");
+}

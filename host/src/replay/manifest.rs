@@ -90,29 +90,36 @@ pub fn describe(name: &str, stored: &[u8], text: &[u8], known_schemas: &mut Hash
         bytes: stored.len() as u64,
         ..Default::default()
     };
+    /// The two fields a description needs, borrowed: no full parse of every record.
+    #[derive(Deserialize, Default)]
+    struct Head<'a> {
+        #[serde(rename = "type", borrow, default)]
+        kind: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow, default)]
+        stream: Option<std::borrow::Cow<'a, str>>,
+    }
     let mut streams = BTreeSet::new();
     let mut in_preamble = true;
     for line in text.split_inclusive(|b| *b == b'\n') {
         segment.lines += 1;
-        let message: serde_json::Value = serde_json::from_slice(line).unwrap_or_default();
-        let kind = message["type"].as_str().unwrap_or_default();
-        let stream = message["stream"].as_str().map(str::to_string);
-        if kind == "SCHEMA" && in_preamble {
-            let stream = stream.clone().unwrap_or_default();
-            if known_schemas.get(&stream).is_some_and(|known| known == line) {
-                segment.preamble_lines += 1;
-                continue;
-            }
+        let head: Head = serde_json::from_slice(line).unwrap_or_default();
+        let kind = head.kind.as_deref().unwrap_or_default();
+        let stream = head.stream.as_deref();
+        if kind == "SCHEMA" && in_preamble && known_schemas.get(stream.unwrap_or_default()).is_some_and(|k| k == line) {
+            segment.preamble_lines += 1;
+            continue;
         }
         in_preamble = false;
         if kind == "SCHEMA" {
-            known_schemas.insert(stream.clone().unwrap_or_default(), line.to_vec());
+            known_schemas.insert(stream.unwrap_or_default().to_string(), line.to_vec());
         }
         if kind == "RECORD" {
             segment.records += 1;
         }
-        if let Some(stream) = stream {
-            streams.insert(stream);
+        if let Some(stream) = stream
+            && !streams.contains(stream)
+        {
+            streams.insert(stream.to_string());
         }
     }
     segment.streams = streams.into_iter().collect();

@@ -10,13 +10,20 @@ use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::io::Write;
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ReplayOptions {
+    /// Singer by default: the stream as stored.
     pub format: Format,
     /// Turn BATCH messages into the RECORD messages of their files.
     pub expand_batch: bool,
     /// Start at this segment (its name or ULID); its SCHEMA preamble is kept.
     pub from: Option<String>,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions { format: Format::Singer, expand_batch: false, from: None }
+    }
 }
 
 /// What a replay wrote.
@@ -72,6 +79,7 @@ pub fn replay(uri: &str, options: &ReplayOptions, sink: &mut dyn Write) -> Resul
     let mut out = std::io::BufWriter::with_capacity(256 << 10, sink);
     let mut converter = Converter::new(options.format);
     let mut known_schemas = HashMap::new();
+    let has_unsealed = segments.iter().any(|(_, sealed)| !sealed);
     for (index, (segment, sealed)) in segments.iter().enumerate() {
         let stored = rt.block_on(run.read(&segment.name))?;
         if *sealed {
@@ -93,25 +101,29 @@ pub fn replay(uri: &str, options: &ReplayOptions, sink: &mut dyn Write) -> Resul
         } else {
             manifest::describe(&segment.name, &stored, &text, &mut known_schemas).preamble_lines
         };
-        if *sealed {
-            // Keep the SCHEMA lines seen so far, for describing unsealed segments after these.
+        if *sealed && has_unsealed {
+            // The SCHEMA lines seen so far tell an unsealed segment's preamble from its body.
             manifest::describe(&segment.name, &stored, &text, &mut known_schemas);
         }
         if index < start {
             continue;
         }
         // A whole-run replay drops the repeated SCHEMAs; one from a later segment needs them.
-        let skip = if index == start { 0 } else { preamble };
-        for line in text.split_inclusive(|b| *b == b'\n').skip(skip as usize) {
-            report.lines += 1;
-            if options.format == Format::Singer && !options.expand_batch {
-                if line.starts_with(br#"{"type":"RECORD""#) {
-                    report.records += 1;
-                }
-                out.write_all(line)?;
-                continue;
+        let skip = if index == start { 0 } else { preamble as usize };
+        let body_start = text.split_inclusive(|b| *b == b'\n').take(skip).map(<[u8]>::len).sum::<usize>();
+        let body = &text[body_start..];
+        if options.format == Format::Singer && !options.expand_batch {
+            // As stored, in one write.
+            for line in body.split_inclusive(|b| *b == b'\n') {
+                report.lines += 1;
+                report.records += u64::from(line.starts_with(br#"{"type":"RECORD""#));
             }
-            report.records += converter.line(line, options.expand_batch, &rt, &mut out)?;
+            out.write_all(body)?;
+        } else {
+            for line in body.split_inclusive(|b| *b == b'\n') {
+                report.lines += 1;
+                report.records += converter.line(line, options.expand_batch, &rt, &mut out)?;
+            }
         }
         report.segments += 1;
     }
