@@ -36,6 +36,9 @@ pub enum Command {
     /// Re-emit a run kept with --replay-to: byte-identical in Singer format. Every segment's
     /// checksum is verified first.
     Replay(ReplayArgs),
+    /// Look at a run's HTTP recording (made with --record-http).
+    #[command(subcommand)]
+    Recording(RecordingCommand),
     /// Run the conformance kit on a connector: spec, check, discover, a full read, pagination,
     /// partitions and an incremental read, checked against the contract. Prints a report (or
     /// JSON with --json); exits 0 only when every check passes.
@@ -217,6 +220,10 @@ pub struct StorageArgs {
     /// ahead of the lake.
     #[arg(long)]
     pub replay_hold_state: bool,
+    /// Store every HTTP exchange of the run (every attempt: request, response, timing, partition)
+    /// next to its replay segments, without credentials; re-run it offline with --http-replay.
+    #[arg(long)]
+    pub record_http: bool,
     /// Write records to data files and BATCH messages naming them, instead of RECORD lines
     /// (Singer format).
     #[arg(long)]
@@ -236,6 +243,7 @@ impl StorageArgs {
     pub fn options(&self) -> TeeOptions {
         TeeOptions {
             replay_to: self.replay_to.clone(),
+            record_http: self.record_http,
             lake: LakeOptions {
                 cadence: self.replay_cadence,
                 min_interval: Duration::from_secs_f64(self.replay_interval.max(0.0)),
@@ -249,6 +257,18 @@ impl StorageArgs {
             batch_max_records: self.batch_records,
         }
     }
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum RecordingCommand {
+    /// Summarise a recording: requests per host and status, bytes, retries, the slowest.
+    Show {
+        /// The run's folder (as printed when the run started).
+        uri: String,
+        /// Print every exchange as JSON lines instead.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -301,6 +321,11 @@ pub struct HttpArgs {
     /// Requests per second to any one host [default: no limit].
     #[arg(long, value_name = "N")]
     pub http_max_rate: Option<f64>,
+    /// Answer the connector's requests from the HTTP recording of a run (its folder, as
+    /// printed when it ran with --record-http) instead of the network; nothing leaves the
+    /// machine, and a request the recording cannot answer is denied.
+    #[arg(long, value_name = "URI")]
+    pub http_replay: Option<String>,
 }
 
 impl HttpArgs {

@@ -1,7 +1,7 @@
 //! What each `host` command does, on top of the library.
 
 use crate::catalog;
-use crate::cli::{Cli, Command, ConfiguredArgs, PluginArgs, ReadOptions, ReplayArgs};
+use crate::cli::{Cli, Command, ConfiguredArgs, PluginArgs, ReadOptions, RecordingCommand, ReplayArgs};
 use crate::connector::Connector;
 use crate::egress::{EgressPolicy, HostPort};
 use crate::engine::{ComponentCache, Engine, Plugin};
@@ -28,6 +28,7 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
         Command::Run(args) => (args.format, Some(args.options.storage.options())),
         Command::Read(args) => (Format::Airbyte, Some(args.options.storage.options())),
         Command::Replay(args) => return replay(args, sink).await,
+        Command::Recording(command) => return recording(command.clone()).await,
         _ => (Format::Airbyte, None),
     };
     let tee = match open_storage(storage, format).await {
@@ -88,6 +89,36 @@ async fn open_storage(storage: Option<TeeOptions>, format: Format) -> Result<Opt
         Ok(Ok(tee)) => Ok(tee),
         Ok(Err(e)) => Err(format!("cannot open replay storage: {e:#}")),
         Err(e) => Err(format!("cannot open replay storage: {e}")),
+    }
+}
+
+/// `host recording show`: a run's HTTP recording, summarised (or as JSON lines).
+async fn recording(command: RecordingCommand) -> ExitCode {
+    let RecordingCommand::Show { uri, json } = command;
+    let result = tokio::task::spawn_blocking(move || {
+        let exchanges = crate::recording::load_exchanges(&uri)?;
+        let mut stdout = std::io::stdout().lock();
+        if json {
+            for exchange in &exchanges {
+                serde_json::to_writer(&mut stdout, exchange)?;
+                stdout.write_all(b"\n")?;
+            }
+        } else {
+            write!(stdout, "{}", crate::recording::summary(&exchanges))?;
+        }
+        anyhow::Ok(())
+    })
+    .await;
+    match result {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -168,7 +199,7 @@ async fn dispatch(command: Command, out: &Output) -> Result<ExitCode, Fatal> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Inspect(args) => inspect(args).await,
-        Command::Replay(_) => unreachable!("replay runs without a plugin (see execute)"),
+        Command::Replay(_) | Command::Recording(_) => unreachable!("these run without a plugin (see execute)"),
         Command::Test(args) => Ok(crate::conformance::run(args, out).await),
         Command::Discover(args) => {
             let connector = open(&args, out, false).await?;
@@ -179,7 +210,7 @@ async fn dispatch(command: Command, out: &Output) -> Result<ExitCode, Fatal> {
         Command::Read(args) => {
             let selection = catalog::load(&args.catalog).map_err(|e| Fatal::config(format!("{e:#}")))?;
             let state = load_state(args.state.as_deref())?;
-            let connector = open(&args.common, out, true).await?;
+            let connector = open_recorded(&args.common, out, true, args.options.storage.record_http).await?;
             let streams = session::discover(&connector, out).await?;
             let selected = session::select(&streams, &selection, false, &state)?;
             read(connector, out, selected, &args.options, &state).await
@@ -190,7 +221,7 @@ async fn dispatch(command: Command, out: &Output) -> Result<ExitCode, Fatal> {
                 Some(path) => Some(catalog::load(path).map_err(|e| Fatal::config(format!("{e:#}")))?),
                 None => None,
             };
-            let connector = open(&args.common, out, !args.discover).await?;
+            let connector = open_recorded(&args.common, out, !args.discover, args.options.storage.record_http).await?;
             let streams = session::discover(&connector, out).await?;
             if args.discover {
                 let catalog = match args.format {
@@ -326,10 +357,29 @@ pub(crate) async fn open_for_test(args: &ConfiguredArgs, out: &Output) -> Result
 
 /// Loads plugin and config under the command line's policy; see [`session::open`].
 async fn open(args: &ConfiguredArgs, out: &Output, is_run: bool) -> Result<Connector, Fatal> {
+    open_recorded(args, out, is_run, false).await
+}
+
+/// [`open`], recording every HTTP exchange when `record_http`.
+async fn open_recorded(
+    args: &ConfiguredArgs,
+    out: &Output,
+    is_run: bool,
+    record_http: bool,
+) -> Result<Connector, Fatal> {
     let policy = Policy::from_args(args).map_err(|e| Fatal::config(format!("{e:#}")))?;
     let config = read_config(&args.config).map_err(|e| Fatal::config(format!("{e:#}")))?;
+    let mut http = args.http.options();
+    http.record = record_http;
+    if let Some(uri) = args.http.http_replay.clone() {
+        let cassette = tokio::task::spawn_blocking(move || crate::recording::Cassette::load(&uri))
+            .await
+            .map_err(|e| Fatal::system(format!("cannot load the HTTP recording: {e}")))?
+            .map_err(|e| Fatal::config(format!("cannot load the HTTP recording: {e:#}")))?;
+        http.replay = Some(Arc::new(cassette));
+    }
     let plugin = load_plugin(&args.plugin, out).await?;
-    session::open(plugin, config, &policy, args.http.options(), out, is_run).await
+    session::open(plugin, config, &policy, http, out, is_run).await
 }
 
 fn read_config(path: &std::path::Path) -> Result<String> {

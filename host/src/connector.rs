@@ -148,8 +148,11 @@ impl Instance {
         self.store.data_mut().take_logs()
     }
 
-    fn begin(&mut self) {
-        self.store.data_mut().cpu_ticks = 0;
+    /// Starts a call; `context` (JSON) labels its HTTP requests in recordings.
+    fn begin(&mut self, context: String) {
+        let state = self.store.data_mut();
+        state.cpu_ticks = 0;
+        state.context = context;
     }
 
     /// Turns the outcome of a call into a clear error: the limit that stopped the guest, or
@@ -195,28 +198,28 @@ impl Instance {
     }
 
     pub async fn spec(&mut self) -> Result<String, CallError> {
-        self.begin();
+        self.begin(r#"{"call":"spec"}"#.to_string());
         let call = self.bindings.sluice_connector_source().call_spec(&mut self.store);
         let outcome = tokio::time::timeout(self.limits.call_timeout(), call).await;
         self.finish(outcome)
     }
 
     pub async fn capabilities(&mut self, config: &String) -> Result<Capabilities, CallError> {
-        self.begin();
+        self.begin(r#"{"call":"capabilities"}"#.to_string());
         let call = self.bindings.sluice_connector_source().call_capabilities(&mut self.store, config);
         let outcome = tokio::time::timeout(self.limits.call_timeout(), call).await;
         self.flatten(outcome)
     }
 
     pub async fn check(&mut self, config: &String) -> Result<(), CallError> {
-        self.begin();
+        self.begin(r#"{"call":"check"}"#.to_string());
         let call = self.bindings.sluice_connector_source().call_check(&mut self.store, config);
         let outcome = tokio::time::timeout(self.limits.call_timeout(), call).await;
         self.flatten(outcome)
     }
 
     pub async fn discover(&mut self, config: &String) -> Result<Vec<Stream>, CallError> {
-        self.begin();
+        self.begin(r#"{"call":"discover"}"#.to_string());
         let call = self.bindings.sluice_connector_source().call_discover(&mut self.store, config);
         let outcome = tokio::time::timeout(self.limits.call_timeout(), call).await;
         self.flatten(outcome)
@@ -229,7 +232,7 @@ impl Instance {
         state: Option<&String>,
         token: Option<&String>,
     ) -> Result<PartitionBatch, CallError> {
-        self.begin();
+        self.begin(serde_json::json!({"stream": stream, "listing": true}).to_string());
         let call =
             self.bindings.sluice_connector_source().call_partitions(&mut self.store, config, stream, state, token);
         let outcome = tokio::time::timeout(self.limits.call_timeout(), call).await;
@@ -242,7 +245,8 @@ impl Instance {
         partition: &Partition,
         token: Option<&String>,
     ) -> Result<Page, CallError> {
-        self.begin();
+        let key: serde_json::Value = serde_json::from_str(&partition.key).unwrap_or(serde_json::Value::Null);
+        self.begin(serde_json::json!({"stream": partition.stream, "partition": key}).to_string());
         let call = self.bindings.sluice_connector_source().call_read_page(&mut self.store, config, partition, token);
         let outcome = tokio::time::timeout(self.limits.call_timeout(), call).await;
         self.flatten(outcome)

@@ -6,6 +6,8 @@
 //! `denied` before any network I/O. Redirects are re-checked hop by hop.
 
 use crate::bindings::{HttpError, Request, Response};
+use crate::recording::{Answer, Cassette, Outcome, Recorder};
+use crate::secrets::Secrets;
 use anyhow::{Result, bail};
 use std::collections::BTreeSet;
 use std::collections::HashMap;
@@ -38,6 +40,10 @@ pub struct HttpOptions {
     pub max_in_flight: usize,
     /// Requests per second to any one host.
     pub max_rate_per_host: Option<f64>,
+    /// Answer every request from this recording instead of the network (`--http-replay`).
+    pub replay: Option<Arc<Cassette>>,
+    /// Record every attempt into the run's replay storage (`--record-http`).
+    pub record: bool,
 }
 
 impl Default for HttpOptions {
@@ -54,6 +60,8 @@ impl Default for HttpOptions {
             max_response_bytes: 64 << 20,
             max_in_flight: 32,
             max_rate_per_host: None,
+            replay: None,
+            record: false,
         }
     }
 }
@@ -266,6 +274,10 @@ pub struct Egress {
     /// When each host may next be sent a request, under the per-host rate.
     next_slot: Mutex<HashMap<String, Instant>>,
     pub stats: EgressStats,
+    /// Every attempt is handed to it (`--record-http`).
+    recorder: Option<Recorder>,
+    /// Masks requests the way the recording stored them, to find their answers.
+    secrets: Secrets,
 }
 
 /// A denial found inside the HTTP client (a redirect hop, a name resolving to an internal
@@ -314,7 +326,17 @@ impl Egress {
             next_slot: Mutex::new(HashMap::new()),
             options,
             stats: EgressStats::default(),
+            recorder: None,
+            secrets: Secrets::default(),
         })
+    }
+
+    /// Records every attempt with `recorder` (if any); `secrets` are the run's, to match
+    /// requests against a recording masked with them.
+    pub fn with_recording(mut self, recorder: Option<Recorder>, secrets: Secrets) -> Self {
+        self.recorder = recorder;
+        self.secrets = secrets;
+        self
     }
 
     pub fn policy(&self) -> &EgressPolicy {
@@ -322,7 +344,8 @@ impl Egress {
     }
 
     /// Sends a guest's request: policy check, then attempts with backoff until one is final.
-    pub async fn send(&self, req: Request) -> Result<Response, HttpError> {
+    /// `context` (JSON) says what the request is for, in recordings.
+    pub async fn send(&self, req: Request, context: &str) -> Result<Response, HttpError> {
         let url = url::Url::parse(&req.url)
             .map_err(|e| HttpError::InvalidRequest(format!("invalid URL {:?}: {e}", req.url)))?;
         if let Err(why) = self.policy.check(&url) {
@@ -334,7 +357,19 @@ impl Egress {
         let idempotent = matches!(method.as_str(), "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS");
         let mut attempt = 1;
         loop {
-            let outcome = self.attempt(&method, &url, &req).await;
+            let (started, clock) = (SystemTime::now(), Instant::now());
+            let outcome = match &self.options.replay {
+                Some(cassette) => self.answer(cassette, &method, &url, &req),
+                None => self.attempt(&method, &url, &req).await,
+            };
+            if let Some(recorder) = &self.recorder {
+                let seen = match &outcome {
+                    Ok(resp) => Outcome::Response(resp),
+                    Err(Failure::Connect(error)) => Outcome::Error { error, connect: true },
+                    Err(Failure::Other(error)) => Outcome::Error { error, connect: false },
+                };
+                recorder.record(context, attempt, started, clock.elapsed(), method.as_str(), &url, &req, seen).await;
+            }
             let delay = match &outcome {
                 Ok(resp) if resp.status == 429 => Some(self.retry_after(resp).unwrap_or_else(|| self.backoff(attempt))),
                 Ok(resp) if idempotent && is_retryable_status(resp.status) => {
@@ -355,7 +390,10 @@ impl Egress {
             match retry {
                 Some(delay) => {
                     self.stats.retries.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(delay).await;
+                    // A replay has nobody to wait for.
+                    if self.options.replay.is_none() {
+                        tokio::time::sleep(delay).await;
+                    }
                     attempt += 1;
                 }
                 None => {
@@ -367,6 +405,31 @@ impl Egress {
                     return outcome;
                 }
             }
+        }
+    }
+
+    /// An attempt answered from a recording: no network. A request the recording has no
+    /// (more) answers to is denied, naming it.
+    fn answer(
+        &self,
+        cassette: &Cassette,
+        method: &reqwest::Method,
+        url: &url::Url,
+        req: &Request,
+    ) -> Result<Response, Failure> {
+        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+        match cassette.answer(method.as_str(), url, req.body.as_deref(), &self.secrets) {
+            Some(Answer::Response(resp)) => {
+                self.stats.bytes_in.fetch_add(resp.body.len() as u64, Ordering::Relaxed);
+                Ok(resp)
+            }
+            Some(Answer::Error { error, connect: true }) => Err(Failure::Connect(error)),
+            Some(Answer::Error { error, .. }) => Err(Failure::Other(error)),
+            None => Err(Failure::Other(HttpError::Denied(format!(
+                "no recorded answer for {method} {} in the recording at {} (HTTP is replayed: nothing goes to the network)",
+                crate::recording::mask_url(url.as_str(), &self.secrets),
+                cassette.uri
+            )))),
         }
     }
 

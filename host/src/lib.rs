@@ -22,6 +22,7 @@ pub mod policy;
 pub mod progress;
 pub mod protocol;
 pub mod read;
+pub mod recording;
 pub mod replay;
 pub mod runtime;
 pub mod sandbox;

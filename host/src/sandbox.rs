@@ -42,6 +42,8 @@ pub struct GuestState {
     pub back_from_host: bool,
     /// Set while a long-running call is paused to let other work run.
     pub paused: bool,
+    /// What the current call is for (JSON), to label its HTTP requests in recordings.
+    pub context: String,
 }
 
 impl GuestState {
@@ -63,6 +65,7 @@ impl GuestState {
             cpu_ticks: 0,
             back_from_host: false,
             paused: false,
+            context: "null".to_string(),
         }
     }
 
@@ -104,7 +107,7 @@ impl bindings::sluice::connector::types::Host for GuestState {}
 impl bindings::sluice::connector::http::Host for GuestState {
     async fn send(&mut self, req: Request) -> Result<Response, HttpError> {
         let egress = self.egress.clone();
-        let result = egress.send(req).await;
+        let result = egress.send(req, &self.context).await;
         self.back_from_host = true;
         if let Err(HttpError::Denied(why)) = &result {
             self.push_log(GuestLog { level: Level::Warn, message: format!("request denied: {why}") });

@@ -4,17 +4,27 @@
 use serde_json::Value;
 use std::sync::{Arc, RwLock};
 
-const MASK: &str = "**********";
+pub const MASK: &str = "**********";
 
-/// The secret values of one run; clones share them.
+/// The secret values of one run, and the names of the fields holding them; clones share them.
 #[derive(Debug, Clone, Default)]
-pub struct Secrets(Arc<RwLock<Vec<String>>>);
+pub struct Secrets(Arc<RwLock<Known>>);
+
+#[derive(Debug, Default)]
+struct Known {
+    values: Vec<String>,
+    names: Vec<String>,
+}
 
 impl Secrets {
     /// Collects the config values at every path the spec marks secret.
     pub fn set_from(&self, spec: &Value, config: &Value) {
         let mut found = Vec::new();
         collect(spec, config, &mut found);
+        let mut names = Vec::new();
+        collect_names(spec, &mut names);
+        names.sort();
+        names.dedup();
         // A very short secret would mask unrelated text everywhere; such values are no secret
         // worth the name. The forms a value takes in a URL or in JSON text are masked too.
         let mut values = Vec::new();
@@ -26,18 +36,44 @@ impl Secrets {
         // Longest first, so a secret containing another is masked whole.
         values.sort_by_key(|v| std::cmp::Reverse(v.len()));
         values.dedup();
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = values;
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Known { values, names };
+    }
+
+    /// Names of the fields the spec marks secret (query parameters of these names are masked in
+    /// HTTP recordings, whatever their value).
+    pub fn names(&self) -> Vec<String> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).names.clone()
     }
 
     pub fn mask(&self, text: &str) -> String {
         let secrets = self.0.read().unwrap_or_else(|e| e.into_inner());
         let mut text = text.to_string();
-        for secret in secrets.iter() {
+        for secret in secrets.values.iter() {
             if text.contains(secret.as_str()) {
                 text = text.replace(secret.as_str(), MASK);
             }
         }
         text
+    }
+}
+
+/// The names of every property the spec marks secret, at any depth.
+fn collect_names(schema: &Value, out: &mut Vec<String>) {
+    if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+        for (name, sub_schema) in properties {
+            if sub_schema.get("airbyte_secret").and_then(Value::as_bool) == Some(true) {
+                out.push(name.clone());
+            }
+            collect_names(sub_schema, out);
+        }
+    }
+    for key in ["oneOf", "anyOf", "allOf"] {
+        for alternative in schema.get(key).and_then(Value::as_array).into_iter().flatten() {
+            collect_names(alternative, out);
+        }
+    }
+    if let Some(items) = schema.get("items") {
+        collect_names(items, out);
     }
 }
 
@@ -95,5 +131,6 @@ mod tests {
         let secrets = Secrets::default();
         secrets.set_from(&spec, &config);
         assert_eq!(secrets.mask("key sk-123456 and hunter22 for visible"), "key ********** and ********** for visible");
+        assert_eq!(secrets.names(), vec!["api_key", "password"]);
     }
 }

@@ -216,7 +216,18 @@ pub async fn open(
     spec.map_err(|e| RunError::call("spec failed", e))?;
     let caps = caps.map_err(|e| RunError::call("the connector cannot say what it needs for this config", e))?;
     let declared = declared(&caps.hosts)?;
-    let egress_policy = EgressPolicy::new(declared, granted);
+    let egress_policy = match &http.replay {
+        // Nothing leaves the machine: what the connector declares is all it may ask for.
+        Some(cassette) => {
+            let message = format!(
+                "HTTP is replayed from the recording at {} ({} exchanges): no network access",
+                cassette.uri, cassette.exchanges
+            );
+            out.log("INFO", &message).await?;
+            EgressPolicy::new(declared.clone(), declared)
+        }
+        None => EgressPolicy::new(declared, granted),
+    };
     let missing: Vec<String> = egress_policy.ungranted().iter().map(|h| h.to_string()).collect();
     if !missing.is_empty() {
         let grants: Vec<String> = missing.iter().map(|h| format!("--allow-host {h}")).collect();
@@ -235,7 +246,10 @@ pub async fn open(
         );
         out.log("WARN", &message).await?;
     }
-    let egress = Egress::new(egress_policy, http).map_err(|e| RunError::system(format!("{e:#}")))?;
+    let recorder = http.record.then(|| crate::recording::Recorder::new(out.clone()));
+    let egress = Egress::new(egress_policy, http)
+        .map_err(|e| RunError::system(format!("{e:#}")))?
+        .with_recording(recorder, out.secrets.clone());
     out.describe_run(crate::replay::PluginInfo {
         sha256: plugin.sha256.clone(),
         wit: format!("{}@{}", crate::bindings::WIT_PACKAGE, plugin.wit_version),

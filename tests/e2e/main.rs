@@ -11,6 +11,7 @@ mod hostile;
 mod languages;
 mod policy;
 mod read;
+mod recording;
 mod replay;
 mod singer;
 mod tenants;

@@ -43,6 +43,8 @@ enum Event {
     Stderr(String),
     /// What produced the run, for the lake's manifest.
     Describe(PluginInfo),
+    /// One recorded HTTP attempt (a JSON line), for the lake.
+    Exchange(Vec<u8>),
     /// Stop now (everything sent before is written); how the run ended, for the lake.
     Close(String),
 }
@@ -191,6 +193,11 @@ impl Output {
         self.send(Event::Describe(plugin)).await
     }
 
+    /// One recorded HTTP exchange, stored beside the run's segments.
+    pub async fn exchange(&self, line: Vec<u8>) -> Result<(), OutputClosed> {
+        self.send(Event::Exchange(line)).await
+    }
+
     /// Ends the output now: everything sent before is written, the lake is sealed with
     /// `outcome`, and later sends fail. Other handles may still exist (tasks being cancelled).
     pub async fn close(&self, outcome: &str) {
@@ -309,6 +316,7 @@ impl Pump {
                 eprintln!("{text}");
             }
             Event::Describe(plugin) => self.lake(|lake| lake.describe(plugin))?,
+            Event::Exchange(line) => self.lake(|lake| lake.exchange(&line))?,
             Event::Close(_) => {}
         }
         Ok(())

@@ -13,6 +13,7 @@ pub use batch::{BatchWriter, Compression};
 pub use manifest::{Manifest, PluginInfo, Segment};
 pub use reader::{ReplayOptions, ReplayReport, current_manifest, open_run, rebuild_manifest, replay};
 pub use store::Location;
+pub(crate) use writer::Runtime as BlockingRuntime;
 pub use writer::{Cadence, LakeOptions, LakeWriter};
 
 /// What the output writer keeps besides stdout.
@@ -27,6 +28,8 @@ pub struct Tee {
 #[derive(Debug, Clone, Default)]
 pub struct TeeOptions {
     pub replay_to: Option<String>,
+    /// Store every HTTP exchange next to the segments (`--record-http`).
+    pub record_http: bool,
     pub lake: LakeOptions,
     pub hold_state: bool,
     /// BATCH mode: where data files go (`None`: under `replay_to`).
@@ -42,6 +45,9 @@ impl TeeOptions {
     pub fn open(&self) -> anyhow::Result<Option<Tee>> {
         if self.hold_state && self.replay_to.is_none() {
             anyhow::bail!("--replay-hold-state needs --replay-to");
+        }
+        if self.record_http && self.replay_to.is_none() {
+            anyhow::bail!("--record-http stores the exchanges next to the run's replay segments: add --replay-to URI");
         }
         if self.batch_to.is_some() && !self.batch {
             anyhow::bail!("--batch-to needs --batch");

@@ -76,6 +76,8 @@ pub struct LakeWriter {
     open: Option<OpenSegment>,
     manifest: Manifest,
     last_cut: Instant,
+    /// Recorded HTTP exchanges not yet stored; written as `http/<ULID>.jsonl` at every cut.
+    exchanges: Vec<u8>,
 }
 
 /// A current-thread runtime for the store's async API, from the (synchronous) writer thread.
@@ -141,6 +143,7 @@ impl LakeWriter {
             open: None,
             manifest,
             last_cut: Instant::now(),
+            exchanges: Vec::new(),
         };
         writer.write_manifest()?;
         Ok(writer)
@@ -188,6 +191,25 @@ impl LakeWriter {
             self.cut()?;
         }
         Ok(())
+    }
+
+    /// A recorded HTTP exchange (one JSON line); stored with the next cut.
+    pub fn exchange(&mut self, line: &[u8]) -> Result<()> {
+        self.exchanges.extend_from_slice(line);
+        if self.exchanges.len() as u64 >= self.options.max_segment_bytes {
+            self.store_exchanges()?;
+        }
+        Ok(())
+    }
+
+    fn store_exchanges(&mut self) -> Result<()> {
+        if self.exchanges.is_empty() {
+            return Ok(());
+        }
+        let id = self.ids.generate().context("generate a recording ULID")?;
+        let http = self.run.child(crate::recording::HTTP_FOLDER)?;
+        let bytes = std::mem::take(&mut self.exchanges);
+        self.rt.block_on(http.create(&format!("{id}.jsonl"), bytes))
     }
 
     /// Makes everything written so far durable (continual: fsync; batched: upload).
@@ -279,6 +301,7 @@ impl LakeWriter {
     /// manifest.
     fn cut(&mut self) -> Result<()> {
         self.last_cut = Instant::now();
+        self.store_exchanges()?;
         let Some(open) = self.open.take() else { return Ok(()) };
         let mut info = open.info;
         info.streams = open.streams.into_iter().collect();

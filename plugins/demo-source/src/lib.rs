@@ -22,6 +22,8 @@ struct Config {
     start_date: Option<String>,
     #[serde(default = "default_window_minutes")]
     window_minutes: u32,
+    /// Sent as `Authorization: Bearer ...` when set.
+    api_key: Option<String>,
 }
 
 fn default_window_minutes() -> u32 {
@@ -35,6 +37,14 @@ fn default_page_size() -> u32 {
 impl Config {
     fn url(&self, path: &str) -> String {
         http::join(&self.base_url, path)
+    }
+
+    /// A GET of `url`, authenticated when the config has a key.
+    fn get(&self, url: String) -> http::Request {
+        match &self.api_key {
+            Some(key) => http::get(url).bearer_auth(key),
+            None => http::get(url),
+        }
     }
 }
 
@@ -71,7 +81,8 @@ struct DemoSource;
 
 impl DemoSource {
     fn accounts_page(config: &Config, page: u64) -> Result<Vec<Box<RawValue>>> {
-        let answer: NumberedPage<Box<RawValue>> = http::get(config.url("/accounts"))
+        let answer: NumberedPage<Box<RawValue>> = config
+            .get(config.url("/accounts"))
             .query("page", page)
             .query("per_page", config.page_size)
             .send()?
@@ -109,7 +120,8 @@ impl Source for DemoSource {
                 "base_url": {"type": "string", "description": "Where the demo API listens, e.g. http://127.0.0.1:8080"},
                 "page_size": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 100},
                 "start_date": {"type": "string", "format": "date-time", "description": "Read items updated after this time (incremental streams)"},
-                "window_minutes": {"type": "integer", "minimum": 1, "default": 60, "description": "Width of the windows of windowed_items"}
+                "window_minutes": {"type": "integer", "minimum": 1, "default": 60, "description": "Width of the windows of windowed_items"},
+                "api_key": {"type": "string", "airbyte_secret": true, "description": "Sent as a bearer token, when the API requires one"}
             }
         })
     }
@@ -185,7 +197,12 @@ impl Source for DemoSource {
             return Ok(PartitionBatch::new(Self::partitions(config, stream, state)?));
         }
         // Windows from the first item (or start_date) to the last; the host skips finished ones.
-        let bounds: Bounds = http::get_json(config.url("/items/bounds")).context("reading item bounds")?;
+        let bounds: Bounds = config
+            .get(config.url("/items/bounds"))
+            .send()
+            .and_then(|r| r.error_for_status())
+            .and_then(|r| r.json())
+            .context("reading item bounds")?;
         let (Some(first), Some(last)) = (bounds.first_updated_at, bounds.last_updated_at) else {
             return Ok(PartitionBatch::new(Vec::new()).record_estimate(Some(0)));
         };
@@ -202,7 +219,7 @@ impl Source for DemoSource {
     fn read_page(config: &Config, partition: &Partition, token: Option<Value>) -> Result<Page> {
         match partition.stream.as_str() {
             "items" => {
-                let mut request = http::get(config.url("/items")).query("limit", config.page_size);
+                let mut request = config.get(config.url("/items")).query("limit", config.page_size);
                 if let Some(cursor) = paginate::cursor(token.as_ref())? {
                     request = request.query("cursor", cursor);
                 }
@@ -217,10 +234,11 @@ impl Source for DemoSource {
             }
             "account_items" => {
                 let request = match paginate::cursor(token.as_ref())? {
-                    Some(next_url) => http::get(config.url(next_url)),
+                    Some(next_url) => config.get(config.url(next_url)),
                     None => {
                         let account: Account = serde_json::from_value(json!({"id": partition.key["account_id"]}))?;
-                        let mut request = http::get(config.url(&format!("/accounts/{}/items", account.id)))
+                        let mut request = config
+                            .get(config.url(&format!("/accounts/{}/items", account.id)))
                             .query("limit", config.page_size);
                         if let Some(start) = partition.cursor_start() {
                             request = request.query("updated_after", start.to_query_value());
@@ -232,7 +250,7 @@ impl Source for DemoSource {
                 Ok(Page::from_raw(answer.data).next(paginate::next_cursor(answer.next.as_deref())))
             }
             "windowed_items" => {
-                let mut request = http::get(config.url("/items")).query("limit", config.page_size);
+                let mut request = config.get(config.url("/items")).query("limit", config.page_size);
                 if let Some(start) = partition.cursor_start() {
                     request = request.query("updated_after", start.to_query_value());
                 }

@@ -60,6 +60,10 @@ struct Args {
     /// Make every K-th report job fail instead of completing. 0 disables.
     #[arg(long, value_name = "K", default_value_t = 0)]
     fail_job_every: u64,
+
+    /// Require `Authorization: Bearer KEY` on every request (401 otherwise).
+    #[arg(long, value_name = "KEY")]
+    api_key: Option<String>,
 }
 
 #[tokio::main]
@@ -75,6 +79,7 @@ async fn main() -> anyhow::Result<()> {
         retry_after_secs: args.retry_after_secs,
         job_polls: args.job_polls,
         fail_job_every: args.fail_job_every,
+        api_key: args.api_key,
         port: args.port,
     })
     .await?;

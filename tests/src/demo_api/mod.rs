@@ -76,6 +76,9 @@ pub struct DemoApiConfig {
     pub job_polls: u64,
     /// Every K-th report job fails instead of completing; 0 = never.
     pub fail_job_every: u64,
+    /// When set, every request (but `/_stats`) must carry `Authorization: Bearer <key>`;
+    /// others get 401.
+    pub api_key: Option<String>,
     /// Port on 127.0.0.1; 0 picks a free one.
     pub port: u16,
 }
@@ -92,6 +95,7 @@ impl Default for DemoApiConfig {
             retry_after_secs: 1,
             job_polls: 2,
             fail_job_every: 0,
+            api_key: None,
             port: 0,
         }
     }

@@ -56,6 +56,12 @@ async fn instrument(State(shared): State<AppState>, req: Request, next: Next) ->
         Some(p) => p.as_str(),
         None => UNMATCHED_PATH,
     };
+    if let Some(key) = &shared.cfg.api_key {
+        let sent = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        if sent != Some(format!("Bearer {key}").as_str()) {
+            return ApiError::new(StatusCode::UNAUTHORIZED, "missing or wrong API key").into_response();
+        }
+    }
     // Path and query only, even if the client sent an absolute URI.
     let uri = req.uri();
     let target = percent_decode(uri.path_and_query().map_or(uri.path(), |pq| pq.as_str()));
