@@ -93,36 +93,45 @@ macro_rules! export_source {
         const _: () = {
             struct __SluiceExport;
             impl $crate::__private::Guest for __SluiceExport {
-                fn spec() -> ::std::string::String {
-                    $crate::__private::spec::<$source>()
+                $crate::__source_methods!($source);
+            }
+            impl $crate::__private::AsyncJobsGuest for __SluiceExport {
+                fn settings(
+                    _config: ::std::string::String,
+                ) -> $crate::__private::WitResult<$crate::__private::JobSettings> {
+                    ::std::result::Result::Ok($crate::__private::NoJobs::settings())
                 }
-                fn capabilities(
-                    config: ::std::string::String,
-                ) -> $crate::__private::WitResult<$crate::__private::Capabilities> {
-                    $crate::__private::capabilities::<$source>(config)
+                fn create_job(
+                    _config: ::std::string::String,
+                    _partition: $crate::__private::WitPartition,
+                ) -> $crate::__private::WitResult<::std::string::String> {
+                    ::std::result::Result::Err($crate::__private::NoJobs::error())
                 }
-                fn check(config: ::std::string::String) -> $crate::__private::WitResult<()> {
-                    $crate::__private::check::<$source>(config)
+                fn poll_job(
+                    _config: ::std::string::String,
+                    _job: ::std::string::String,
+                ) -> $crate::__private::WitResult<$crate::__private::WitJobStatus> {
+                    ::std::result::Result::Err($crate::__private::NoJobs::error())
                 }
-                fn discover(
-                    config: ::std::string::String,
-                ) -> $crate::__private::WitResult<::std::vec::Vec<$crate::__private::WitStream>> {
-                    $crate::__private::discover::<$source>(config)
-                }
-                fn partitions(
-                    config: ::std::string::String,
-                    stream: ::std::string::String,
-                    state: ::std::option::Option<::std::string::String>,
-                    token: ::std::option::Option<::std::string::String>,
-                ) -> $crate::__private::WitResult<$crate::__private::PartitionBatch> {
-                    $crate::__private::partitions::<$source>(config, stream, state, token)
-                }
-                fn read_page(
-                    config: ::std::string::String,
-                    partition: $crate::__private::WitPartition,
-                    token: ::std::option::Option<::std::string::String>,
+                fn read_result(
+                    _config: ::std::string::String,
+                    _job: ::std::string::String,
+                    _download: ::std::string::String,
+                    _token: ::std::option::Option<::std::string::String>,
                 ) -> $crate::__private::WitResult<$crate::__private::WitPage> {
-                    $crate::__private::read_page::<$source>(config, partition, token)
+                    ::std::result::Result::Err($crate::__private::NoJobs::error())
+                }
+                fn abort_job(
+                    _config: ::std::string::String,
+                    _job: ::std::string::String,
+                ) -> $crate::__private::WitResult<()> {
+                    ::std::result::Result::Err($crate::__private::NoJobs::error())
+                }
+                fn delete_job(
+                    _config: ::std::string::String,
+                    _job: ::std::string::String,
+                ) -> $crate::__private::WitResult<()> {
+                    ::std::result::Result::Err($crate::__private::NoJobs::error())
                 }
             }
     $crate::__private::bindings::__export_connector!(__SluiceExport with_types_in $crate::__private::bindings);
@@ -130,19 +139,163 @@ macro_rules! export_source {
     };
 }
 
+/// Exports a type implementing [`Source`] and [`AsyncJobs`]: the `source` and `async-jobs`
+/// interfaces (world `async-connector`, contract 0.1.1). ([`export_source!`] exports the same
+/// world, with no stream read through jobs.)
+#[macro_export]
+macro_rules! export_async_source {
+    ($source:ty) => {
+        const _: () = {
+            struct __SluiceExport;
+            impl $crate::__private::Guest for __SluiceExport {
+                $crate::__source_methods!($source);
+            }
+            impl $crate::__private::AsyncJobsGuest for __SluiceExport {
+                fn settings(
+                    config: ::std::string::String,
+                ) -> $crate::__private::WitResult<$crate::__private::JobSettings> {
+                    $crate::__private::job_settings::<$source>(config)
+                }
+                fn create_job(
+                    config: ::std::string::String,
+                    partition: $crate::__private::WitPartition,
+                ) -> $crate::__private::WitResult<::std::string::String> {
+                    $crate::__private::create_job::<$source>(config, partition)
+                }
+                fn poll_job(
+                    config: ::std::string::String,
+                    job: ::std::string::String,
+                ) -> $crate::__private::WitResult<$crate::__private::WitJobStatus> {
+                    $crate::__private::poll_job::<$source>(config, job)
+                }
+                fn read_result(
+                    config: ::std::string::String,
+                    job: ::std::string::String,
+                    download: ::std::string::String,
+                    token: ::std::option::Option<::std::string::String>,
+                ) -> $crate::__private::WitResult<$crate::__private::WitPage> {
+                    $crate::__private::read_result::<$source>(config, job, download, token)
+                }
+                fn abort_job(
+                    config: ::std::string::String,
+                    job: ::std::string::String,
+                ) -> $crate::__private::WitResult<()> {
+                    $crate::__private::end_job::<$source>(config, job, true)
+                }
+                fn delete_job(
+                    config: ::std::string::String,
+                    job: ::std::string::String,
+                ) -> $crate::__private::WitResult<()> {
+                    $crate::__private::end_job::<$source>(config, job, false)
+                }
+            }
+    $crate::__private::bindings::__export_connector!(__SluiceExport with_types_in $crate::__private::bindings);
+        };
+    };
+}
+
+/// The `source` methods, shared by both export macros.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __source_methods {
+    ($source:ty) => {
+        fn spec() -> ::std::string::String {
+            $crate::__private::spec::<$source>()
+        }
+        fn capabilities(
+            config: ::std::string::String,
+        ) -> $crate::__private::WitResult<$crate::__private::Capabilities> {
+            $crate::__private::capabilities::<$source>(config)
+        }
+        fn check(config: ::std::string::String) -> $crate::__private::WitResult<()> {
+            $crate::__private::check::<$source>(config)
+        }
+        fn discover(
+            config: ::std::string::String,
+        ) -> $crate::__private::WitResult<::std::vec::Vec<$crate::__private::WitStream>> {
+            $crate::__private::discover::<$source>(config)
+        }
+        fn partitions(
+            config: ::std::string::String,
+            stream: ::std::string::String,
+            state: ::std::option::Option<::std::string::String>,
+            token: ::std::option::Option<::std::string::String>,
+        ) -> $crate::__private::WitResult<$crate::__private::PartitionBatch> {
+            $crate::__private::partitions::<$source>(config, stream, state, token)
+        }
+        fn read_page(
+            config: ::std::string::String,
+            partition: $crate::__private::WitPartition,
+            token: ::std::option::Option<::std::string::String>,
+        ) -> $crate::__private::WitResult<$crate::__private::WitPage> {
+            $crate::__private::read_page::<$source>(config, partition, token)
+        }
+    };
+}
+
+/// Where a report job is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobStatus {
+    /// Not done yet: the host polls again later.
+    Running,
+    /// Done: what to read, handed to [`AsyncJobs::read_result`] (a download URL, a result id).
+    Completed(Value),
+    /// Done without a result; the host may create a new job.
+    Failed(String),
+    /// The API does not know the job (expired, deleted): the host creates a new one.
+    Unknown,
+}
+
+/// Streams read through report jobs: create a job for a partition, poll it, read its result a
+/// page at a time, delete it. The host's orchestrator decides when: it keeps job slots, polls
+/// on timers, retries failed jobs as new ones, and keeps handles in its state so a resumed run
+/// polls the same jobs. Export with [`export_async_source!`].
+pub trait AsyncJobs: Source {
+    /// The streams read through jobs; their partitions come from [`Source::partitions`].
+    fn job_streams(config: &Self::Config) -> Result<Vec<String>>;
+
+    /// Jobs the API allows at once (the operator may override it with `--max-jobs`).
+    fn max_jobs(_config: &Self::Config) -> u32 {
+        4
+    }
+
+    /// Starts a job for a partition; returns its handle (ids, URLs: anything later calls need).
+    fn create_job(config: &Self::Config, partition: &Partition) -> Result<Value>;
+
+    fn poll_job(config: &Self::Config, job: &Value) -> Result<JobStatus>;
+
+    /// One page of a completed job's result; `token` is `None` first, then the previous page's.
+    fn read_result(config: &Self::Config, job: &Value, download: &Value, token: Option<Value>) -> Result<Page>;
+
+    /// Stops a running job; by default, deletes it.
+    fn abort_job(config: &Self::Config, job: &Value) -> Result<()> {
+        Self::delete_job(config, job)
+    }
+
+    /// Removes a job once its result was read; by default, nothing.
+    fn delete_job(_config: &Self::Config, _job: &Value) -> Result<()> {
+        Ok(())
+    }
+}
+
 /// Glue used by [`export_source!`]; not part of the API.
 #[doc(hidden)]
 pub mod __private {
+    /// One world for every Rust connector: `async-connector` (a connector without job
+    /// streams answers `settings` with none, and the host never calls the rest).
     pub mod bindings {
         wit_bindgen::generate!({
             path: "../wit",
-            world: "connector",
+            world: "async-connector",
             pub_export_macro: true,
             export_macro_name: "__export_connector",
         });
     }
 
-    use crate::{Error, Source, Value};
+    use crate::{AsyncJobs, Error, JobStatus, Source, Value};
+    pub use bindings::exports::sluice::connector::async_jobs::{
+        Guest as AsyncJobsGuest, JobSettings, JobStatus as WitJobStatus,
+    };
     pub use bindings::exports::sluice::connector::source::Guest;
     use bindings::sluice::connector::types;
     pub use types::{
@@ -209,6 +362,73 @@ pub mod __private {
             let partition = crate::Partition::try_from(partition)?;
             let token = parse_json("page token", token)?;
             Ok(S::read_page(&config, &partition, token)?.into())
+        };
+        run().map_err(Into::into)
+    }
+
+    /// The `async-jobs` answers of a connector without job streams.
+    pub struct NoJobs;
+
+    impl NoJobs {
+        pub fn settings() -> JobSettings {
+            JobSettings { streams: Vec::new(), max_jobs: 0 }
+        }
+        pub fn error() -> types::Error {
+            types::Error::System("this connector reads no stream through report jobs".into())
+        }
+    }
+
+    fn job(text: &str) -> crate::Result<Value> {
+        serde_json::from_str(text).map_err(|e| Error::System(format!("the host sent an invalid job handle: {e}")))
+    }
+
+    pub fn job_settings<S: AsyncJobs>(config_json: String) -> WitResult<JobSettings> {
+        let run = || -> crate::Result<JobSettings> {
+            let config = config::<S>(&config_json)?;
+            Ok(JobSettings { streams: S::job_streams(&config)?, max_jobs: S::max_jobs(&config) })
+        };
+        run().map_err(Into::into)
+    }
+
+    pub fn create_job<S: AsyncJobs>(config_json: String, partition: WitPartition) -> WitResult<String> {
+        let run = || -> crate::Result<String> {
+            let config = config::<S>(&config_json)?;
+            Ok(S::create_job(&config, &crate::Partition::try_from(partition)?)?.to_string())
+        };
+        run().map_err(Into::into)
+    }
+
+    pub fn poll_job<S: AsyncJobs>(config_json: String, handle: String) -> WitResult<WitJobStatus> {
+        let run = || -> crate::Result<WitJobStatus> {
+            Ok(match S::poll_job(&config::<S>(&config_json)?, &job(&handle)?)? {
+                JobStatus::Running => WitJobStatus::Running,
+                JobStatus::Completed(download) => WitJobStatus::Completed(download.to_string()),
+                JobStatus::Failed(reason) => WitJobStatus::Failed(reason),
+                JobStatus::Unknown => WitJobStatus::Unknown,
+            })
+        };
+        run().map_err(Into::into)
+    }
+
+    pub fn read_result<S: AsyncJobs>(
+        config_json: String,
+        handle: String,
+        download: String,
+        token: Option<String>,
+    ) -> WitResult<WitPage> {
+        let run = || -> crate::Result<WitPage> {
+            let config = config::<S>(&config_json)?;
+            let token = parse_json("page token", token)?;
+            Ok(S::read_result(&config, &job(&handle)?, &job(&download)?, token)?.into())
+        };
+        run().map_err(Into::into)
+    }
+
+    pub fn end_job<S: AsyncJobs>(config_json: String, handle: String, abort: bool) -> WitResult<()> {
+        let run = || -> crate::Result<()> {
+            let config = config::<S>(&config_json)?;
+            let handle = job(&handle)?;
+            if abort { S::abort_job(&config, &handle) } else { S::delete_job(&config, &handle) }
         };
         run().map_err(Into::into)
     }

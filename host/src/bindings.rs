@@ -8,11 +8,31 @@ wasmtime::component::bindgen!({
     additional_derives: [PartialEq],
 });
 
+/// The `async-connector` world: only its `async-jobs` export is used (the rest is the types
+/// above), looked up in instances of plugins that export it.
+pub mod jobs {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "async-connector",
+        imports: { default: async },
+        exports: { default: async },
+        additional_derives: [PartialEq],
+        with: {
+            "sluice:connector/types": crate::bindings::sluice::connector::types,
+            "sluice:connector/http": crate::bindings::sluice::connector::http,
+            "sluice:connector/log": crate::bindings::sluice::connector::log,
+        },
+    });
+}
+
 pub use exports::sluice::connector::source::{CapabilitySet as Capabilities, Page, Partition, PartitionBatch, Stream};
+pub use jobs::exports::sluice::connector::async_jobs::{
+    Guest as AsyncJobs, GuestIndices as AsyncJobsIndices, JobSettings, JobStatus,
+};
 pub use sluice::connector::http::{HttpError, Request, Response};
 pub use sluice::connector::log::Level;
 pub use sluice::connector::types::{CursorRange, CursorValue, Error as GuestError};
 
 /// The WIT package version this host implements; guests built for `0.1.x` load.
 pub const WIT_PACKAGE: &str = "sluice:connector";
-pub const WIT_VERSION: &str = "0.1.0";
+pub const WIT_VERSION: &str = "0.1.1";

@@ -1,6 +1,7 @@
 //! The `host` command line.
 
 use crate::egress::HttpOptions;
+use crate::jobs::JobOptions;
 use crate::protocol::Format;
 use crate::replay::{Cadence, Compression, LakeOptions, TeeOptions};
 use clap::{Args, Parser, Subcommand};
@@ -192,7 +193,51 @@ pub struct ReadOptions {
     #[arg(long)]
     pub no_progress: bool,
     #[command(flatten)]
+    pub jobs: JobArgs,
+    #[command(flatten)]
     pub storage: StorageArgs,
+}
+
+/// Report jobs (streams a connector reads through its async-jobs export).
+#[derive(Debug, Args)]
+pub struct JobArgs {
+    /// Report jobs in flight at once in the run [default: what the connector says].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_jobs: Option<u32>,
+    /// Report jobs in flight at once in one stream [default: no limit beyond --max-jobs].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_jobs_per_stream: Option<u32>,
+    /// First wait before polling a job, milliseconds; later waits grow by half up to
+    /// --job-poll-max-ms.
+    #[arg(long, default_value_t = 2000, value_name = "MS")]
+    pub job_poll_ms: u64,
+    /// Longest wait between two polls of a job, milliseconds.
+    #[arg(long, default_value_t = 30_000, value_name = "MS")]
+    pub job_poll_max_ms: u64,
+    /// Jobs tried per partition, the first included (a failed or timed-out job is retried as a
+    /// new job).
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub job_attempts: u32,
+    /// Wait before creating a job again after one failed, milliseconds.
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    pub job_retry_delay_ms: u64,
+    /// A job running longer is aborted and retried, seconds.
+    #[arg(long, default_value_t = 3600.0, value_name = "SECS")]
+    pub job_timeout: f64,
+}
+
+impl JobArgs {
+    pub fn options(&self) -> JobOptions {
+        JobOptions {
+            max_jobs: self.max_jobs.map(|n| n as usize),
+            per_stream: self.max_jobs_per_stream.map(|n| n as usize),
+            poll_interval: Duration::from_millis(self.job_poll_ms),
+            max_poll_interval: Duration::from_millis(self.job_poll_max_ms.max(self.job_poll_ms)),
+            attempts: self.job_attempts,
+            retry_delay: Duration::from_millis(self.job_retry_delay_ms),
+            timeout: Duration::from_secs_f64(self.job_timeout.max(0.001)),
+        }
+    }
 }
 
 /// Keeping the run: its Singer message stream in replay storage, records in BATCH files.

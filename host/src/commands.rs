@@ -22,6 +22,9 @@ use std::sync::Arc;
 /// A failure that ends the command: reported as a TRACE error (Airbyte) and one line on stderr.
 type Fatal = RunError;
 
+/// How long a stopping run may take to clean up (abort its report jobs) after SIGINT/SIGTERM.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// Runs a parsed command line, writing protocol messages to `sink`.
 pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
     let (format, storage) = match &cli.command {
@@ -40,14 +43,15 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
     };
     let kept_at = tee.as_ref().and_then(|t| t.lake.as_ref()).map(|lake| lake.run().uri.clone());
     let (out, writer) = Output::spawn_with(format, sink, tee);
-    let run = async {
+    let run_out = out.clone();
+    let mut run = Box::pin(async move {
         if let Some(uri) = &kept_at {
-            out.log("INFO", &format!("replay storage: this run is kept at {uri}")).await?;
+            run_out.log("INFO", &format!("replay storage: this run is kept at {uri}")).await?;
         }
-        dispatch(cli.command, &out).await
-    };
+        dispatch(cli.command, &run_out).await
+    });
     let (code, outcome) = tokio::select! {
-        result = run => match result {
+        result = &mut run => match result {
             Ok(code) => (code, if code == ExitCode::SUCCESS { "succeeded" } else { "failed" }),
             Err(fatal) => {
                 eprintln!("error: {}", out.secrets.mask(&fatal.message));
@@ -60,12 +64,16 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
         signal = crate::signals::shutdown() => {
             let message = format!("interrupted by {}: stopping; what was written so far is kept", signal.name());
             eprintln!("{message}");
+            // The run stops itself (aborting report jobs in flight); it gets a bounded grace.
+            crate::signals::request_stop();
+            let _ = tokio::time::timeout(STOP_GRACE, &mut run).await;
             if format == Format::Airbyte {
                 let _ = out.error(&message, FailureType::Transient, None).await;
             }
             (ExitCode::from(signal.exit_code()), "interrupted")
         }
     };
+    drop(run);
     // Cancelled reads may still hold handles to the output: close it rather than wait for them.
     out.close(outcome).await;
     drop(out);
@@ -332,6 +340,7 @@ async fn read(
     let concurrency = Concurrency {
         partitions: options.concurrency as usize,
         per_stream: options.stream_concurrency.map(|n| n as usize),
+        jobs: options.jobs.options(),
     };
     let progress = Arc::new(Progress::new(!options.no_progress));
     let report = session::read(connector, out, selected, concurrency, progress, state).await?;

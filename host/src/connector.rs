@@ -79,6 +79,8 @@ impl Usage {
 pub struct Instance {
     store: Store<GuestState>,
     bindings: bindings::Connector,
+    /// The `async-jobs` exports, for plugins that have them.
+    jobs: Option<bindings::AsyncJobs>,
     limits: Limits,
     usage: Arc<Usage>,
 }
@@ -114,21 +116,22 @@ impl Connector {
             Ok(UpdateDeadline::Yield(1))
         });
         self.usage.instances.fetch_add(1, Ordering::Relaxed);
-        let mut instance = Instance {
-            bindings: match tokio::time::timeout(
-                self.limits.call_timeout(),
-                self.plugin.pre.instantiate_async(&mut store),
-            )
-            .await
-            {
-                Ok(Ok(b)) => b,
-                Ok(Err(e)) => return Err(CallError::Trap(format!("cannot instantiate: {e:#}"))),
-                Err(_) => return Err(CallError::Trap("instantiation timed out".into())),
-            },
-            store,
-            limits: self.limits.clone(),
-            usage: self.usage.clone(),
+        let instance = match tokio::time::timeout(
+            self.limits.call_timeout(),
+            self.plugin.pre.instance_pre().instantiate_async(&mut store),
+        )
+        .await
+        {
+            Ok(Ok(i)) => i,
+            Ok(Err(e)) => return Err(CallError::Trap(format!("cannot instantiate: {e:#}"))),
+            Err(_) => return Err(CallError::Trap("instantiation timed out".into())),
         };
+        let loaded = self.plugin.indices.load(&mut store, &instance).and_then(|bindings| {
+            let jobs = self.plugin.jobs.as_ref().map(|j| j.load(&mut store, &instance)).transpose()?;
+            Ok((bindings, jobs))
+        });
+        let (bindings, jobs) = loaded.map_err(|e| CallError::Trap(format!("cannot instantiate: {e:#}")))?;
+        let mut instance = Instance { bindings, jobs, store, limits: self.limits.clone(), usage: self.usage.clone() };
         instance.store.data_mut().cpu_ticks = 0;
         Ok(instance)
     }
@@ -251,4 +254,82 @@ impl Instance {
         let outcome = tokio::time::timeout(self.limits.call_timeout(), call).await;
         self.flatten(outcome)
     }
+
+    fn jobs(&self) -> Result<&bindings::AsyncJobs, CallError> {
+        self.jobs
+            .as_ref()
+            .ok_or_else(|| CallError::Guest(GuestError::System("the connector does not export async-jobs".into())))
+    }
+
+    /// Which streams are read through jobs; `None` for connectors without `async-jobs`.
+    pub async fn job_settings(&mut self, config: &String) -> Result<Option<bindings::JobSettings>, CallError> {
+        if self.jobs.is_none() {
+            return Ok(None);
+        }
+        self.begin(r#"{"call":"job-settings"}"#.to_string());
+        let jobs = self.jobs()?.clone();
+        let call = jobs.call_settings(&mut self.store, config);
+        let outcome = tokio::time::timeout(self.limits.call_timeout(), call).await;
+        self.flatten(outcome).map(Some)
+    }
+
+    pub async fn create_job(&mut self, config: &String, partition: &Partition) -> Result<String, CallError> {
+        self.begin(job_context(partition, "create"));
+        let jobs = self.jobs()?.clone();
+        let call = jobs.call_create_job(&mut self.store, config, partition);
+        let outcome = tokio::time::timeout(self.limits.call_timeout(), call).await;
+        self.flatten(outcome)
+    }
+
+    pub async fn poll_job(
+        &mut self,
+        config: &String,
+        partition: &Partition,
+        job: &String,
+    ) -> Result<bindings::JobStatus, CallError> {
+        self.begin(job_context(partition, "poll"));
+        let jobs = self.jobs()?.clone();
+        let call = jobs.call_poll_job(&mut self.store, config, job);
+        let outcome = tokio::time::timeout(self.limits.call_timeout(), call).await;
+        self.flatten(outcome)
+    }
+
+    pub async fn read_result(
+        &mut self,
+        config: &String,
+        partition: &Partition,
+        job: &String,
+        download: &String,
+        token: Option<&String>,
+    ) -> Result<Page, CallError> {
+        self.begin(job_context(partition, "read-result"));
+        let jobs = self.jobs()?.clone();
+        let call = jobs.call_read_result(&mut self.store, config, job, download, token);
+        let outcome = tokio::time::timeout(self.limits.call_timeout(), call).await;
+        self.flatten(outcome)
+    }
+
+    /// Aborts (`abort`) or deletes a job.
+    pub async fn end_job(
+        &mut self,
+        config: &String,
+        partition: &Partition,
+        job: &String,
+        abort: bool,
+    ) -> Result<(), CallError> {
+        self.begin(job_context(partition, if abort { "abort" } else { "delete" }));
+        let jobs = self.jobs()?.clone();
+        let outcome = if abort {
+            tokio::time::timeout(self.limits.call_timeout(), jobs.call_abort_job(&mut self.store, config, job)).await
+        } else {
+            tokio::time::timeout(self.limits.call_timeout(), jobs.call_delete_job(&mut self.store, config, job)).await
+        };
+        self.flatten(outcome)
+    }
+}
+
+/// The recording label of a job call for `partition`.
+fn job_context(partition: &Partition, step: &str) -> String {
+    let key: serde_json::Value = serde_json::from_str(&partition.key).unwrap_or(serde_json::Value::Null);
+    serde_json::json!({"stream": partition.stream, "partition": key, "job": step}).to_string()
 }

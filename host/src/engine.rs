@@ -4,7 +4,7 @@
 //! compiled code is cached on disk, keyed by the wasm's sha256 and the engine's compatibility
 //! hash: a second run of the same plugin deserializes in milliseconds.
 
-use crate::bindings::{ConnectorPre, WIT_PACKAGE, WIT_VERSION};
+use crate::bindings::{AsyncJobsIndices, ConnectorIndices, ConnectorPre, WIT_PACKAGE, WIT_VERSION};
 use crate::limits::Limits;
 use crate::sandbox::GuestState;
 use anyhow::{Context, Result, anyhow, bail};
@@ -30,6 +30,10 @@ pub struct Plugin {
     /// The WIT version the plugin was built against, e.g. `0.1.0`.
     pub wit_version: String,
     pub pre: ConnectorPre<GuestState>,
+    /// Where the `source` exports are (looked up once).
+    pub indices: ConnectorIndices,
+    /// Where the `async-jobs` exports are, when the plugin has them (contract 0.1.1).
+    pub jobs: Option<AsyncJobsIndices>,
     pub load: LoadInfo,
 }
 
@@ -123,6 +127,20 @@ impl Engine {
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
             anyhow!("{shown} needs an import Sluice does not provide (connectors may import only sluice:connector/http and /log, and WASI): {e}")
         })?;
+        let exports_jobs = component
+            .component_type()
+            .exports(&self.engine)
+            .any(|(name, _)| name.starts_with(&format!("{WIT_PACKAGE}/async-jobs@")));
+        let jobs = if exports_jobs {
+            Some(AsyncJobsIndices::new(&instance_pre).map_err(|e| {
+                anyhow!("{shown} exports an async-jobs interface this host cannot use (another revision?): {e}")
+            })?)
+        } else {
+            None
+        };
+        let indices = ConnectorIndices::new(&instance_pre).map_err(|e| {
+            anyhow!("{shown} does not export the connector interface this host expects (built against another revision of {WIT_PACKAGE}@{WIT_VERSION}? rebuild it with this repository's SDK): {e}")
+        })?;
         let pre = ConnectorPre::new(instance_pre).map_err(|e| {
             anyhow!(
                 "{shown} does not export the connector interface this host expects (built against another \
@@ -134,6 +152,8 @@ impl Engine {
             sha256,
             wit_version,
             pre,
+            indices,
+            jobs,
             load: LoadInfo { cache_hit, elapsed: started.elapsed(), cache_file },
         })
     }

@@ -17,6 +17,7 @@ pub mod conformance;
 pub mod connector;
 pub mod egress;
 pub mod engine;
+pub mod jobs;
 pub mod limits;
 pub mod policy;
 pub mod progress;

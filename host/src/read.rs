@@ -147,12 +147,15 @@ pub async fn list_partitions(
 }
 
 /// The pagination loop of one partition in a fresh instance. `cursor_field` asks for the largest
-/// cursor value written; `on_first_records` runs once, before the first records are sent.
+/// cursor value written; `on_first_records` runs once, before the first records are sent. With
+/// `job` (a completed report job's handle and download), its result is read instead of pages.
+#[allow(clippy::too_many_arguments)]
 pub async fn read_partition(
     connector: &Connector,
     out: &Output,
     limits: &Limits,
     partition: &Partition,
+    job: Option<(&String, &String)>,
     cursor_field: Option<&[String]>,
     progress: &Progress,
     on_first_records: impl AsyncFnOnce() -> Result<(), OutputClosed>,
@@ -167,7 +170,12 @@ pub async fn read_partition(
     let mut done = PartitionDone::default();
     let mut on_first_records = Some(on_first_records);
     for _ in 0..limits.max_pages_per_partition {
-        let result = instance.read_page(&connector.config, partition, token.as_ref()).await;
+        let result = match job {
+            None => instance.read_page(&connector.config, partition, token.as_ref()).await,
+            Some((handle, download)) => {
+                instance.read_result(&connector.config, partition, handle, download, token.as_ref()).await
+            }
+        };
         let page = match forward_logs(out, limits, &mut instance, result).await? {
             Ok(p) => p,
             Err(e) => return Ok(Err(e)),

@@ -6,6 +6,7 @@
 
 use crate::bindings::Partition;
 use crate::connector::{CallError, Connector};
+use crate::jobs::{JobEvent, JobOptions, Orchestrator};
 use crate::limits::Limits;
 use crate::progress::Progress;
 use crate::protocol::{FailureType, Output, OutputClosed, StreamStatus};
@@ -24,11 +25,13 @@ pub struct Concurrency {
     pub partitions: usize,
     /// Partitions read at once within one stream.
     pub per_stream: Option<usize>,
+    /// Report jobs: slots, polling, attempts, timeout.
+    pub jobs: JobOptions,
 }
 
 impl Default for Concurrency {
     fn default() -> Self {
-        Concurrency { partitions: 8, per_stream: None }
+        Concurrency { partitions: 8, per_stream: None, jobs: JobOptions::default() }
     }
 }
 
@@ -41,6 +44,8 @@ pub struct Shared {
     pub progress: Arc<Progress>,
     permits: Arc<Semaphore>,
     concurrency: Concurrency,
+    /// The run's job orchestrator, when the plugin reads streams through report jobs.
+    jobs: Option<Arc<Orchestrator>>,
 }
 
 /// Reads every selected stream to the end, or as far as it can. Only a closed output stops early.
@@ -52,6 +57,14 @@ pub async fn read_streams(
     concurrency: Concurrency,
     streams: Vec<SelectedStream>,
 ) -> Result<Vec<StreamSummary>, OutputClosed> {
+    let jobs = match Orchestrator::for_run(connector.clone(), out.clone(), concurrency.jobs).await {
+        Ok(jobs) => jobs,
+        Err(e) => {
+            let message = format!("the connector cannot say which streams it reads through jobs: {}", e.message());
+            out.error(&message, e.failure_type(), None).await?;
+            None
+        }
+    };
     let shared = Shared {
         connector,
         out,
@@ -59,6 +72,7 @@ pub async fn read_streams(
         progress,
         permits: Arc::new(Semaphore::new(concurrency.partitions.max(1))),
         concurrency,
+        jobs: jobs.clone(),
     };
     let mut tasks = JoinSet::new();
     for (index, stream) in streams.into_iter().enumerate() {
@@ -66,9 +80,22 @@ pub async fn read_streams(
         tasks.spawn(async move { (index, read_stream(shared, stream).await) });
     }
     let mut summaries = Vec::new();
-    while let Some(joined) = tasks.join_next().await {
-        let (index, result) = joined.expect("stream tasks do not panic");
-        summaries.push((index, result?));
+    loop {
+        tokio::select! {
+            joined = tasks.join_next() => {
+                let Some(joined) = joined else { break };
+                let (index, result) = joined.expect("stream tasks do not panic");
+                summaries.push((index, result?));
+            }
+            // SIGINT/SIGTERM: stop reading, and let no report job outlive the run.
+            _ = crate::signals::stop_requested() => {
+                tasks.abort_all();
+                if let Some(jobs) = &jobs {
+                    jobs.abort_all().await;
+                }
+                return Err(OutputClosed);
+            }
+        }
     }
     summaries.sort_by_key(|(i, _)| *i);
     Ok(summaries.into_iter().map(|(_, s)| s).collect())
@@ -76,6 +103,13 @@ pub async fn read_streams(
 
 /// `(start, end]` of a bounded partition: a cursor range with an end.
 type Bounds = (Option<Value>, Value);
+
+/// What a partition's task reports to its stream: the end of the partition, or (report jobs)
+/// a job handle to keep in the stream's state.
+enum TaskEvent {
+    Finished(Box<Result<Finished, OutputClosed>>),
+    Job(JobEvent),
+}
 
 /// What a partition task reports back to its stream.
 struct Finished {
@@ -104,7 +138,11 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
         },
         None => None,
     };
-    let mut last_state = cursor.as_ref().map(StreamCursor::to_state);
+    // Report jobs in flight, by partition key: kept in the state so a resumed run polls them.
+    let through_jobs = shared.jobs.as_ref().is_some_and(|j| j.reads_through_jobs(&name));
+    let mut saved_jobs = saved_job_handles(selected.saved_state.as_ref());
+    let mut jobs_in_flight: std::collections::BTreeMap<String, Value> = Default::default();
+    let mut last_state = stream_state(cursor.as_ref(), &jobs_in_flight);
 
     // The listing runs beside the reads and hands partitions over a bounded channel.
     let (partition_tx, mut partition_rx) = mpsc::channel::<Listed>(256);
@@ -117,7 +155,7 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
     });
     let stream_permits = shared.concurrency.per_stream.map(|n| Arc::new(Semaphore::new(n.max(1))));
     let running = Arc::new(AtomicBool::new(false));
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Result<Finished, OutputClosed>>();
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<TaskEvent>();
     let mut listing_open = true;
     let mut next: Option<(Partition, Option<Bounds>)> = None;
     let mut in_flight = 0usize;
@@ -126,7 +164,18 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
     loop {
         tokio::select! {
             biased;
-            Some(finished) = done_rx.recv(), if in_flight > 0 => {
+            Some(event) = done_rx.recv(), if in_flight > 0 => {
+                let finished = match event {
+                    TaskEvent::Job(JobEvent::Handle { key, handle }) => {
+                        match handle {
+                            Some(handle) => jobs_in_flight.insert(key, handle),
+                            None => jobs_in_flight.remove(&key),
+                        };
+                        emit_state(out, &name, cursor.as_ref(), &jobs_in_flight, &mut last_state).await?;
+                        continue;
+                    }
+                    TaskEvent::Finished(finished) => *finished,
+                };
                 in_flight -= 1;
                 let finished = finished?;
                 shared.progress.partition_done(&name);
@@ -141,8 +190,8 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
                                     cursor.complete(&key, done.max_cursor);
                                 }
                             }
-                            emit_state(out, &name, cursor, &mut last_state).await?;
                         }
+                        emit_state(out, &name, cursor.as_ref(), &jobs_in_flight, &mut last_state).await?;
                     }
                     Err(e) => {
                         summary.failed_partitions += 1;
@@ -199,7 +248,20 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
                     }
                 }
             },
-            permits = acquire(&shared.permits, stream_permits.as_ref()), if next.is_some() => {
+            // A partition read through a job takes a partition slot only to read its result.
+            _ = std::future::ready(()), if next.is_some() && through_jobs => {
+                let (partition, range) = next.take().expect("guarded by next.is_some()");
+                in_flight += 1;
+                let saved = saved_jobs.remove(&partition.key);
+                let track = if range.is_none() { cursor.as_ref().map(|c| c.field().to_vec()) } else { None };
+                let task = PartitionTask { shared: shared.clone(), partition, range, track, running: running.clone() };
+                let (done_tx, stream_permits) = (done_tx.clone(), stream_permits.clone());
+                tokio::spawn(async move {
+                    let finished = task.run_job(saved, stream_permits, &done_tx).await;
+                    let _ = done_tx.send(TaskEvent::Finished(Box::new(finished)));
+                });
+            }
+            permits = acquire(&shared.permits, stream_permits.as_ref()), if next.is_some() && !through_jobs => {
                 let (partition, range) = next.take().expect("guarded by next.is_some()");
                 in_flight += 1;
                 let track = if range.is_none() { cursor.as_ref().map(|c| c.field().to_vec()) } else { None };
@@ -207,28 +269,54 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
                 let done_tx = done_tx.clone();
                 tokio::spawn(async move {
                     let _permits = permits;
-                    let _ = done_tx.send(task.run().await);
+                    let _ = done_tx.send(TaskEvent::Finished(Box::new(task.run().await)));
                 });
             }
             else => break,
         }
     }
-    if let Some(cursor) = cursor.as_mut() {
-        emit_state(out, &name, cursor, &mut last_state).await?;
-    }
+    emit_state(out, &name, cursor.as_ref(), &jobs_in_flight, &mut last_state).await?;
     let status = if summary.complete() { StreamStatus::Complete } else { StreamStatus::Incomplete };
     out.status(&name, status).await?;
     Ok(summary)
 }
 
-/// Sends the stream's state when it changed since the last one sent.
+/// A stream's state: its cursor's, plus the report jobs in flight (`"jobs"`).
+fn stream_state(cursor: Option<&StreamCursor>, jobs: &std::collections::BTreeMap<String, Value>) -> Option<Value> {
+    let mut state = cursor.map(StreamCursor::to_state);
+    if !jobs.is_empty() {
+        let list: Vec<Value> = jobs
+            .iter()
+            .map(|(key, handle)| {
+                let partition: Value = serde_json::from_str(key).unwrap_or(Value::Null);
+                serde_json::json!({"partition": partition, "job": handle})
+            })
+            .collect();
+        state.get_or_insert_with(|| serde_json::json!({}))["jobs"] = Value::Array(list);
+    }
+    state
+}
+
+/// Jobs a previous run left in flight, by partition key (JSON text).
+fn saved_job_handles(saved: Option<&Value>) -> std::collections::HashMap<String, Value> {
+    let entries = saved.and_then(|s| s.get("jobs")).and_then(Value::as_array).cloned().unwrap_or_default();
+    entries.into_iter().filter_map(|e| Some((e.get("partition")?.to_string(), e.get("job")?.clone()))).collect()
+}
+
+/// Sends the stream's state when it changed since the last one sent (or, once a stream had
+/// jobs in its state, when they are gone).
 async fn emit_state(
     out: &Output,
     stream: &str,
-    cursor: &StreamCursor,
+    cursor: Option<&StreamCursor>,
+    jobs: &std::collections::BTreeMap<String, Value>,
     last: &mut Option<Value>,
 ) -> Result<(), OutputClosed> {
-    let state = cursor.to_state();
+    let state = match stream_state(cursor, jobs) {
+        Some(state) => state,
+        None if last.is_some() => serde_json::json!({}),
+        None => return Ok(()),
+    };
     if last.as_ref() != Some(&state) {
         out.state(stream, state.clone()).await?;
         *last = Some(state);
@@ -282,6 +370,58 @@ struct PartitionTask {
 }
 
 impl PartitionTask {
+    /// A partition read through report jobs: no slot is held while its job runs; the partition
+    /// slot is taken to read the result.
+    async fn run_job(
+        self,
+        saved: Option<Value>,
+        stream_permits: Option<Arc<Semaphore>>,
+        done_tx: &mpsc::UnboundedSender<TaskEvent>,
+    ) -> Result<Finished, OutputClosed> {
+        let shared = &self.shared;
+        let jobs = shared.jobs.clone().expect("job partitions exist only with an orchestrator");
+        let (events_tx, mut events_rx) = mpsc::unbounded_channel::<JobEvent>();
+        let forward = {
+            let done_tx = done_tx.clone();
+            tokio::spawn(async move {
+                while let Some(event) = events_rx.recv().await {
+                    let _ = done_tx.send(TaskEvent::Job(event));
+                }
+            })
+        };
+        let name = &self.partition.stream;
+        let running = &self.running;
+        let result = match jobs.completed_job(&self.partition, saved, &events_tx).await? {
+            Err(e) => Err(e),
+            Ok(job) => {
+                let permits = acquire(&shared.permits, stream_permits.as_ref()).await;
+                let result = read::read_partition(
+                    &shared.connector,
+                    &shared.out,
+                    &shared.limits,
+                    &self.partition,
+                    Some((&job.handle, &job.download)),
+                    self.track.as_deref(),
+                    &shared.progress,
+                    async || {
+                        if !running.swap(true, Ordering::SeqCst) {
+                            shared.out.status(name, StreamStatus::Running).await?;
+                        }
+                        Ok(())
+                    },
+                )
+                .await?;
+                drop(permits);
+                jobs.finish(&self.partition, &job, &events_tx).await?;
+                result
+            }
+        };
+        drop(events_tx);
+        // Every job event reaches the stream before the partition's end.
+        let _ = forward.await;
+        Ok(Finished { partition: self.partition, range: self.range, result })
+    }
+
     async fn run(self) -> Result<Finished, OutputClosed> {
         let shared = &self.shared;
         let name = &self.partition.stream;
@@ -291,6 +431,7 @@ impl PartitionTask {
             &shared.out,
             &shared.limits,
             &self.partition,
+            None,
             self.track.as_deref(),
             &shared.progress,
             async || {

@@ -42,3 +42,21 @@ pub async fn shutdown() -> Signal {
     let _ = tokio::signal::ctrl_c().await;
     Signal::Interrupt
 }
+
+/// The process-wide request to stop, set once a signal arrives: long-running work (the job
+/// orchestrator) watches it to clean up before the process exits.
+fn stop_channel() -> &'static tokio::sync::watch::Sender<bool> {
+    static STOP: std::sync::OnceLock<tokio::sync::watch::Sender<bool>> = std::sync::OnceLock::new();
+    STOP.get_or_init(|| tokio::sync::watch::channel(false).0)
+}
+
+/// Asks every run in the process to stop.
+pub fn request_stop() {
+    stop_channel().send_replace(true);
+}
+
+/// Resolves once a stop was requested.
+pub async fn stop_requested() {
+    let mut requested = stop_channel().subscribe();
+    let _ = requested.wait_for(|stop| *stop).await;
+}

@@ -212,7 +212,8 @@ impl StreamCursor {
     pub fn new(stream: &str, field: Vec<String>, saved: Option<&Value>) -> Result<Self> {
         let mut cursor = StreamCursor { field, partitions: BTreeMap::new(), low_water: None, completed: Vec::new() };
         let Some(saved) = saved else { return Ok(cursor) };
-        let known = ["partitions", "low_water", "completed"].iter().any(|k| saved.get(k).is_some());
+        // `jobs` (report jobs in flight) is the scheduler's; a state holding only it has no cursor yet.
+        let known = ["partitions", "low_water", "completed", "jobs"].iter().any(|k| saved.get(k).is_some());
         if !known {
             return match cursor_of(saved, &cursor.field) {
                 Some(value) => {

@@ -8,6 +8,7 @@ mod concurrency;
 mod conformance;
 mod guest_behaviour;
 mod hostile;
+mod jobs;
 mod languages;
 mod policy;
 mod read;

@@ -2,4 +2,5 @@
 //! real S3-protocol server on loopback.
 
 pub mod demo_api;
+pub mod plain_http;
 pub mod s3_server;

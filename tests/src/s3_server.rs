@@ -1,9 +1,9 @@
 //! A real S3-protocol server on loopback for tests and benchmarks: moto's server from PyPI
 //! (installed by `just setup-s3-server` into target/tools/moto), started on a free port.
 
+use crate::plain_http::request;
 use anyhow::{Context, Result, bail};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -16,17 +16,6 @@ pub struct S3Server {
 
 fn moto_server() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").join("target/tools/moto/bin/moto_server")
-}
-
-/// One plain HTTP/1.1 request; the status code.
-fn request(addr: SocketAddr, method: &str, path: &str) -> Result<u16> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(stream, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    let status = response.split_whitespace().nth(1).context("an empty HTTP response")?;
-    Ok(status.parse()?)
 }
 
 impl S3Server {

@@ -10,7 +10,8 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use sluice_guest::{
-    CursorValue, Page, Partition, PartitionBatch, Result, ResultExt, Source, Stream, Value, http, json, paginate, slice,
+    AsyncJobs, CursorValue, JobStatus, Page, Partition, PartitionBatch, Result, ResultExt, Source, Stream, Value, http,
+    json, paginate, slice,
 };
 
 #[derive(Deserialize)]
@@ -24,6 +25,32 @@ struct Config {
     window_minutes: u32,
     /// Sent as `Authorization: Bearer ...` when set.
     api_key: Option<String>,
+    /// Offer `report_items`, read through the API's report jobs (one per account).
+    #[serde(default)]
+    report_jobs: bool,
+    /// Report jobs the API allows at once.
+    #[serde(default = "default_max_jobs")]
+    max_jobs: u32,
+    /// Records per page of a report's result.
+    #[serde(default = "default_report_page_size")]
+    report_page_size: u32,
+}
+
+fn default_max_jobs() -> u32 {
+    2
+}
+
+fn default_report_page_size() -> u32 {
+    5000
+}
+
+/// A report job as the demo API describes it.
+#[derive(Deserialize)]
+struct JobView {
+    id: String,
+    status: String,
+    download_url: Option<String>,
+    error: Option<String>,
 }
 
 fn default_window_minutes() -> u32 {
@@ -121,7 +148,10 @@ impl Source for DemoSource {
                 "page_size": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 100},
                 "start_date": {"type": "string", "format": "date-time", "description": "Read items updated after this time (incremental streams)"},
                 "window_minutes": {"type": "integer", "minimum": 1, "default": 60, "description": "Width of the windows of windowed_items"},
-                "api_key": {"type": "string", "airbyte_secret": true, "description": "Sent as a bearer token, when the API requires one"}
+                "api_key": {"type": "string", "airbyte_secret": true, "description": "Sent as a bearer token, when the API requires one"},
+                "report_jobs": {"type": "boolean", "default": false, "description": "Offer report_items, read through report jobs (one per account)"},
+                "max_jobs": {"type": "integer", "minimum": 1, "default": 2, "description": "Report jobs the API allows at once"},
+                "report_page_size": {"type": "integer", "minimum": 1, "default": 5000, "description": "Records per page of a report's result"}
             }
         })
     }
@@ -144,8 +174,8 @@ impl Source for DemoSource {
         Ok(())
     }
 
-    fn streams(_config: &Config) -> Result<Vec<Stream>> {
-        Ok(vec![
+    fn streams(config: &Config) -> Result<Vec<Stream>> {
+        let mut streams = vec![
             Stream::new("items", item_schema()).primary_key("id"),
             Stream::new(
                 "accounts",
@@ -162,11 +192,15 @@ impl Source for DemoSource {
             .primary_key("id"),
             Stream::new("account_items", item_schema()).primary_key("id").cursor_field("updated_at"),
             Stream::new("windowed_items", item_schema()).primary_key("id").cursor_field("updated_at"),
-        ])
+        ];
+        if config.report_jobs {
+            streams.push(Stream::new("report_items", item_schema()).primary_key("id").cursor_field("updated_at"));
+        }
+        Ok(streams)
     }
 
     fn partitions(config: &Config, stream: &str, _state: Option<&Value>) -> Result<Vec<Partition>> {
-        if stream != "account_items" {
+        if stream != "account_items" && stream != "report_items" {
             return Ok(vec![Partition::whole(stream)]);
         }
         // One partition per account; every page of accounts is listed (bounded by a short page).
@@ -263,9 +297,79 @@ impl Source for DemoSource {
                 let answer: CursorPage = request.send()?.error_for_status()?.json()?;
                 Ok(Page::from_raw(answer.data).next(paginate::next_cursor(answer.next_cursor.as_deref())))
             }
+            "report_items" => Err(sluice_guest::Error::system("report_items is read through report jobs")),
             other => Err(sluice_guest::Error::config(format!("unknown stream {other:?}"))),
         }
     }
 }
 
-sluice_guest::export_source!(DemoSource);
+/// `report_items`: one report job per account on the demo API's `/reports` endpoints.
+impl AsyncJobs for DemoSource {
+    fn job_streams(config: &Config) -> Result<Vec<String>> {
+        Ok(if config.report_jobs { vec!["report_items".to_string()] } else { Vec::new() })
+    }
+
+    fn max_jobs(config: &Config) -> u32 {
+        config.max_jobs
+    }
+
+    fn create_job(config: &Config, partition: &Partition) -> Result<Value> {
+        let mut body = json!({"account_id": partition.key["account_id"]});
+        if let Some(start) = partition.cursor_start() {
+            body["updated_after"] = json!(start.to_query_value());
+        }
+        let request = http::post(config.url("/reports")).json_body(&body)?;
+        let request = match &config.api_key {
+            Some(key) => request.bearer_auth(key),
+            None => request,
+        };
+        let job: JobView = request.send()?.error_for_status()?.json()?;
+        Ok(json!({"id": job.id}))
+    }
+
+    fn poll_job(config: &Config, job: &Value) -> Result<JobStatus> {
+        let id = job["id"].as_str().unwrap_or_default();
+        let answer = config.get(config.url(&format!("/reports/{id}"))).send()?;
+        if answer.status == 404 {
+            return Ok(JobStatus::Unknown);
+        }
+        let view: JobView = answer.error_for_status()?.json()?;
+        Ok(match view.status.as_str() {
+            "completed" => JobStatus::Completed(json!({"url": view.download_url})),
+            "failed" => JobStatus::Failed(view.error.unwrap_or_else(|| "the report failed".into())),
+            _ => JobStatus::Running,
+        })
+    }
+
+    fn read_result(config: &Config, _job: &Value, download: &Value, token: Option<Value>) -> Result<Page> {
+        let url = download["url"].as_str().unwrap_or_default();
+        let offset = token.as_ref().and_then(Value::as_u64).unwrap_or(0);
+        let answer = config
+            .get(config.url(url))
+            .query("offset", offset)
+            .query("limit", config.report_page_size)
+            .send()?
+            .error_for_status()?;
+        let records: Vec<String> =
+            answer.text()?.lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect();
+        let next = (records.len() as u32 == config.report_page_size).then(|| json!(offset + records.len() as u64));
+        Ok(Page { records, next_token: next })
+    }
+
+    fn delete_job(config: &Config, job: &Value) -> Result<()> {
+        let id = job["id"].as_str().unwrap_or_default();
+        let request = http::delete(config.url(&format!("/reports/{id}")));
+        let request = match &config.api_key {
+            Some(key) => request.bearer_auth(key),
+            None => request,
+        };
+        let answer = request.send()?;
+        // Gone already is as good as deleted.
+        if answer.status != 404 {
+            answer.error_for_status()?;
+        }
+        Ok(())
+    }
+}
+
+sluice_guest::export_async_source!(DemoSource);

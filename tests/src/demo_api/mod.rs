@@ -115,6 +115,12 @@ pub struct Stats {
     pub jobs_running: u64,
     /// Highest `jobs_running` seen.
     pub max_jobs_running: u64,
+    /// Report jobs deleted (aborted, when still running).
+    #[serde(default)]
+    pub jobs_deleted: u64,
+    /// Report jobs the server still keeps (created, not deleted).
+    #[serde(default)]
+    pub jobs_kept: u64,
     /// Requests being answered right now (latency included).
     pub in_flight: u64,
     /// Highest `in_flight` seen: how many requests a client had open at once.

@@ -362,15 +362,27 @@ async fn get_report(State(shared): State<AppState>, Path(id): Path<String>) -> A
     Ok(Json(JobView { id, status: status.as_str(), download_url, error }))
 }
 
-/// `GET /reports/{id}/download`: the completed report's items as NDJSON.
-async fn download_report(State(shared): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
+/// `GET /reports/{id}/download[?offset=N&limit=M]`: the completed report's items as NDJSON, all
+/// of them or `limit` from the `offset`-th.
+async fn download_report(
+    State(shared): State<AppState>,
+    Path(id): Path<String>,
+    Query(params): Query<Params>,
+) -> ApiResult<Response> {
+    let number = |name: &str| -> ApiResult<Option<usize>> {
+        params
+            .get(name)
+            .map(|v| v.parse::<usize>().map_err(|_| ApiError::bad_param(name, v, "a non-negative integer")))
+            .transpose()
+    };
+    let (offset, limit) = (number("offset")?.unwrap_or(0), number("limit")?.unwrap_or(usize::MAX));
     let job = shared.job(&id).ok_or_else(|| ApiError::not_found(format_args!("report {id:?}")))?;
     if job.status != JobStatus::Completed {
         let msg = format!("report {id:?} is {}, not completed", job.status.as_str());
         return Err(ApiError::new(StatusCode::CONFLICT, msg));
     }
     let mut body = Vec::new();
-    for item_id in job.filter.ids_after(0) {
+    for item_id in job.filter.ids_after(0).skip(offset).take(limit) {
         serde_json::to_writer(&mut body, &data::item(item_id, shared.cfg.accounts)).expect("items serialize");
         body.push(b'\n');
     }

@@ -66,7 +66,11 @@ impl Shared {
 
     pub fn stats(&self) -> Stats {
         let inner = self.lock();
-        Stats { recent_requests: inner.recent.iter().cloned().collect(), ..inner.stats.clone() }
+        Stats {
+            recent_requests: inner.recent.iter().cloned().collect(),
+            jobs_kept: inner.jobs.len() as u64,
+            ..inner.stats.clone()
+        }
     }
 
     /// The item filter for a listing or a report.
@@ -152,6 +156,7 @@ impl Shared {
         if job.status == JobStatus::Running {
             inner.stats.jobs_running -= 1;
         }
+        inner.stats.jobs_deleted += 1;
         true
     }
 }

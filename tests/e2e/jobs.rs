@@ -1,0 +1,219 @@
+//! Report jobs through the host's orchestrator: the demo connector's `report_items` stream
+//! (one job per account) against the demo API's `/reports` endpoints, which count the jobs
+//! created, running at once, deleted and kept.
+
+use crate::support::*;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
+fn report_config(api: &DemoApi, max_jobs: u32) -> Value {
+    json!({"base_url": api.base_url(), "page_size": 100, "report_jobs": true, "max_jobs": max_jobs, "report_page_size": 70})
+}
+
+/// A fast poll schedule for tests.
+const FAST: [&str; 4] = ["--job-poll-ms", "20", "--job-poll-max-ms", "50"];
+
+fn run_reports(api: &DemoApi, files: &Files, max_jobs: u32, extra: &[&str]) -> HostRun {
+    let config = files.json("config.json", &report_config(api, max_jobs));
+    host(&["run", "--streams", "report_items"])
+        .args(FAST.iter().chain(extra).map(|s| s.to_string()))
+        .demo_source(api, config)
+        .run()
+}
+
+#[test]
+fn jobs_stay_within_their_slots_and_all_complete() {
+    let api = demo_api(DemoApiConfig { records: 800, accounts: 8, job_polls: 3, ..Default::default() });
+    let files = Files::new();
+    // The plugin allows 2 at once; the operator raises it to 3.
+    let run = run_reports(&api, &files, 2, &["--max-jobs", "3"]);
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(sorted(run.ids("report_items")), (1..=800).collect::<Vec<_>>());
+    let stats = api.stats();
+    assert_eq!(stats.jobs_created, 8);
+    assert!(stats.max_jobs_running <= 3, "more than 3 jobs at once: {}", stats.max_jobs_running);
+    assert!(stats.max_jobs_running >= 2, "jobs did not overlap: {}", stats.max_jobs_running);
+    assert_eq!((stats.jobs_running, stats.jobs_deleted, stats.jobs_kept), (0, 8, 0), "completed jobs are deleted");
+    // The final state has no jobs left, and a cursor per account.
+    let state = run.last_state("report_items").unwrap();
+    assert!(state.get("jobs").is_none(), "{state}");
+    assert_eq!(state["partitions"].as_array().unwrap().len(), 8);
+
+    // The plugin's own default, and a per-stream cap.
+    let api = demo_api(DemoApiConfig { records: 300, accounts: 6, job_polls: 3, ..Default::default() });
+    let run = run_reports(&api, &files, 2, &[]);
+    assert!(run.success(), "{}", run.explain());
+    assert!(api.stats().max_jobs_running <= 2);
+    let api = demo_api(DemoApiConfig { records: 300, accounts: 6, job_polls: 3, ..Default::default() });
+    let run = run_reports(&api, &files, 4, &["--max-jobs-per-stream", "1"]);
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(api.stats().max_jobs_running, 1);
+}
+
+#[test]
+fn failed_jobs_are_retried_and_give_exact_records() {
+    // Every 3rd job fails: its partition gets a new job.
+    let api =
+        demo_api(DemoApiConfig { records: 600, accounts: 6, job_polls: 2, fail_job_every: 3, ..Default::default() });
+    let files = Files::new();
+    let run = run_reports(&api, &files, 3, &["--job-retry-delay-ms", "10"]);
+    assert!(run.success(), "{}", run.explain());
+    let ids = run.ids("report_items");
+    assert_eq!(ids.len(), 600, "no record twice, none missing");
+    assert_eq!(sorted(ids), (1..=600).collect::<Vec<_>>());
+    let stats = api.stats();
+    assert!(stats.jobs_created >= 8, "failed jobs were not retried: {} created", stats.jobs_created);
+    assert_eq!(stats.jobs_kept, 0, "failed and completed jobs are deleted");
+}
+
+#[test]
+fn a_job_that_never_completes_is_aborted_at_its_timeout_and_retried() {
+    // Jobs never finish; the ordinary stream beside them does.
+    let api = demo_api(DemoApiConfig { records: 200, accounts: 2, job_polls: u64::MAX, ..Default::default() });
+    let files = Files::new();
+    let config = files.json("config.json", &report_config(&api, 2));
+    let run = host(&["run", "--streams", "report_items,items", "--job-timeout", "0.3", "--job-attempts", "2"])
+        .args(FAST.iter().chain(&["--job-retry-delay-ms", "10"]).map(|s| s.to_string()))
+        .demo_source(&api, config)
+        .run();
+    assert!(!run.success());
+    let stats = api.stats();
+    assert_eq!(stats.jobs_created, 4, "2 accounts x 2 attempts");
+    assert_eq!((stats.jobs_running, stats.jobs_kept), (0, 0), "timed-out jobs are aborted");
+    let errors: Vec<String> = run.errors().iter().map(|e| e["message"].as_str().unwrap().to_string()).collect();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    for error in &errors {
+        assert!(error.starts_with("stream report_items, partition {\"account_id\":"), "{error}");
+        assert!(error.contains("no report job succeeded in 2 attempt(s)") && error.contains("timeout"), "{error}");
+    }
+    assert_eq!(run.statuses("report_items").last().unwrap(), "INCOMPLETE");
+    assert_eq!(run.statuses("items").last().unwrap(), "COMPLETE");
+    assert_eq!(run.ids("items").len(), 200);
+}
+
+#[test]
+fn an_ordinary_stream_is_not_held_up_by_polling() {
+    // Jobs take about 40 polls; with one partition slot in the whole run, the ordinary stream
+    // must still finish first: polling holds no slot.
+    let api = demo_api(DemoApiConfig { records: 400, accounts: 2, job_polls: 40, ..Default::default() });
+    let files = Files::new();
+    let config = files.json("config.json", &report_config(&api, 2));
+    let run = host(&["run", "--streams", "report_items,items", "--concurrency", "1"])
+        .args(FAST.iter().map(|s| s.to_string()))
+        .demo_source(&api, config)
+        .run();
+    assert!(run.success(), "{}", run.explain());
+    let position = |pred: &dyn Fn(&Value) -> bool| run.messages.iter().position(pred).unwrap();
+    let items_done = position(&|m| {
+        m["trace"]["stream_status"]["stream_descriptor"]["name"] == "items"
+            && m["trace"]["stream_status"]["status"] == "COMPLETE"
+    });
+    let first_report = position(&|m| m["record"]["stream"] == "report_items");
+    assert!(items_done < first_report, "items waited for the report jobs");
+    assert_eq!(sorted(run.ids("report_items")), (1..=400).collect::<Vec<_>>());
+}
+
+/// Runs until a STATE lists `jobs` job handles, then SIGKILLs the host; returns its output.
+fn run_until_jobs_saved(api: &DemoApi, config: &std::path::Path, jobs: usize) -> String {
+    let mut child = host(&["run", "--streams", "report_items"])
+        .args(FAST.iter().map(|s| s.to_string()))
+        .demo_source(api, config)
+        .command()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut output = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "the run ended before saving its jobs");
+        output.push_str(&line);
+        let message: Value = serde_json::from_str(&line).unwrap();
+        let saved = message["state"]["stream"]["stream_state"]["jobs"].as_array().map_or(0, Vec::len);
+        if saved == jobs {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    output
+}
+
+#[test]
+fn a_resumed_run_polls_its_saved_jobs_instead_of_creating_new_ones() {
+    let api = demo_api(DemoApiConfig { records: 400, accounts: 4, job_polls: 25, ..Default::default() });
+    let files = Files::new();
+    let config = files.json("config.json", &report_config(&api, 4));
+    let first = run_until_jobs_saved(&api, &config, 4);
+    assert_eq!(api.stats().jobs_created, 4);
+
+    // The API forgets one of them: only that partition gets a new job.
+    let forgotten = first.lines().rev().find_map(|l| {
+        let m: Value = serde_json::from_str(l).ok()?;
+        Some(m["state"]["stream"]["stream_state"]["jobs"][0]["job"]["id"].as_str()?.to_string())
+    });
+    let forgotten = forgotten.unwrap();
+    let status = sluice_tests::plain_http::request(api.addr(), "DELETE", &format!("/reports/{forgotten}")).unwrap();
+    assert_eq!(status, 204);
+
+    let state = files.text("state.jsonl", first.as_bytes());
+    let resumed = host(&["run", "--streams", "report_items", "--state"])
+        .arg(&state)
+        .args(FAST.iter().map(|s| s.to_string()))
+        .demo_source(&api, &config)
+        .run();
+    assert!(resumed.success(), "{}", resumed.explain());
+    assert_eq!(api.stats().jobs_created, 5, "3 saved jobs resumed, 1 forgotten job created anew");
+    assert!(resumed.logs().iter().any(|l| l.contains(&format!("no longer knows job {{\"id\":\"{forgotten}\"}}"))));
+    assert_eq!(sorted(resumed.ids("report_items")), (1..=400).collect::<Vec<_>>());
+    assert_eq!(api.stats().jobs_kept, 0);
+}
+
+#[test]
+fn sigterm_aborts_the_jobs_in_flight() {
+    let api = demo_api(DemoApiConfig { records: 300, accounts: 3, job_polls: u64::MAX, ..Default::default() });
+    let files = Files::new();
+    let config = files.json("config.json", &report_config(&api, 3));
+    let mut child = host(&["run", "--streams", "report_items"])
+        .args(FAST.iter().map(|s| s.to_string()))
+        .demo_source(&api, &config)
+        .command()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    loop {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).unwrap() > 0);
+        let message: Value = serde_json::from_str(&line).unwrap();
+        if message["state"]["stream"]["stream_state"]["jobs"].as_array().map_or(0, Vec::len) == 3 {
+            break;
+        }
+    }
+    assert_eq!(api.stats().jobs_running, 3);
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert_eq!(std::os::unix::process::ExitStatusExt::into_raw(status) >> 8, 143);
+    let stats = api.stats();
+    assert_eq!((stats.jobs_running, stats.jobs_kept, stats.jobs_deleted), (0, 0, 3), "every job was aborted");
+}
+
+#[test]
+fn a_guest_built_for_contract_0_1_0_still_loads() {
+    let api = demo_api(DemoApiConfig { records: 50, ..Default::default() });
+    let files = Files::new();
+    let legacy = workspace_root().join("tests/fixtures/demo-source-0.1.0.wasm");
+    let run = host(&["run", "--streams", "items"])
+        .arg(&legacy)
+        .arg("--config")
+        .arg(files.json("config.json", &demo_config(&api, 20)))
+        .arg("--allow-host")
+        .arg(grant(&api))
+        .run();
+    assert!(run.success(), "{}", run.explain());
+    assert!(run.logs()[0].contains("built for sluice:connector@0.1.0"), "{}", run.logs()[0]);
+    assert_eq!(run.ids("items"), (1..=50).collect::<Vec<_>>());
+}
