@@ -195,8 +195,7 @@ pub async fn read_partition(
                 Err(e) => return Ok(Err(contract(e))),
             };
             if let Some(field) = cursor_field {
-                let value: Value = serde_json::from_str(&checked).expect("checked JSON parses");
-                if let Some(v) = state::cursor_of(&value, field)
+                if let Some(v) = state::cursor_in_text(&checked, field)
                     && done.max_cursor.as_ref().is_none_or(|m| state::compare(&v, m) == Ordering::Greater)
                 {
                     done.max_cursor = Some(v);

@@ -17,6 +17,18 @@ pub fn median(times: &mut [Duration]) -> Duration {
 
 /// The whole `host run` path in this process, granted `api`, output to a sink.
 pub async fn host_run(plugin: &Path, config: &Path, api: &DemoApi, cache: &Path, extra: &[&str]) -> Duration {
+    host_run_into(plugin, config, api, cache, extra, Box::new(std::io::sink())).await
+}
+
+/// [`host_run`], output to `sink`.
+pub async fn host_run_into(
+    plugin: &Path,
+    config: &Path,
+    api: &DemoApi,
+    cache: &Path,
+    extra: &[&str],
+    sink: Box<dyn std::io::Write + Send>,
+) -> Duration {
     let mut args: Vec<String> = vec!["host".into(), "run".into(), plugin.display().to_string()];
     args.extend([
         "--config".into(),
@@ -28,7 +40,7 @@ pub async fn host_run(plugin: &Path, config: &Path, api: &DemoApi, cache: &Path,
     args.extend(extra.iter().map(|s| s.to_string()));
     let cli = Cli::parse_from(args);
     let started = Instant::now();
-    let code = sluice_host::commands::execute(cli, Box::new(std::io::sink())).await;
+    let code = sluice_host::commands::execute(cli, sink).await;
     let elapsed = started.elapsed();
     assert_eq!(format!("{code:?}"), format!("{:?}", std::process::ExitCode::SUCCESS), "host run failed");
     elapsed

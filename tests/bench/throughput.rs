@@ -10,6 +10,8 @@
 //! 5. Many tenants in one process: 49 well-behaved runs' wall time with a hostile run (an endless
 //!    loop) among them vs without.
 //! 6. Instances per second with and without the pooling allocator.
+//! 8. One report job of 100k rows (async jobs): the host's orchestrator vs a native reader on
+//!    the same poll schedule, and the time from the job's completion to its first record written.
 //! 7. Replay storage: a 100k-record Singer run with `--replay-to file://…` (continual, and
 //!    batched with gzip) vs without; then `host replay` of that run.
 
@@ -74,6 +76,132 @@ fn main() {
     if run("7") {
         replay_storage(&bench);
     }
+    if run("8") {
+        report_job(&bench);
+    }
+}
+
+/// Notes when the first record line is written (Unix ms), passing everything on to nowhere.
+struct FirstRecord(Arc<std::sync::atomic::AtomicU64>);
+
+impl std::io::Write for FirstRecord {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.0.load(std::sync::atomic::Ordering::Relaxed) == 0 && buf.windows(8).any(|w| w == b"\"RECORD\"") {
+            self.0.store(unix_ms(), std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+/// One report job of 100k rows, polled every 100 ms, read in pages of 5000.
+fn report_job(bench: &Bench) {
+    const RECORDS: u64 = 100_000;
+    const PAGE: u64 = 5000;
+    let api =
+        DemoApi::start_background(DemoApiConfig { records: RECORDS, accounts: 1, job_polls: 3, ..Default::default() })
+            .unwrap();
+    let config = bench.work.path().join("report.json");
+    let text = format!(
+        r#"{{"base_url": "{}", "page_size": 100, "report_jobs": true, "max_jobs": 1, "report_page_size": {PAGE}}}"#,
+        api.base_url()
+    );
+    std::fs::write(&config, text).unwrap();
+    let args = ["--streams", "report_items", "--job-poll-ms", "100", "--job-poll-max-ms", "100"];
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let plugin = root.join("target/plugins/demo-source.wasm");
+    let host_once = || -> (Duration, u64) {
+        let first = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let sink = Box::new(FirstRecord(first.clone()));
+        let took =
+            bench.runtime.block_on(common::host_run_into(&plugin, &config, &api, bench.cache.path(), &args, sink));
+        let after_completion =
+            first.load(std::sync::atomic::Ordering::Relaxed).saturating_sub(api.stats().last_job_completed_ms);
+        (took, after_completion)
+    };
+    host_once();
+    bench.runtime.block_on(native_report(&api.base_url(), RECORDS, PAGE));
+    let (mut host, mut native, mut host_first, mut native_first) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        let (took, first) = host_once();
+        host.push(took);
+        host_first.push(Duration::from_millis(first));
+        let (took, first) = bench.runtime.block_on(native_report(&api.base_url(), RECORDS, PAGE));
+        native.push(took);
+        native_first.push(Duration::from_millis(first.saturating_sub(api.stats().last_job_completed_ms)));
+    }
+    report(
+        "[8] report_items: one report job of 100k rows, polled every 100 ms, pages of 5000",
+        RECORDS,
+        &mut host,
+        &mut native,
+    );
+    println!(
+        "  job completed -> first record written: host {:.0} ms, native {:.0} ms (medians)",
+        ms(median(&mut host_first)),
+        ms(median(&mut native_first))
+    );
+}
+
+/// A hand-written reader of one report job: create, poll every 100 ms, read pages, delete.
+/// Returns the time taken and when its first record was written (Unix ms).
+async fn native_report(base_url: &str, expected: u64, page: u64) -> (Duration, u64) {
+    #[derive(serde::Deserialize)]
+    struct Job {
+        id: String,
+        status: String,
+        download_url: Option<String>,
+    }
+    let client = client();
+    let first = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (out, writer) = Output::spawn(Format::Airbyte, Box::new(FirstRecord(first.clone())));
+    let started = Instant::now();
+    let stream_json = serde_json::to_string("report_items").unwrap();
+    let created = client.post(format!("{base_url}/reports")).body(r#"{"account_id": 1}"#).send().await.unwrap();
+    let job: Job = serde_json::from_slice(&created.bytes().await.unwrap()).unwrap();
+    let url = loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let polled = client.get(format!("{base_url}/reports/{}", job.id)).send().await.unwrap();
+        let polled: Job = serde_json::from_slice(&polled.bytes().await.unwrap()).unwrap();
+        if polled.status == "completed" {
+            break polled.download_url.unwrap();
+        }
+    };
+    let mut records = 0;
+    for offset in (0..).step_by(page as usize) {
+        let body = client
+            .get(format!("{base_url}{url}"))
+            .query(&[("offset", offset.to_string()), ("limit", page.to_string())])
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let lines: Vec<&str> = body.lines().filter(|l| !l.is_empty()).collect();
+        let stamp = out.stamp();
+        let mut rendered = out.page(body.len() + lines.len() * 80);
+        for line in &lines {
+            let checked = protocol::checked_record(line, 16 << 20).unwrap();
+            out.push_record(&mut rendered, &stream_json, &checked, &stamp);
+        }
+        out.records("report_items", rendered, lines.len() as u64).await.unwrap();
+        records += lines.len() as u64;
+        if (lines.len() as u64) < page {
+            break;
+        }
+    }
+    client.delete(format!("{base_url}/reports/{}", job.id)).send().await.unwrap();
+    drop(out);
+    writer.finish().unwrap();
+    assert_eq!(records, expected);
+    (started.elapsed(), first.load(std::sync::atomic::Ordering::Relaxed))
 }
 
 /// A 100k-record Singer run kept in a local lake vs not kept, and the replay of it.

@@ -121,6 +121,9 @@ pub struct Stats {
     /// Report jobs the server still keeps (created, not deleted).
     #[serde(default)]
     pub jobs_kept: u64,
+    /// When the last job completed (Unix milliseconds; 0: none yet), to time what follows.
+    #[serde(default)]
+    pub last_job_completed_ms: u64,
     /// Requests being answered right now (latency included).
     pub in_flight: u64,
     /// Highest `in_flight` seen: how many requests a client had open at once.

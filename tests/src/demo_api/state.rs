@@ -137,6 +137,10 @@ impl Shared {
             if job.polls >= self.cfg.job_polls {
                 job.status = if job.will_fail { JobStatus::Failed } else { JobStatus::Completed };
                 stats.jobs_running -= 1;
+                if job.status == JobStatus::Completed {
+                    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+                    stats.last_job_completed_ms = now.as_millis() as u64;
+                }
             }
         }
         Some(job.status)
