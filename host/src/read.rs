@@ -190,16 +190,21 @@ pub async fn read_partition(
         let stamp = out.stamp();
         let mut lines = out.page(page.records.iter().map(|r| r.len() + 80).sum());
         for record in &page.records {
-            let checked = match protocol::checked_record(record, limits.max_record_bytes) {
+            let (checked, cursor) = match cursor_field {
+                None => (protocol::checked_record(record, limits.max_record_bytes), None),
+                Some(field) => match protocol::checked_record_with_cursor(record, limits.max_record_bytes, field) {
+                    Ok((checked, cursor)) => (Ok(checked), cursor),
+                    Err(e) => (Err(e), None),
+                },
+            };
+            let checked = match checked {
                 Ok(c) => c,
                 Err(e) => return Ok(Err(contract(e))),
             };
-            if let Some(field) = cursor_field {
-                if let Some(v) = state::cursor_in_text(&checked, field)
-                    && done.max_cursor.as_ref().is_none_or(|m| state::compare(&v, m) == Ordering::Greater)
-                {
-                    done.max_cursor = Some(v);
-                }
+            if let Some(v) = cursor
+                && done.max_cursor.as_ref().is_none_or(|m| state::compare(&v, m) == Ordering::Greater)
+            {
+                done.max_cursor = Some(v);
             }
             out.push_record(&mut lines, &stream_json, &checked, &stamp);
         }

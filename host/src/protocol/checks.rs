@@ -19,6 +19,36 @@ pub fn checked_record(text: &str, max_bytes: usize) -> Result<Cow<'_, str>, Stri
 }
 
 /// Drops whitespace outside strings from valid JSON text.
+/// [`checked_record`] for a record of an incremental stream: also the cursor value at `field`,
+/// with the record parsed once.
+pub fn checked_record_with_cursor<'a>(
+    text: &'a str,
+    max_bytes: usize,
+    field: &[String],
+) -> Result<(Cow<'a, str>, Option<serde_json::Value>), String> {
+    use serde_json::value::RawValue;
+    if text.len() > max_bytes {
+        return Err(format!("a record of {} bytes exceeds the limit of {max_bytes} bytes", text.len()));
+    }
+    let fields = match serde_json::from_str::<std::collections::HashMap<&str, &RawValue>>(text) {
+        Ok(fields) => fields,
+        // Not an object, invalid, or keys with escapes: the general path says which.
+        Err(_) => {
+            let checked = checked_record(text, max_bytes)?;
+            let cursor = crate::state::cursor_in_text(&checked, field);
+            return Ok((checked, cursor));
+        }
+    };
+    let cursor = match field.split_first() {
+        Some((first, rest)) => fields.get(first.as_str()).and_then(|v| crate::state::cursor_in_text(v.get(), rest)),
+        None => None,
+    };
+    let raw = text.trim_matches(|c: char| c == ' ' || c == '\t' || c == '\n' || c == '\r');
+    let checked =
+        if raw.bytes().any(|b| b == b'\n' || b == b'\r') { Cow::Owned(minify(raw)) } else { Cow::Borrowed(raw) };
+    Ok((checked, cursor))
+}
+
 fn minify(json: &str) -> String {
     let mut out = String::with_capacity(json.len());
     let (mut in_string, mut escaped) = (false, false);
@@ -58,6 +88,28 @@ pub fn preview(text: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::Value;
+
+    #[test]
+    fn the_cursor_comes_with_the_checked_record() {
+        let field = vec!["updated_at".to_string()];
+        for text in [
+            "{\"id\":1,\"updated_at\":\"2024\"}",
+            " {\"id\":1,\n \"updated_at\": 5}\n",
+            "{\"a\\\"b\":1,\"updated_at\":\"x\"}",
+            "{\"id\":2}",
+        ] {
+            let (checked, cursor) = checked_record_with_cursor(text, 100, &field).unwrap();
+            assert_eq!(checked, checked_record(text, 100).unwrap(), "{text}");
+            let value: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(cursor, crate::state::cursor_of(&value, &field), "{text}");
+        }
+        for bad in ["[1]", "{\"id\":", "\"x\""] {
+            assert_eq!(
+                checked_record_with_cursor(bad, 100, &field).unwrap_err(),
+                checked_record(bad, 100).unwrap_err()
+            );
+        }
+    }
 
     #[test]
     fn records_must_be_objects() {

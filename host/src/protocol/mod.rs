@@ -5,7 +5,7 @@ mod checks;
 mod output;
 pub mod singer;
 
-pub use checks::{checked_record, preview};
+pub use checks::{checked_record, checked_record_with_cursor, preview};
 pub use output::{Format, Output, OutputClosed, PageLines, Writer};
 
 use std::time::{SystemTime, UNIX_EPOCH};
