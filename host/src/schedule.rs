@@ -389,28 +389,11 @@ impl PartitionTask {
                 }
             })
         };
-        let name = &self.partition.stream;
-        let running = &self.running;
         let result = match jobs.completed_job(&self.partition, saved, &events_tx).await? {
             Err(e) => Err(e),
             Ok(job) => {
                 let permits = acquire(&shared.permits, stream_permits.as_ref()).await;
-                let result = read::read_partition(
-                    &shared.connector,
-                    &shared.out,
-                    &shared.limits,
-                    &self.partition,
-                    Some((&job.handle, &job.download)),
-                    self.track.as_deref(),
-                    &shared.progress,
-                    async || {
-                        if !running.swap(true, Ordering::SeqCst) {
-                            shared.out.status(name, StreamStatus::Running).await?;
-                        }
-                        Ok(())
-                    },
-                )
-                .await?;
+                let result = self.read(Some((&job.handle, &job.download))).await?;
                 drop(permits);
                 jobs.finish(&self.partition, &job, &events_tx).await?;
                 result
@@ -423,15 +406,22 @@ impl PartitionTask {
     }
 
     async fn run(self) -> Result<Finished, OutputClosed> {
+        let result = self.read(None).await?;
+        Ok(Finished { partition: self.partition, range: self.range, result })
+    }
+
+    /// Reads the partition's pages (or, with `job`, a completed job's result); the stream is
+    /// RUNNING from its first record.
+    async fn read(&self, job: Option<(&String, &String)>) -> Result<Result<PartitionDone, CallError>, OutputClosed> {
         let shared = &self.shared;
         let name = &self.partition.stream;
         let running = &self.running;
-        let result = read::read_partition(
+        read::read_partition(
             &shared.connector,
             &shared.out,
             &shared.limits,
             &self.partition,
-            None,
+            job,
             self.track.as_deref(),
             &shared.progress,
             async || {
@@ -441,7 +431,6 @@ impl PartitionTask {
                 Ok(())
             },
         )
-        .await?;
-        Ok(Finished { partition: self.partition, range: self.range, result })
+        .await
     }
 }
