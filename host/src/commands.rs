@@ -41,6 +41,8 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Reads stop themselves on a signal (aborting report jobs); other commands just end.
+    let stops_itself = matches!(cli.command, Command::Run(_) | Command::Read(_));
     let kept_at = tee.as_ref().and_then(|t| t.lake.as_ref()).map(|lake| lake.run().uri.clone());
     let (out, writer) = Output::spawn_with(format, sink, tee);
     let run_out = out.clone();
@@ -66,7 +68,9 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
             eprintln!("{message}");
             // The run stops itself (aborting report jobs in flight); it gets a bounded grace.
             crate::signals::request_stop();
-            let _ = tokio::time::timeout(STOP_GRACE, &mut run).await;
+            if stops_itself {
+                let _ = tokio::time::timeout(STOP_GRACE, &mut run).await;
+            }
             if format == Format::Airbyte {
                 let _ = out.error(&message, FailureType::Transient, None).await;
             }
