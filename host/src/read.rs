@@ -5,13 +5,14 @@ use crate::bindings::{CursorRange, CursorValue, Partition, Stream};
 use crate::connector::{CallError, Connector, Instance};
 use crate::limits::Limits;
 use crate::progress::Progress;
-use crate::protocol::{self, Output, OutputClosed};
+use crate::protocol::{self, Output, OutputClosed, PageLines};
 use crate::sandbox::GuestLog;
 use crate::state::{self, StreamCursor};
 use serde_json::Value;
 use std::cmp::Ordering;
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// A stream chosen for reading.
@@ -164,11 +165,15 @@ pub async fn read_partition(
         Ok(i) => i,
         Err(e) => return Ok(Err(e)),
     };
-    let stream_json = serde_json::to_string(&partition.stream).expect("a string serializes");
+    let stream_json: Arc<str> = serde_json::to_string(&partition.stream).expect("a string serializes").into();
+    let cursor_field: Option<Arc<[String]>> = cursor_field.map(Arc::from);
     let mut token: Option<String> = None;
     let mut seen = TokenGuard::default();
     let mut done = PartitionDone::default();
     let mut on_first_records = Some(on_first_records);
+    // The previous page is checked and rendered on a blocking thread while the guest fetches
+    // the next one; pages are still sent in order, each before anything after it.
+    let mut rendering: Option<tokio::task::JoinHandle<Result<Rendered, String>>> = None;
     for _ in 0..limits.max_pages_per_partition {
         let result = match job {
             None => instance.read_page(&connector.config, partition, token.as_ref()).await,
@@ -176,6 +181,11 @@ pub async fn read_partition(
                 instance.read_result(&connector.config, partition, handle, download, token.as_ref()).await
             }
         };
+        if let Some(previous) = rendering.take()
+            && let Err(e) = send_rendered(previous, out, partition, progress, &mut done, &mut on_first_records).await?
+        {
+            return Ok(Err(e));
+        }
         let page = match forward_logs(out, limits, &mut instance, result).await? {
             Ok(p) => p,
             Err(e) => return Ok(Err(e)),
@@ -187,46 +197,113 @@ pub async fn read_partition(
                 limits.max_records_per_page
             ))));
         }
-        let stamp = out.stamp();
-        let mut lines = out.page(page.records.iter().map(|r| r.len() + 80).sum());
-        for record in &page.records {
-            let (checked, cursor) = match cursor_field {
-                None => (protocol::checked_record(record, limits.max_record_bytes), None),
-                Some(field) => match protocol::checked_record_with_cursor(record, limits.max_record_bytes, field) {
-                    Ok((checked, cursor)) => (Ok(checked), cursor),
-                    Err(e) => (Err(e), None),
-                },
-            };
-            let checked = match checked {
-                Ok(c) => c,
-                Err(e) => return Ok(Err(contract(e))),
-            };
-            if let Some(v) = cursor
-                && done.max_cursor.as_ref().is_none_or(|m| state::compare(&v, m) == Ordering::Greater)
-            {
-                done.max_cursor = Some(v);
-            }
-            out.push_record(&mut lines, &stream_json, &checked, &stamp);
-        }
-        if !page.records.is_empty() {
-            if let Some(first) = on_first_records.take() {
-                first().await?;
-            }
-            done.records += page.records.len() as u64;
-            out.records(&partition.stream, lines, page.records.len() as u64).await?;
-            progress.records(page.records.len() as u64);
-        }
+        let (out_for_page, stream_json, field) = (out.clone(), stream_json.clone(), cursor_field.clone());
+        let max_record_bytes = limits.max_record_bytes;
+        let records = page.records;
+        let job = tokio::task::spawn_blocking(move || {
+            render_page(&out_for_page, &records, &stream_json, field.as_deref(), max_record_bytes)
+        });
         match page.next_token {
-            None => return Ok(Ok(done)),
+            None => {
+                return match send_rendered(job, out, partition, progress, &mut done, &mut on_first_records).await? {
+                    Ok(()) => Ok(Ok(done)),
+                    Err(e) => Ok(Err(e)),
+                };
+            }
             Some(next) => {
+                rendering = Some(job);
                 if let Err(e) = seen.check(&next) {
-                    return Ok(Err(e));
+                    return Ok(
+                        match send_rendered(
+                            rendering.take().expect("just set"),
+                            out,
+                            partition,
+                            progress,
+                            &mut done,
+                            &mut on_first_records,
+                        )
+                        .await?
+                        {
+                            Ok(()) => Err(e),
+                            Err(first) => Err(first),
+                        },
+                    );
                 }
                 token = Some(next);
             }
         }
     }
+    if let Some(previous) = rendering.take()
+        && let Err(e) = send_rendered(previous, out, partition, progress, &mut done, &mut on_first_records).await?
+    {
+        return Ok(Err(e));
+    }
     Ok(Err(contract(format!("the partition did not end after {} pages", limits.max_pages_per_partition))))
+}
+
+/// A page's records, checked and rendered into output lines.
+struct Rendered {
+    lines: PageLines,
+    records: u64,
+    max_cursor: Option<Value>,
+}
+
+/// Checks and renders a page's records; the first record that fails its checks fails the page.
+fn render_page(
+    out: &Output,
+    records: &[String],
+    stream_json: &str,
+    cursor_field: Option<&[String]>,
+    max_record_bytes: usize,
+) -> Result<Rendered, String> {
+    let stamp = out.stamp();
+    let mut lines = out.page(records.iter().map(|r| r.len() + 80).sum());
+    let mut max_cursor: Option<Value> = None;
+    for record in records {
+        let (checked, cursor) = match cursor_field {
+            None => (protocol::checked_record(record, max_record_bytes)?, None),
+            Some(field) => protocol::checked_record_with_cursor(record, max_record_bytes, field)?,
+        };
+        if let Some(v) = cursor
+            && max_cursor.as_ref().is_none_or(|m| state::compare(&v, m) == Ordering::Greater)
+        {
+            max_cursor = Some(v);
+        }
+        out.push_record(&mut lines, stream_json, &checked, &stamp);
+    }
+    Ok(Rendered { lines, records: records.len() as u64, max_cursor })
+}
+
+/// Waits for a rendered page and sends it (running `on_first_records` before the first
+/// records); a page that failed its checks fails the partition, and nothing of it is sent.
+async fn send_rendered(
+    job: tokio::task::JoinHandle<Result<Rendered, String>>,
+    out: &Output,
+    partition: &Partition,
+    progress: &Progress,
+    done: &mut PartitionDone,
+    on_first_records: &mut Option<impl AsyncFnOnce() -> Result<(), OutputClosed>>,
+) -> Result<Result<(), CallError>, OutputClosed> {
+    let rendered = match job.await {
+        Ok(Ok(rendered)) => rendered,
+        Ok(Err(e)) => return Ok(Err(contract(e))),
+        Err(e) => return Ok(Err(contract(format!("checking a page failed: {e}")))),
+    };
+    if rendered.records == 0 {
+        return Ok(Ok(()));
+    }
+    if let Some(first) = on_first_records.take() {
+        first().await?;
+    }
+    if let Some(v) = rendered.max_cursor
+        && done.max_cursor.as_ref().is_none_or(|m| state::compare(&v, m) == Ordering::Greater)
+    {
+        done.max_cursor = Some(v);
+    }
+    done.records += rendered.records;
+    out.records(&partition.stream, rendered.lines, rendered.records).await?;
+    progress.records(rendered.records);
+    Ok(Ok(()))
 }
 
 /// A guest answer the host refuses, reported as the connector's system error.
