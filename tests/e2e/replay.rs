@@ -62,10 +62,55 @@ impl Lake {
         self.host(&["replay", uri]).args(extra.iter().map(|s| s.to_string())).run_raw()
     }
 
+    /// The run folder at `uri`, opened through the host's storage layer as any S3 client would
+    /// (to tamper with what the host stored).
+    fn folder(&self, uri: &str) -> sluice_host::replay::Location {
+        match &self.s3 {
+            None => sluice_host::replay::Location::parse(uri).unwrap(),
+            Some(s3) => {
+                let env: std::collections::HashMap<String, String> = s3.env().into_iter().collect();
+                let store = object_store::aws::AmazonS3Builder::new()
+                    .with_bucket_name("lake")
+                    .with_endpoint(&env["AWS_ENDPOINT"])
+                    .with_allow_http(true)
+                    .with_access_key_id("test")
+                    .with_secret_access_key("test")
+                    .with_region("us-east-1")
+                    .with_virtual_hosted_style_request(false)
+                    .build()
+                    .unwrap();
+                let key = uri.strip_prefix("s3://lake/").unwrap();
+                sluice_host::replay::Location {
+                    store: std::sync::Arc::new(store),
+                    prefix: object_store::path::Path::from(key),
+                    uri: uri.to_string(),
+                    local_dir: None,
+                }
+            }
+        }
+    }
+
+    fn object(&self, uri: &str, name: &str) -> Vec<u8> {
+        block_on(self.folder(uri).read(name)).unwrap()
+    }
+
+    fn replace_object(&self, uri: &str, name: &str, bytes: &[u8]) {
+        block_on(self.folder(uri).replace(name, bytes.to_vec())).unwrap()
+    }
+
+    fn delete_object(&self, uri: &str, name: &str) {
+        let folder = self.folder(uri);
+        block_on(folder.store.delete(&folder.path(name))).unwrap()
+    }
+
     /// The run's manifest, as `host replay --manifest` shows it.
     fn manifest(&self, uri: &str) -> Value {
         serde_json::from_str(&text(&self.replay(uri, &["--manifest"]))).unwrap()
     }
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
 }
 
 /// The run's folder, from the LOG line that names it.
@@ -304,20 +349,17 @@ fn after_sigkill_the_lake_holds_everything_written_or_uploaded() {
     assert!(text(&s3.replay(&uri, &[])).starts_with(through_last_state), "a STATE got ahead of the lake");
 }
 
-#[test]
-fn a_tampered_segment_is_detected_and_a_lost_manifest_rebuilt() {
+fn a_tampered_segment_is_detected_and_a_lost_manifest_rebuilt(backend: Backend) {
     let api = demo_api(DemoApiConfig { records: 300, accounts: 3, ..Default::default() });
-    let lake = Lake::new(Backend::Local);
+    let lake = Lake::new(backend);
     let (run, uri) = lake.run(&api, &["--replay-interval", "0"]);
     assert!(run.success());
-    let dir = std::path::PathBuf::from(uri.strip_prefix("file://").unwrap());
     let names = segment_names(&lake, &uri);
-    let victim = dir.join(&names[1]);
-    let original = std::fs::read(&victim).unwrap();
+    let original = lake.object(&uri, &names[1]);
     let mut bytes = original.clone();
     let at = bytes.len() / 2;
     bytes[at] = if bytes[at] == b'1' { b'2' } else { b'1' };
-    std::fs::write(&victim, bytes).unwrap();
+    lake.replace_object(&uri, &names[1], &bytes);
     let tampered = lake.replay(&uri, &[]);
     assert!(!tampered.status.success());
     let stderr = String::from_utf8_lossy(&tampered.stderr);
@@ -325,11 +367,21 @@ fn a_tampered_segment_is_detected_and_a_lost_manifest_rebuilt() {
     // Checked before written: the replay stops before the tampered segment's lines.
     let first_segment = lake.manifest(&uri)["segments"][0]["bytes"].as_u64().unwrap();
     assert_eq!(tampered.stdout.len() as u64, first_segment, "it wrote past the segment before");
-    std::fs::write(&victim, original).unwrap();
-    std::fs::remove_file(dir.join("manifest.json")).unwrap();
+    lake.replace_object(&uri, &names[1], &original);
+    lake.delete_object(&uri, "manifest.json");
     let rebuilt = lake.replay(&uri, &[]);
     assert_eq!(text(&rebuilt), run.stdout(), "segments alone replay the run");
     assert!(String::from_utf8_lossy(&rebuilt.stderr).contains("no manifest"));
+}
+
+#[test]
+fn a_tampered_segment_is_detected_and_a_lost_manifest_rebuilt_on_local_files() {
+    a_tampered_segment_is_detected_and_a_lost_manifest_rebuilt(Backend::Local);
+}
+
+#[test]
+fn a_tampered_segment_is_detected_and_a_lost_manifest_rebuilt_on_s3() {
+    a_tampered_segment_is_detected_and_a_lost_manifest_rebuilt(Backend::S3);
 }
 
 #[test]
@@ -352,10 +404,9 @@ fn the_manifest_says_what_produced_the_run_but_not_the_config() {
     assert!(segment["first_emitted"].is_string() && segment["last_emitted"].is_string());
 }
 
-#[test]
-fn replayed_runs_load_into_singer_targets_like_direct_runs() {
+fn replayed_runs_load_into_singer_targets_like_direct_runs(backend: Backend) {
     let api = demo_api(DemoApiConfig { records: 240, accounts: 4, ..Default::default() });
-    let lake = Lake::new(Backend::Local);
+    let lake = Lake::new(backend);
     let (run, uri) = lake.run(&api, &["--replay-cadence", "batched", "--replay-gzip", "--replay-interval", "0"]);
     assert!(run.success());
     let replayed = lake.replay(&uri, &[]);
@@ -374,6 +425,16 @@ fn replayed_runs_load_into_singer_targets_like_direct_runs() {
         assert_eq!(jsonl_ids(&replay_dir, stream), jsonl_ids(&direct_dir, stream));
         assert_eq!(duckdb_ids(&dir.join("replayed.duckdb"), stream), duckdb_ids(&dir.join("direct.duckdb"), stream));
     }
+}
+
+#[test]
+fn replayed_runs_load_into_singer_targets_like_direct_runs_from_local_files() {
+    replayed_runs_load_into_singer_targets_like_direct_runs(Backend::Local);
+}
+
+#[test]
+fn replayed_runs_load_into_singer_targets_like_direct_runs_from_s3() {
+    replayed_runs_load_into_singer_targets_like_direct_runs(Backend::S3);
 }
 
 fn batch_mode(backend: Backend) {
