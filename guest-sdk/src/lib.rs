@@ -86,69 +86,54 @@ pub trait Source {
     fn read_page(config: &Self::Config, partition: &Partition, token: Option<Value>) -> Result<Page>;
 }
 
-/// Exports a [`Source`] implementation as the component's `source` interface.
+/// Exports a [`Source`] implementation as the component's `source` interface (in the
+/// `async-connector` world, with no stream read through jobs).
 #[macro_export]
 macro_rules! export_source {
     ($source:ty) => {
-        const _: () = {
-            struct __SluiceExport;
-            impl $crate::__private::Guest for __SluiceExport {
-                $crate::__source_methods!($source);
-            }
-            impl $crate::__private::AsyncJobsGuest for __SluiceExport {
-                fn settings(
-                    _config: ::std::string::String,
-                ) -> $crate::__private::WitResult<$crate::__private::JobSettings> {
-                    ::std::result::Result::Ok($crate::__private::NoJobs::settings())
-                }
-                fn create_job(
-                    _config: ::std::string::String,
-                    _partition: $crate::__private::WitPartition,
-                ) -> $crate::__private::WitResult<::std::string::String> {
-                    ::std::result::Result::Err($crate::__private::NoJobs::error())
-                }
-                fn poll_job(
-                    _config: ::std::string::String,
-                    _job: ::std::string::String,
-                ) -> $crate::__private::WitResult<$crate::__private::WitJobStatus> {
-                    ::std::result::Result::Err($crate::__private::NoJobs::error())
-                }
-                fn read_result(
-                    _config: ::std::string::String,
-                    _job: ::std::string::String,
-                    _download: ::std::string::String,
-                    _token: ::std::option::Option<::std::string::String>,
-                ) -> $crate::__private::WitResult<$crate::__private::WitPage> {
-                    ::std::result::Result::Err($crate::__private::NoJobs::error())
-                }
-                fn abort_job(
-                    _config: ::std::string::String,
-                    _job: ::std::string::String,
-                ) -> $crate::__private::WitResult<()> {
-                    ::std::result::Result::Err($crate::__private::NoJobs::error())
-                }
-                fn delete_job(
-                    _config: ::std::string::String,
-                    _job: ::std::string::String,
-                ) -> $crate::__private::WitResult<()> {
-                    ::std::result::Result::Err($crate::__private::NoJobs::error())
-                }
-            }
-    $crate::__private::bindings::__export_connector!(__SluiceExport with_types_in $crate::__private::bindings);
-        };
+        $crate::export_async_source!($crate::__private::WithoutJobs<$source>);
     };
 }
 
 /// Exports a type implementing [`Source`] and [`AsyncJobs`]: the `source` and `async-jobs`
-/// interfaces (world `async-connector`, contract 0.1.1). ([`export_source!`] exports the same
-/// world, with no stream read through jobs.)
+/// interfaces (world `async-connector`, contract 0.1.1).
 #[macro_export]
 macro_rules! export_async_source {
     ($source:ty) => {
         const _: () = {
             struct __SluiceExport;
             impl $crate::__private::Guest for __SluiceExport {
-                $crate::__source_methods!($source);
+                fn spec() -> ::std::string::String {
+                    $crate::__private::spec::<$source>()
+                }
+                fn capabilities(
+                    config: ::std::string::String,
+                ) -> $crate::__private::WitResult<$crate::__private::Capabilities> {
+                    $crate::__private::capabilities::<$source>(config)
+                }
+                fn check(config: ::std::string::String) -> $crate::__private::WitResult<()> {
+                    $crate::__private::check::<$source>(config)
+                }
+                fn discover(
+                    config: ::std::string::String,
+                ) -> $crate::__private::WitResult<::std::vec::Vec<$crate::__private::WitStream>> {
+                    $crate::__private::discover::<$source>(config)
+                }
+                fn partitions(
+                    config: ::std::string::String,
+                    stream: ::std::string::String,
+                    state: ::std::option::Option<::std::string::String>,
+                    token: ::std::option::Option<::std::string::String>,
+                ) -> $crate::__private::WitResult<$crate::__private::PartitionBatch> {
+                    $crate::__private::partitions::<$source>(config, stream, state, token)
+                }
+                fn read_page(
+                    config: ::std::string::String,
+                    partition: $crate::__private::WitPartition,
+                    token: ::std::option::Option<::std::string::String>,
+                ) -> $crate::__private::WitResult<$crate::__private::WitPage> {
+                    $crate::__private::read_page::<$source>(config, partition, token)
+                }
             }
             impl $crate::__private::AsyncJobsGuest for __SluiceExport {
                 fn settings(
@@ -191,45 +176,6 @@ macro_rules! export_async_source {
             }
     $crate::__private::bindings::__export_connector!(__SluiceExport with_types_in $crate::__private::bindings);
         };
-    };
-}
-
-/// The `source` methods, shared by both export macros.
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __source_methods {
-    ($source:ty) => {
-        fn spec() -> ::std::string::String {
-            $crate::__private::spec::<$source>()
-        }
-        fn capabilities(
-            config: ::std::string::String,
-        ) -> $crate::__private::WitResult<$crate::__private::Capabilities> {
-            $crate::__private::capabilities::<$source>(config)
-        }
-        fn check(config: ::std::string::String) -> $crate::__private::WitResult<()> {
-            $crate::__private::check::<$source>(config)
-        }
-        fn discover(
-            config: ::std::string::String,
-        ) -> $crate::__private::WitResult<::std::vec::Vec<$crate::__private::WitStream>> {
-            $crate::__private::discover::<$source>(config)
-        }
-        fn partitions(
-            config: ::std::string::String,
-            stream: ::std::string::String,
-            state: ::std::option::Option<::std::string::String>,
-            token: ::std::option::Option<::std::string::String>,
-        ) -> $crate::__private::WitResult<$crate::__private::PartitionBatch> {
-            $crate::__private::partitions::<$source>(config, stream, state, token)
-        }
-        fn read_page(
-            config: ::std::string::String,
-            partition: $crate::__private::WitPartition,
-            token: ::std::option::Option<::std::string::String>,
-        ) -> $crate::__private::WitResult<$crate::__private::WitPage> {
-            $crate::__private::read_page::<$source>(config, partition, token)
-        }
     };
 }
 
@@ -366,16 +312,66 @@ pub mod __private {
         run().map_err(Into::into)
     }
 
-    /// The `async-jobs` answers of a connector without job streams.
-    pub struct NoJobs;
+    /// A [`Source`] exported as an `async-connector` with no stream read through jobs.
+    pub struct WithoutJobs<S>(std::marker::PhantomData<S>);
 
-    impl NoJobs {
-        pub fn settings() -> JobSettings {
-            JobSettings { streams: Vec::new(), max_jobs: 0 }
+    impl<S: Source> Source for WithoutJobs<S> {
+        type Config = S::Config;
+        fn spec() -> Value {
+            S::spec()
         }
-        pub fn error() -> types::Error {
-            types::Error::System("this connector reads no stream through report jobs".into())
+        fn hosts(config: &S::Config) -> crate::Result<Vec<String>> {
+            S::hosts(config)
         }
+        fn check(config: &S::Config) -> crate::Result<()> {
+            S::check(config)
+        }
+        fn streams(config: &S::Config) -> crate::Result<Vec<crate::Stream>> {
+            S::streams(config)
+        }
+        fn partitions(config: &S::Config, stream: &str, state: Option<&Value>) -> crate::Result<Vec<crate::Partition>> {
+            S::partitions(config, stream, state)
+        }
+        fn partition_batch(
+            config: &S::Config,
+            stream: &str,
+            state: Option<&Value>,
+            token: Option<Value>,
+        ) -> crate::Result<crate::PartitionBatch> {
+            S::partition_batch(config, stream, state, token)
+        }
+        fn read_page(
+            config: &S::Config,
+            partition: &crate::Partition,
+            token: Option<Value>,
+        ) -> crate::Result<crate::Page> {
+            S::read_page(config, partition, token)
+        }
+    }
+
+    impl<S: Source> AsyncJobs for WithoutJobs<S> {
+        fn job_streams(_: &S::Config) -> crate::Result<Vec<String>> {
+            Ok(Vec::new())
+        }
+        fn max_jobs(_: &S::Config) -> u32 {
+            0
+        }
+        fn create_job(_: &S::Config, _: &crate::Partition) -> crate::Result<Value> {
+            Err(no_jobs())
+        }
+        fn poll_job(_: &S::Config, _: &Value) -> crate::Result<JobStatus> {
+            Err(no_jobs())
+        }
+        fn read_result(_: &S::Config, _: &Value, _: &Value, _: Option<Value>) -> crate::Result<crate::Page> {
+            Err(no_jobs())
+        }
+        fn delete_job(_: &S::Config, _: &Value) -> crate::Result<()> {
+            Err(no_jobs())
+        }
+    }
+
+    fn no_jobs() -> Error {
+        Error::System("this connector reads no stream through report jobs".into())
     }
 
     fn job(text: &str) -> crate::Result<Value> {
