@@ -62,8 +62,10 @@ pub struct Connector {
 /// What a run's guests used, for the run summary and the library API.
 #[derive(Debug, Default)]
 pub struct Usage {
-    /// Time spent executing guest code, in epoch ticks (see [`crate::limits::EPOCH_TICK`]).
-    pub guest_cpu_ticks: AtomicU64,
+    /// Time spent in guest code, in nanoseconds: calls' wall-clock time less their HTTP
+    /// requests and throttling pauses. (The CPU budget counts epoch ticks instead, which is
+    /// coarse: fine for stopping a loop, too coarse to report.)
+    pub guest_nanos: AtomicU64,
     /// The largest linear memory any one instance grew to, bytes.
     pub peak_memory_bytes: AtomicU64,
     pub instances: AtomicU64,
@@ -71,7 +73,7 @@ pub struct Usage {
 
 impl Usage {
     pub fn guest_cpu(&self) -> Duration {
-        EPOCH_TICK * self.guest_cpu_ticks.load(Ordering::Relaxed) as u32
+        Duration::from_nanos(self.guest_nanos.load(Ordering::Relaxed))
     }
 }
 
@@ -111,6 +113,7 @@ impl Connector {
             }
             if state.cpu_ticks > BUSY_GRACE_TICKS {
                 state.paused = true;
+                state.not_guest += EPOCH_TICK * BUSY_PAUSE_TICKS;
                 return Ok(UpdateDeadline::YieldCustom(1, Box::pin(tokio::time::sleep(EPOCH_TICK * BUSY_PAUSE_TICKS))));
             }
             Ok(UpdateDeadline::Yield(1))
@@ -156,13 +159,17 @@ impl Instance {
         let state = self.store.data_mut();
         state.cpu_ticks = 0;
         state.context = context;
+        state.call_started = std::time::Instant::now();
+        state.not_guest = Duration::ZERO;
     }
 
     /// Turns the outcome of a call into a clear error: the limit that stopped the guest, or
     /// its trap.
     fn finish<T>(&mut self, outcome: Result<wasmtime::Result<T>, tokio::time::error::Elapsed>) -> Result<T, CallError> {
-        let ticks = self.store.data().cpu_ticks;
-        self.usage.guest_cpu_ticks.fetch_add(ticks, Ordering::Relaxed);
+        let state = self.store.data();
+        let ticks = state.cpu_ticks;
+        let guest = state.call_started.elapsed().saturating_sub(state.not_guest);
+        self.usage.guest_nanos.fetch_add(guest.as_nanos() as u64, Ordering::Relaxed);
         match outcome {
             Ok(Ok(value)) => Ok(value),
             Err(_) => Err(CallError::Trap(format!(

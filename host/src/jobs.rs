@@ -11,7 +11,8 @@
 //!   past `timeout` is aborted and retried the same way;
 //! - handles of jobs created but not yet read go into the stream's state (through
 //!   [`JobEvent`]s), so a resumed run polls them instead of creating new ones;
-//! - on SIGINT/SIGTERM ([`Orchestrator::abort_all`]) every job in flight is aborted.
+//! - on SIGINT/SIGTERM ([`Orchestrator::abort_all`]) every job in flight is aborted; a saved job
+//!   whose partition a resumed run does not read is aborted too ([`Orchestrator::discard`]).
 
 use crate::bindings::{JobStatus, Partition};
 use crate::connector::{CallError, Connector, Instance};
@@ -224,6 +225,20 @@ impl Orchestrator {
                 format!("aborted job {} of stream {} (the run is stopping)", job.handle, job.partition.stream);
             let _ = self.out.log("WARN", &message).await;
         }
+    }
+
+    /// Ends a job a previous run saved in the state for a partition this run will not read
+    /// (no longer listed, or read completely already), so it does not linger on the API.
+    pub async fn discard(&self, stream: &str, key: &str, handle: &Value) -> Result<(), OutputClosed> {
+        let partition = Partition { stream: stream.to_string(), key: key.to_string(), cursor_range: None };
+        let handle = handle.to_string();
+        let message = match self.end_call(&partition, &handle, true).await? {
+            Ok(()) => format!(
+                "aborted job {handle} of stream {stream} saved in the state: this run does not read its partition {key}"
+            ),
+            Err(e) => format!("cannot abort job {handle} of stream {stream} saved in the state: {}", e.message()),
+        };
+        self.out.log("INFO", &message).await
     }
 
     /// A completed job for `partition`, after as many attempts as allowed: its slot is freed

@@ -4,7 +4,7 @@
 //! ```ignore
 //! let runtime = Runtime::new(cache_dir, true)?;
 //! let report = runtime.run(RunRequest::new("plugin.wasm", config, Box::new(sink))).await?;
-//! println!("{} records, guest CPU {:?}", report.usage.records, report.usage.guest_cpu);
+//! println!("{} records, guest time {:?}", report.usage.records, report.usage.guest_cpu);
 //! ```
 
 use crate::catalog::Selected;

@@ -42,6 +42,10 @@ pub struct GuestState {
     pub back_from_host: bool,
     /// Set while a long-running call is paused to let other work run.
     pub paused: bool,
+    /// When the current call started, and how much of it was not the guest's (HTTP requests,
+    /// pauses): the difference is the call's guest time.
+    pub call_started: std::time::Instant,
+    pub not_guest: std::time::Duration,
     /// What the current call is for (JSON), to label its HTTP requests in recordings.
     pub context: String,
 }
@@ -65,6 +69,8 @@ impl GuestState {
             cpu_ticks: 0,
             back_from_host: false,
             paused: false,
+            call_started: std::time::Instant::now(),
+            not_guest: std::time::Duration::ZERO,
             context: "null".to_string(),
         }
     }
@@ -107,7 +113,9 @@ impl bindings::sluice::connector::types::Host for GuestState {}
 impl bindings::sluice::connector::http::Host for GuestState {
     async fn send(&mut self, req: Request) -> Result<Response, HttpError> {
         let egress = self.egress.clone();
+        let sent = std::time::Instant::now();
         let result = egress.send(req, &self.context).await;
+        self.not_guest += sent.elapsed();
         self.back_from_host = true;
         if let Err(HttpError::Denied(why)) = &result {
             self.push_log(GuestLog { level: Level::Warn, message: format!("request denied: {why}") });

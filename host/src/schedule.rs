@@ -239,11 +239,23 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
                             if let Some(cursor) = cursor.as_mut() {
                                 cursor.listing_complete(lowest_start.clone().flatten().as_ref());
                             }
+                            // Saved jobs of partitions not read in this run (unlisted or done).
+                            for (key, handle) in saved_jobs.drain() {
+                                match &shared.jobs {
+                                    Some(jobs) => jobs.discard(&name, &key, &handle).await?,
+                                    None => {
+                                        let message = format!("job {handle} of stream {name} saved in the state is left on the API: the plugin no longer reads {name} through jobs");
+                                        out.log("WARN", &message).await?;
+                                    }
+                                }
+                            }
                         }
                         Err(e) => {
                             summary.failed = true;
                             let message = format!("cannot list the partitions of stream {name}: {}", e.message());
                             out.error(&message, e.failure_type(), Some(&name)).await?;
+                            // Partitions the listing did not reach keep their saved jobs for the next run.
+                            jobs_in_flight.extend(saved_jobs.drain());
                         }
                     }
                 }
@@ -252,7 +264,7 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
             _ = std::future::ready(()), if next.is_some() && through_jobs => {
                 let (partition, range) = next.take().expect("guarded by next.is_some()");
                 in_flight += 1;
-                let saved = saved_jobs.remove(&partition.key);
+                let saved = serde_json::from_str::<Value>(&partition.key).ok().and_then(|key| saved_jobs.remove(&key.to_string()));
                 let track = if range.is_none() { cursor.as_ref().map(|c| c.field().to_vec()) } else { None };
                 let task = PartitionTask { shared: shared.clone(), partition, range, track, running: running.clone() };
                 let (done_tx, stream_permits) = (done_tx.clone(), stream_permits.clone());
@@ -297,7 +309,7 @@ fn stream_state(cursor: Option<&StreamCursor>, jobs: &std::collections::BTreeMap
     state
 }
 
-/// Jobs a previous run left in flight, by partition key (JSON text).
+/// Jobs a previous run left in flight, by partition key (compact JSON text, keys sorted).
 fn saved_job_handles(saved: Option<&Value>) -> std::collections::HashMap<String, Value> {
     let entries = saved.and_then(|s| s.get("jobs")).and_then(Value::as_array).cloned().unwrap_or_default();
     entries.into_iter().filter_map(|e| Some((e.get("partition")?.to_string(), e.get("job")?.clone()))).collect()

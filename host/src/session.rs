@@ -53,7 +53,8 @@ impl From<OutputClosed> for RunError {
 /// What the guests of one run used, and what they read.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunUsage {
-    /// Time spent executing guest code.
+    /// Time spent in guest code: the calls' wall-clock time less their HTTP requests and
+    /// throttling pauses (so it includes lifting and lowering the values they exchange).
     pub guest_cpu: Duration,
     pub requests: u64,
     pub retries: u64,
@@ -118,7 +119,7 @@ impl ReadReport {
         let u = &self.usage;
         format!(
             "read {} records from {} stream(s) in {:.2}s ({}); {} requests, {} retries, {} denied, {} bytes in; \
-             guest CPU {:.2}s, peak guest memory {:.1} MiB, {} instances",
+             guest time {:.2}s, peak guest memory {:.1} MiB, {} instances",
             u.records,
             self.streams.len(),
             self.elapsed.as_secs_f64(),

@@ -172,6 +172,48 @@ fn a_resumed_run_polls_its_saved_jobs_instead_of_creating_new_ones() {
 }
 
 #[test]
+fn a_saved_job_of_a_partition_no_longer_listed_is_aborted_not_left_on_the_api() {
+    let api = demo_api(DemoApiConfig { records: 200, accounts: 2, job_polls: 2, ..Default::default() });
+    let files = Files::new();
+    let config = files.json("config.json", &report_config(&api, 2));
+    let first = host(&["run", "--streams", "report_items"])
+        .args(FAST.iter().map(|s| s.to_string()))
+        .demo_source(&api, &config)
+        .run();
+    assert!(first.success(), "{}", first.explain());
+
+    // A job on the API that the state says belongs to account 7, which the API no longer has.
+    let (status, body) =
+        sluice_tests::plain_http::exchange(api.addr(), "POST", "/reports", br#"{"account_id": 1}"#).unwrap();
+    assert_eq!(status, 201, "{}", String::from_utf8_lossy(&body));
+    let stale: Value = serde_json::from_slice(&body).unwrap();
+    let mut state = first.last_state("report_items").expect("the first run saved a state");
+    state["jobs"] = json!([{"partition": {"account_id": 7}, "job": {"id": stale["id"]}}]);
+    let message = json!({"type": "STATE", "state": {"type": "STREAM", "stream": {
+        "stream_descriptor": {"name": "report_items"}, "stream_state": state}}});
+    let state_file = files.json("state.json", &message);
+    assert_eq!(api.stats().jobs_kept, 1);
+
+    let resumed = host(&["run", "--streams", "report_items", "--state"])
+        .arg(&state_file)
+        .args(FAST.iter().map(|s| s.to_string()))
+        .demo_source(&api, &config)
+        .run();
+    assert!(resumed.success(), "{}", resumed.explain());
+    assert_eq!(api.stats().jobs_kept, 0, "the stale job was left on the API");
+    let id = stale["id"].as_str().unwrap();
+    assert!(
+        resumed
+            .logs()
+            .iter()
+            .any(|l| l.contains(&format!("aborted job {{\"id\":\"{id}\"}}")) && l.contains("account_id")),
+        "{:?}",
+        resumed.logs()
+    );
+    assert_eq!(resumed.last_state("report_items").unwrap().get("jobs"), None);
+}
+
+#[test]
 fn sigterm_aborts_the_jobs_in_flight() {
     let api = demo_api(DemoApiConfig { records: 300, accounts: 3, job_polls: u64::MAX, ..Default::default() });
     let files = Files::new();

@@ -89,6 +89,7 @@ async fn fifty_runs(hostile_mode: &str) {
                 assert!(report.usage.bytes_in > 2 * RECORDS * 50, "{:?}", report.usage);
                 assert!(report.usage.peak_memory_bytes >= 64 << 10, "{:?}", report.usage);
                 assert!(report.usage.instances >= 7, "{:?}", report.usage);
+                assert!(!report.usage.guest_cpu.is_zero(), "the guests' time is accounted: {:?}", report.usage);
                 good += 1;
             }
             (None, result) => {
