@@ -309,7 +309,8 @@ fn stream_state(cursor: Option<&StreamCursor>, jobs: &std::collections::BTreeMap
     state
 }
 
-/// Jobs a previous run left in flight, by partition key (compact JSON text, keys sorted).
+/// Jobs a previous run left in flight, by partition key (compact JSON text, so a key matches
+/// however the guest spaced it).
 fn saved_job_handles(saved: Option<&Value>) -> std::collections::HashMap<String, Value> {
     let entries = saved.and_then(|s| s.get("jobs")).and_then(Value::as_array).cloned().unwrap_or_default();
     entries.into_iter().filter_map(|e| Some((e.get("partition")?.to_string(), e.get("job")?.clone()))).collect()

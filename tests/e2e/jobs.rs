@@ -15,7 +15,11 @@ fn report_config(api: &DemoApi, max_jobs: u32) -> Value {
 const FAST: [&str; 4] = ["--job-poll-ms", "20", "--job-poll-max-ms", "50"];
 
 fn run_reports(api: &DemoApi, files: &Files, max_jobs: u32, extra: &[&str]) -> HostRun {
-    let config = files.json("config.json", &report_config(api, max_jobs));
+    report_run(api, &files.json("config.json", &report_config(api, max_jobs)), extra)
+}
+
+/// `report_items` with `config`, on the fast poll schedule.
+fn report_run(api: &DemoApi, config: &std::path::Path, extra: &[&str]) -> HostRun {
     host(&["run", "--streams", "report_items"])
         .args(FAST.iter().chain(extra).map(|s| s.to_string()))
         .demo_source(api, config)
@@ -159,11 +163,7 @@ fn a_resumed_run_polls_its_saved_jobs_instead_of_creating_new_ones() {
     assert_eq!(status, 204);
 
     let state = files.text("state.jsonl", first.as_bytes());
-    let resumed = host(&["run", "--streams", "report_items", "--state"])
-        .arg(&state)
-        .args(FAST.iter().map(|s| s.to_string()))
-        .demo_source(&api, &config)
-        .run();
+    let resumed = report_run(&api, &config, &["--state", state.to_str().unwrap()]);
     assert!(resumed.success(), "{}", resumed.explain());
     assert_eq!(api.stats().jobs_created, 5, "3 saved jobs resumed, 1 forgotten job created anew");
     assert!(resumed.logs().iter().any(|l| l.contains(&format!("no longer knows job {{\"id\":\"{forgotten}\"}}"))));
@@ -176,10 +176,7 @@ fn a_saved_job_of_a_partition_no_longer_listed_is_aborted_not_left_on_the_api() 
     let api = demo_api(DemoApiConfig { records: 200, accounts: 2, job_polls: 2, ..Default::default() });
     let files = Files::new();
     let config = files.json("config.json", &report_config(&api, 2));
-    let first = host(&["run", "--streams", "report_items"])
-        .args(FAST.iter().map(|s| s.to_string()))
-        .demo_source(&api, &config)
-        .run();
+    let first = report_run(&api, &config, &[]);
     assert!(first.success(), "{}", first.explain());
 
     // A job on the API that the state says belongs to account 7, which the API no longer has.
@@ -194,11 +191,7 @@ fn a_saved_job_of_a_partition_no_longer_listed_is_aborted_not_left_on_the_api() 
     let state_file = files.json("state.json", &message);
     assert_eq!(api.stats().jobs_kept, 1);
 
-    let resumed = host(&["run", "--streams", "report_items", "--state"])
-        .arg(&state_file)
-        .args(FAST.iter().map(|s| s.to_string()))
-        .demo_source(&api, &config)
-        .run();
+    let resumed = report_run(&api, &config, &["--state", state_file.to_str().unwrap()]);
     assert!(resumed.success(), "{}", resumed.explain());
     assert_eq!(api.stats().jobs_kept, 0, "the stale job was left on the API");
     let id = stale["id"].as_str().unwrap();

@@ -68,15 +68,14 @@ impl Lake {
         match &self.s3 {
             None => sluice_host::replay::Location::parse(uri).unwrap(),
             Some(s3) => {
-                let env: std::collections::HashMap<String, String> = s3.env().into_iter().collect();
-                let store = object_store::aws::AmazonS3Builder::new()
+                // The server's settings, as the host reads them from its environment.
+                let store = s3
+                    .env()
+                    .into_iter()
+                    .fold(object_store::aws::AmazonS3Builder::new(), |builder, (key, value)| {
+                        builder.with_config(key.to_ascii_lowercase().parse().unwrap(), value)
+                    })
                     .with_bucket_name("lake")
-                    .with_endpoint(&env["AWS_ENDPOINT"])
-                    .with_allow_http(true)
-                    .with_access_key_id("test")
-                    .with_secret_access_key("test")
-                    .with_region("us-east-1")
-                    .with_virtual_hosted_style_request(false)
                     .build()
                     .unwrap();
                 let key = uri.strip_prefix("s3://lake/").unwrap();
