@@ -111,6 +111,8 @@ setup-s3-server:
 test: build-plugins setup-singer-targets setup-s3-server test-guest-sdks
     @command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
     cargo nextest run --workspace --exclude demo-source --exclude test-connector --exclude wrong-version --exclude hostile --exclude broken-connector --no-fail-fast
+    # nextest does not run doc tests: the embedding guide's example and the crate docs.
+    cargo test --doc -p sluice-host
 
 # Benchmarks: the host against a native reader, same run, ratios.
 bench: build-plugins

@@ -25,7 +25,9 @@ pub mod jobs {
     });
 }
 
-pub use exports::sluice::connector::source::{CapabilitySet as Capabilities, Page, Partition, PartitionBatch, Stream};
+pub use exports::sluice::connector::source::{
+    CapabilitySet as Capabilities, Guest as Source, Page, Partition, PartitionBatch, Stream,
+};
 pub use jobs::exports::sluice::connector::async_jobs::{
     Guest as AsyncJobs, GuestIndices as AsyncJobsIndices, JobSettings, JobStatus,
 };

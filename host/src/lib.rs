@@ -4,31 +4,74 @@
 //! HTTP (egress policy, retries), state, scheduling and the output stream. A connector only
 //! knows its API: how to slice a stream into partitions and read a page of one.
 //!
-//! Modules, one per concern: [`engine`] (wasmtime, the compiled-component cache), [`sandbox`]
-//! (what a guest can see), [`egress`] (HTTP), [`connector`] (instances and calls), [`read`] (the
-//! pagination loop), [`state`] (cursors), [`catalog`], [`protocol`] (messages and the writer),
-//! [`replay`] (runs kept in object storage, and re-emitted), [`cli`] and [`commands`].
+//! An embedder needs [`Runtime`] (one per process: the engine and the compiled-component cache),
+//! a [`RunRequest`] per run (plugin, config, [`Action`], [`Policy`] with its [`Limits`], HTTP
+//! and storage options, a sink), and gets a [`RunReport`] back ([`ReadReport`] and [`RunUsage`]
+//! for a read). The CLI is built on exactly that; see docs/embedding.md and
+//! docs/architecture.md.
+//!
+//! ```no_run
+//! use sluice_host::{Policy, RunRequest, Runtime};
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let runtime = Runtime::new("/var/cache/sluice".into(), true)?;
+//! let mut request = RunRequest::new("plugin.wasm", serde_json::json!({"base_url": "https://api.example.com"}),
+//!     Box::new(std::io::stdout()));
+//! request.policy = Policy { allow_hosts: vec!["api.example.com".into()], ..Default::default() };
+//! let report = runtime.run(request).await.read()?;
+//! println!("{}", report.summary_line());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The modules, bottom to top (a module imports only those below it): `bindings` (the WIT
+//! contract), `data` (protocol and the writer, state, catalogs, secrets), `net` (egress),
+//! `guest` (wasmtime: engine, sandbox, instances), `storage` (the replay lake, HTTP
+//! recordings), `run` (the pipeline, scheduling, report jobs), `conformance` (`host test`) and
+//! `cli`.
 
-pub mod bindings;
-pub mod catalog;
+mod bindings;
 pub mod cli;
-pub mod commands;
-pub mod conformance;
-pub mod connector;
-pub mod egress;
-pub mod engine;
-pub mod jobs;
-pub mod limits;
-pub mod policy;
-pub mod progress;
-pub mod protocol;
-pub mod read;
-pub mod recording;
-pub mod replay;
-pub mod runtime;
-pub mod sandbox;
-pub mod schedule;
-pub mod secrets;
-pub mod session;
-pub mod signals;
-pub mod state;
+mod conformance;
+mod data;
+mod guest;
+mod net;
+mod run;
+mod storage;
+
+pub use data::catalog::Selected;
+pub use data::protocol::{FailureType, Format};
+pub use data::state::InputState;
+pub use guest::limits::Limits;
+pub use net::HttpOptions;
+pub use net::hooks::{Answer, Attempt, BoxFuture, HttpHooks, Outcome as AttemptOutcome, Timing};
+pub use run::jobs::JobOptions;
+pub use run::policy::Policy;
+pub use run::read::StreamSummary;
+pub use run::request::{Action, Outcome, ReadReport, RunError, RunReport, RunRequest, Selection};
+pub use run::runtime::{Runtime, RuntimeOptions};
+pub use run::schedule::Concurrency;
+pub use run::session::RunUsage;
+pub use run::stop::Stop;
+pub use storage::replay::{
+    Cadence, Compression, LakeOptions, Location, Manifest, ReplayOptions, ReplayReport, Segment, StorageOptions,
+    current_manifest, rebuild_manifest, replay,
+};
+
+/// The HTTP bindings' types a hook sees.
+pub use bindings::{HttpError, Request as HttpRequest, Response as HttpResponse};
+
+/// Internals the benchmark binaries measure in isolation (a guest call, the writer). Not a
+/// stable API.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::data::protocol::{Output, checked_record};
+    pub use crate::guest::connector::Connector;
+    pub use crate::guest::engine::Engine;
+    pub use crate::net::{Egress, EgressPolicy};
+}
+
+/// docs/embedding.md, whose example is compiled as a doc test so the guide stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/embedding.md")]
+pub struct EmbeddingGuide;

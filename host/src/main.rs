@@ -10,5 +10,5 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(sluice_host::commands::execute(cli, Box::new(std::io::stdout())))
+    runtime.block_on(sluice_host::cli::execute(cli, Box::new(std::io::stdout())))
 }

@@ -40,7 +40,7 @@ pub async fn host_run_into(
     args.extend(extra.iter().map(|s| s.to_string()));
     let cli = Cli::parse_from(args);
     let started = Instant::now();
-    let code = sluice_host::commands::execute(cli, sink).await;
+    let code = sluice_host::cli::execute(cli, sink).await;
     let elapsed = started.elapsed();
     assert_eq!(format!("{code:?}"), format!("{:?}", std::process::ExitCode::SUCCESS), "host run failed");
     elapsed

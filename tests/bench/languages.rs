@@ -12,9 +12,8 @@
 mod common;
 
 use common::{median, ms};
-use sluice_host::connector::Connector;
-use sluice_host::egress::{Egress, EgressPolicy, HttpOptions};
-use sluice_host::engine::Engine;
+use sluice_host::HttpOptions;
+use sluice_host::internals::{Connector, Egress, EgressPolicy, Engine};
 use sluice_tests::demo_api::{DemoApi, DemoApiConfig};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -19,10 +19,8 @@
 mod common;
 
 use common::{median, ms};
-use sluice_host::connector::Connector;
-use sluice_host::egress::{Egress, EgressPolicy, HttpOptions};
-use sluice_host::engine::Engine;
-use sluice_host::protocol::{self, Format, Output};
+use sluice_host::internals::{Connector, Egress, EgressPolicy, Engine, Output, checked_record};
+use sluice_host::{Format, HttpOptions};
 use sluice_tests::demo_api::{DemoApi, DemoApiConfig};
 use std::path::Path;
 use std::sync::Arc;
@@ -188,7 +186,7 @@ async fn native_report(base_url: &str, expected: u64, page: u64) -> (Duration, u
         let stamp = out.stamp();
         let mut rendered = out.page(body.len() + lines.len() * 80);
         for line in &lines {
-            let checked = protocol::checked_record(line, 16 << 20).unwrap();
+            let checked = checked_record(line, 16 << 20).unwrap();
             out.push_record(&mut rendered, &stream_json, &checked, &stamp);
         }
         out.records("report_items", rendered, lines.len() as u64).await.unwrap();
@@ -240,7 +238,7 @@ fn replay_storage(bench: &Bench) {
     for run in runs.iter().take(ROUNDS) {
         let uri = format!("file://{}", run.display());
         let started = Instant::now();
-        let report = sluice_host::replay::replay(&uri, &Default::default(), &mut std::io::sink()).unwrap();
+        let report = sluice_host::replay(&uri, &Default::default(), &mut std::io::sink()).unwrap();
         replays.push(started.elapsed());
         assert_eq!(report.records, RECORDS);
     }
@@ -250,8 +248,7 @@ fn replay_storage(bench: &Bench) {
 
 /// 49 tenants reading `items` (2,000 records each), with or without a hostile 50th.
 fn tenants(bench: &Bench) {
-    use sluice_host::policy::Policy;
-    use sluice_host::runtime::{RunRequest, Runtime};
+    use sluice_host::{Policy, RunRequest, Runtime};
     let api = DemoApi::start_background(DemoApiConfig { records: 2000, accounts: 4, ..Default::default() }).unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let hostile = root.join("target/plugins/hostile.wasm");
@@ -274,10 +271,10 @@ fn tenants(bench: &Bench) {
                 let config = serde_json::json!({"base_url": api.base_url(), "page_size": 500});
                 let mut request = RunRequest::new(&bench.plugin, config, Box::new(std::io::sink()));
                 request.policy = Policy { allow_hosts: vec![format!("http://{}", api.addr())], ..Default::default() };
-                request.streams = Some(vec!["items".into()]);
+                let request = request.streams(["items"]);
                 let runtime = runtime.clone();
                 runs.spawn(async move {
-                    let report = runtime.run(request).await.expect("a tenant run");
+                    let report = runtime.run(request).await.read().expect("a tenant run");
                     assert!(report.ok());
                     Some(Instant::now())
                 });
@@ -298,7 +295,7 @@ fn tenants(bench: &Bench) {
         hostile_present.push(round(true));
     }
     let (alone, present) = (median(&mut alone), median(&mut hostile_present));
-    println!("\n[5] 49 tenants x 2,000 records in one process (pooling: {})", runtime.engine().pooling());
+    println!("\n[5] 49 tenants x 2,000 records in one process (pooling: {})", runtime.pooling());
     println!("  without a hostile tenant: {:.1} ms; with an endless-loop tenant: {:.1} ms", ms(alone), ms(present));
     println!("  ratio with/without: {:.2}x", present.as_secs_f64() / alone.as_secs_f64());
 }
@@ -447,7 +444,7 @@ async fn write_page(out: &Output, stream_json: &str, records: &[Box<serde_json::
     let stream: String = serde_json::from_str(stream_json).unwrap();
     let mut lines = out.page(records.iter().map(|r| r.get().len() + 80).sum());
     for record in records {
-        let checked = protocol::checked_record(record.get(), 16 << 20).unwrap();
+        let checked = checked_record(record.get(), 16 << 20).unwrap();
         out.push_record(&mut lines, stream_json, &checked, &stamp);
     }
     out.records(&stream, lines, records.len() as u64).await.unwrap();

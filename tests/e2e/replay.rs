@@ -64,9 +64,9 @@ impl Lake {
 
     /// The run folder at `uri`, opened through the host's storage layer as any S3 client would
     /// (to tamper with what the host stored).
-    fn folder(&self, uri: &str) -> sluice_host::replay::Location {
+    fn folder(&self, uri: &str) -> sluice_host::Location {
         match &self.s3 {
-            None => sluice_host::replay::Location::parse(uri).unwrap(),
+            None => sluice_host::Location::parse(uri).unwrap(),
             Some(s3) => {
                 // The server's settings, as the host reads them from its environment.
                 let store = s3
@@ -79,7 +79,7 @@ impl Lake {
                     .build()
                     .unwrap();
                 let key = uri.strip_prefix("s3://lake/").unwrap();
-                sluice_host::replay::Location {
+                sluice_host::Location {
                     store: std::sync::Arc::new(store),
                     prefix: object_store::path::Path::from(key),
                     uri: uri.to_string(),

@@ -3,10 +3,12 @@
 
 use crate::support::*;
 use serde_json::{Value, json};
-use sluice_host::policy::Policy;
-use sluice_host::runtime::{RunRequest, Runtime};
-use sluice_host::session::ReadReport;
+use sluice_host::{
+    Attempt, AttemptOutcome, BoxFuture, FailureType, Format, HttpHooks, Policy, ReadReport, ReplayOptions, RunRequest,
+    Runtime, Timing,
+};
 use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A sink the test can read back.
@@ -48,8 +50,7 @@ const RECORDS: u64 = 200;
 fn tenant(api: &DemoApi, sink: Shared) -> RunRequest {
     let mut request = RunRequest::new(plugin("demo-source"), demo_config(api, 25), Box::new(sink));
     request.policy = Policy { allow_hosts: vec![grant(api)], ..Default::default() };
-    request.streams = Some(vec!["items".into(), "account_items".into()]);
-    request
+    request.streams(["items", "account_items"])
 }
 
 fn hostile_tenant(mode: &str) -> RunRequest {
@@ -66,11 +67,11 @@ async fn fifty_runs(hostile_mode: &str) {
     let mut runs = tokio::task::JoinSet::new();
     let hostile = runtime.clone();
     let mode = hostile_mode.to_string();
-    runs.spawn(async move { (None, hostile.run(hostile_tenant(&mode)).await) });
+    runs.spawn(async move { (None, hostile.run(hostile_tenant(&mode)).await.read()) });
     for _ in 0..49 {
         let (runtime, sink) = (runtime.clone(), Shared::default());
         let request = tenant(&api, sink.clone());
-        runs.spawn(async move { (Some(sink), runtime.run(request).await) });
+        runs.spawn(async move { (Some(sink), runtime.run(request).await.read()) });
     }
     let mut good = 0;
     while let Some(joined) = runs.join_next().await {
@@ -114,7 +115,7 @@ async fn fifty_runs(hostile_mode: &str) {
         }
     }
     assert_eq!(good, 49);
-    assert!(runtime.engine().pooling(), "the pooling allocator is in use here");
+    assert!(runtime.pooling(), "the pooling allocator is in use here");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -125,4 +126,126 @@ async fn fifty_tenants_with_an_endless_loop_among_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_tenants_with_a_memory_bomb_among_them() {
     fifty_runs("memory").await;
+}
+
+/// The demo API, a runtime with its own cache, and a lake folder.
+fn kept_tenant_setup() -> (DemoApi, tempfile::TempDir, tempfile::TempDir, Runtime) {
+    let api = demo_api(DemoApiConfig { records: RECORDS, accounts: 4, ..Default::default() });
+    let (cache, lake) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let runtime = Runtime::new(cache.path().to_path_buf(), true).unwrap();
+    (api, cache, lake, runtime)
+}
+
+/// A tenant's run kept in the lake, through the library: the same storage options as
+/// `--replay-to`, and the stored run replays byte-identical to what the tenant's sink got.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_run_is_kept_in_the_lake_and_replays_byte_identical() {
+    let (api, _cache, lake, runtime) = kept_tenant_setup();
+    let sink = Shared::default();
+    let mut request = tenant(&api, sink.clone());
+    request.format = Format::Singer;
+    request.storage.replay_to = Some(lake.path().display().to_string());
+    let report = runtime.run(request).await;
+    let kept_at = report.kept_at.clone().expect("the run is kept");
+    let read = report.read().unwrap();
+    assert!(read.ok(), "{}", read.summary_line());
+    // The storage functions block: off the async workers, as docs/embedding.md says.
+    let uri = kept_at.clone();
+    let manifest = tokio::task::spawn_blocking(move || sluice_host::current_manifest(&uri)).await.unwrap().unwrap();
+    assert_eq!(manifest.outcome.as_deref(), Some("succeeded"));
+    assert_eq!(manifest.segments.iter().map(|s| s.records).sum::<u64>(), 2 * RECORDS);
+    let replayed = tokio::task::spawn_blocking(move || {
+        let mut replayed = Vec::new();
+        let options = ReplayOptions { format: Format::Singer, ..Default::default() };
+        sluice_host::replay(&kept_at, &options, &mut replayed).unwrap();
+        replayed
+    })
+    .await
+    .unwrap();
+    assert_eq!(String::from_utf8(replayed).unwrap(), String::from_utf8(sink.0.lock().unwrap().clone()).unwrap());
+}
+
+/// Counts what the egress layer shows an embedder's hook: every attempt, with its outcome.
+#[derive(Default)]
+struct Counting {
+    attempts: AtomicU64,
+    ok: AtomicU64,
+}
+
+impl HttpHooks for Counting {
+    fn observe<'a>(&'a self, attempt: &'a Attempt<'a>, outcome: AttemptOutcome<'a>, _timing: Timing) -> BoxFuture<'a> {
+        assert_eq!(attempt.method, "GET");
+        self.attempts.fetch_add(1, Ordering::Relaxed);
+        if matches!(outcome, AttemptOutcome::Response(r) if r.status == 200) {
+            self.ok.fetch_add(1, Ordering::Relaxed);
+        }
+        Box::pin(async {})
+    }
+}
+
+/// A tenant's run recorded (`storage.record_http`), then run again from the recording with the
+/// API gone: the same records, no network, and an embedder's own hook sees every attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_run_replays_from_its_http_recording_with_the_api_gone() {
+    let (api, _cache, lake, runtime) = kept_tenant_setup();
+    let recorded_sink = Shared::default();
+    let mut request = tenant(&api, recorded_sink.clone());
+    request.storage.replay_to = Some(lake.path().display().to_string());
+    request.storage.record_http = true;
+    let counting = Arc::new(Counting::default());
+    request.http_hooks.push(counting.clone());
+    let report = runtime.run(request).await;
+    let kept_at = report.kept_at.clone().expect("the run is kept");
+    let recorded = report.read().unwrap();
+    assert!(recorded.ok(), "{}", recorded.summary_line());
+    assert_eq!(counting.attempts.load(Ordering::Relaxed), recorded.usage.requests);
+    assert_eq!(counting.ok.load(Ordering::Relaxed), recorded.usage.requests);
+    let config = demo_config(&api, 25);
+    drop(api);
+
+    let replayed_sink = Shared::default();
+    let mut request = RunRequest::new(plugin("demo-source"), config, Box::new(replayed_sink.clone()));
+    request = request.streams(["items", "account_items"]);
+    request.http_replay = Some(kept_at);
+    let replayed = runtime.run(request).await.read().unwrap();
+    assert!(replayed.ok(), "{}", replayed.summary_line());
+    let all: Vec<u64> = (1..=RECORDS).collect();
+    assert_eq!(replayed_sink.ids("items"), all);
+    assert_eq!(replayed_sink.ids("account_items"), all);
+    assert_eq!(replayed.usage.requests, recorded.usage.requests);
+    let logs = String::from_utf8(replayed_sink.0.lock().unwrap().clone()).unwrap();
+    assert!(logs.contains("HTTP is replayed from the recording"), "{logs}");
+}
+
+/// A tenant stopped through its request's [`Stop`] ends with its own reason, and the others in
+/// the process are not touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_stopped_through_its_handle_ends_alone() {
+    let api = demo_api(DemoApiConfig { records: RECORDS, accounts: 4, latency_ms: 200, ..Default::default() });
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = Arc::new(Runtime::new(cache.path().to_path_buf(), true).unwrap());
+    let (stopped_sink, other_sink) = (Shared::default(), Shared::default());
+    let stopped = tenant(&api, stopped_sink.clone());
+    let stop = stopped.stop.clone();
+    let other = tenant(&api, other_sink.clone());
+    let (a, b) = (runtime.clone(), runtime.clone());
+    let stopped = tokio::spawn(async move { a.run(stopped).await });
+    let other = tokio::spawn(async move { b.run(other).await });
+    // Stop once the tenant has written its first record (polled, for at most 60 s).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !String::from_utf8_lossy(&stopped_sink.0.lock().unwrap()).contains("\"RECORD\"") {
+        assert!(std::time::Instant::now() < deadline, "the tenant wrote no record");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    stop.request("the tenant was cancelled");
+    let stopped = stopped.await.unwrap();
+    assert_eq!(stopped.stopped.as_deref(), Some("the tenant was cancelled"));
+    let error = stopped.result.unwrap_err();
+    assert_eq!(error.failure, FailureType::Transient);
+    let text = String::from_utf8(stopped_sink.0.lock().unwrap().clone()).unwrap();
+    let last = text.lines().last().unwrap();
+    assert!(last.contains("TRACE") && last.contains("the tenant was cancelled"), "{last}");
+    let other = other.await.unwrap().read().unwrap();
+    assert!(other.ok(), "{}", other.summary_line());
+    assert_eq!(other_sink.ids("items"), (1..=RECORDS).collect::<Vec<_>>());
 }

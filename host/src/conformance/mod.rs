@@ -16,30 +16,45 @@ mod reading;
 mod report;
 
 use crate::bindings::{Partition, Stream};
-use crate::cli::TestArgs;
-use crate::connector::{CallError, Connector};
-use crate::protocol::{Format, Output, preview};
-use crate::state::{self, StreamCursor};
+use crate::data::protocol::{Format, Output, preview};
+use crate::data::secrets::Secrets;
+use crate::data::state::{self, StreamCursor};
+use crate::guest::connector::{CallError, Connector};
+use crate::net::HttpOptions;
+use crate::run::policy::Policy;
+use crate::run::runtime::Runtime;
 use jsonschema::Validator;
 use reading::{Listing, Place, Problem, Visitor, describe, partition_label};
-use report::{Check, Report};
+use report::Check;
 use serde_json::{Map, Value, json};
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
-use std::process::ExitCode;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-pub use report::{CheckResult, Failure, Status};
+pub use report::{CheckResult, Report};
 
-/// Runs the kit and prints its report on stdout; exits 0 when every check passed.
-pub async fn run(args: TestArgs, out: &Output) -> ExitCode {
-    let report = kit(&args, out).await;
-    let text = if args.json { format!("{:#}\n", report.to_json()) } else { report.to_text() };
-    let mut stdout = std::io::stdout().lock();
-    if stdout.write_all(out.secrets.mask(&text).as_bytes()).and_then(|()| stdout.flush()).is_err() {
-        return ExitCode::FAILURE;
-    }
-    if report.passed() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+/// What the kit tests: a plugin with a config, under a policy.
+pub struct TestRequest {
+    pub plugin: PathBuf,
+    pub config: Value,
+    pub policy: Policy,
+    pub http: HttpOptions,
+    /// Answer HTTP from the recording of a kept run instead of the network.
+    pub http_replay: Option<String>,
+    /// Check only these streams (all when `None`).
+    pub streams: Option<Vec<String>>,
+    /// Pages a partition may take before its pagination counts as endless.
+    pub max_pages: u64,
+}
+
+/// The report of a kit that could not even load the plugin or read its config.
+pub fn cannot_start(plugin: &Path, message: String) -> Report {
+    let mut report = Report { plugin: plugin.display().to_string(), ..Report::default() };
+    let mut check = Check::new("load", None);
+    check.fail("opening the connector", message);
+    report.push(check.finish("the connector cannot be started with this config"));
+    report
 }
 
 /// A sink that keeps what the host said while opening the connector.
@@ -56,13 +71,18 @@ impl Write for Captured {
     }
 }
 
-async fn kit(args: &TestArgs, out: &Output) -> Report {
-    let mut report = Report { plugin: args.common.plugin.plugin.display().to_string(), ..Report::default() };
+/// Runs the kit on a plugin loaded through `runtime`; the report says what passed and failed.
+pub async fn test(runtime: &Runtime, request: TestRequest) -> Report {
+    let mut report = Report { plugin: request.plugin.display().to_string(), ..Report::default() };
 
     // Open the connector exactly as `check` and `discover` do; keep what the host said.
     let captured = Captured::default();
     let (quiet, writer) = Output::spawn(Format::Airbyte, Box::new(captured.clone()));
-    let opened = crate::commands::open_for_test(&args.common, &quiet).await;
+    let opened = runtime
+        .open(&request.plugin, request.config.to_string(), &request.policy, request.http, request.http_replay, &quiet)
+        .await
+        .map_err(|e| quiet.secrets.mask(&e.message));
+    report.secrets = quiet.secrets.clone();
     drop(quiet);
     let _ = writer.finish();
     let said = String::from_utf8_lossy(&captured.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned();
@@ -82,12 +102,13 @@ async fn kit(args: &TestArgs, out: &Output) -> Report {
     };
     let config: Value = serde_json::from_str(&connector.config).unwrap_or(Value::Null);
 
-    let spec = check_spec(&connector, &config, out, &mut report).await;
+    let secrets = report.secrets.clone();
+    let spec = check_spec(&connector, &config, &secrets, &mut report).await;
     report.push(check_config(&connector).await);
     report.push(check_broken_configs(&connector, spec.as_ref(), &config).await);
-    let streams = check_discover(&connector, args.streams.as_deref(), &mut report).await;
+    let streams = check_discover(&connector, request.streams.as_deref(), &mut report).await;
     for stream in &streams {
-        check_stream(&connector, stream, args.max_pages, &mut report).await;
+        check_stream(&connector, stream, request.max_pages, &mut report).await;
     }
     report
 }
@@ -98,7 +119,7 @@ struct StreamUnderTest {
     validator: Option<Validator>,
 }
 
-async fn check_spec(connector: &Connector, config: &Value, out: &Output, report: &mut Report) -> Option<Value> {
+async fn check_spec(connector: &Connector, config: &Value, secrets: &Secrets, report: &mut Report) -> Option<Value> {
     let mut check = Check::new("spec", None);
     let spec = match connector.instance().await {
         Ok(mut instance) => instance.spec().await,
@@ -120,7 +141,7 @@ async fn check_spec(connector: &Connector, config: &Value, out: &Output, report:
             return None;
         }
     };
-    out.secrets.set_from(&spec, config);
+    secrets.set_from(&spec, config);
     let Some(validator) = schema_validator(&spec, "spec", &mut check) else {
         report.push(check.finish("the spec is not a valid JSON Schema"));
         return Some(spec);
@@ -238,7 +259,7 @@ async fn check_broken_configs(connector: &Connector, spec: Option<&Value>, confi
             Err(e @ CallError::Trap(_)) => {
                 check.fail(location, format!("crashed instead of failing cleanly: {}", e.message()))
             }
-            Err(e) if e.failure_type() != crate::protocol::FailureType::Config => check.fail(
+            Err(e) if e.failure_type() != crate::data::protocol::FailureType::Config => check.fail(
                 location,
                 format!("failed with a {}, not a config error: {}", e.failure_type().as_str(), e.message()),
             ),
@@ -401,7 +422,7 @@ fn compare_listings(name: &str, a: &Listing, b: &Listing, check: &mut Check) {
     let identity = |p: &Partition| {
         let key: Value = serde_json::from_str(&p.key).unwrap_or(Value::Null);
         let show = |v: &Option<crate::bindings::CursorValue>| {
-            v.as_ref().map(|v| crate::read::cursor_to_json(v).to_string()).unwrap_or_else(|| "none".into())
+            v.as_ref().map(|v| crate::run::read::cursor_to_json(v).to_string()).unwrap_or_else(|| "none".into())
         };
         match &p.cursor_range {
             Some(r) => format!("{} with cursor range ({}, {}]", canonical(&key), show(&r.start), show(&r.end)),
@@ -545,8 +566,8 @@ impl Visitor for FullRead<'_> {
                     if let Some(range) = &place.partition.cursor_range
                         && let Some(end) = &range.end
                     {
-                        let end = crate::read::cursor_to_json(end);
-                        let start = range.start.as_ref().map(crate::read::cursor_to_json);
+                        let end = crate::run::read::cursor_to_json(end);
+                        let start = range.start.as_ref().map(crate::run::read::cursor_to_json);
                         let after_end = state::compare(&value, &end).is_gt();
                         let not_after_start = start.as_ref().is_some_and(|s| !state::compare(&value, s).is_gt());
                         if after_end || not_after_start {

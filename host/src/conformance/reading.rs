@@ -3,10 +3,10 @@
 //! one partition at a time, handing every page and record to the checks with where it came from.
 
 use crate::bindings::Partition;
-use crate::connector::{CallError, Connector};
-use crate::protocol::{self, preview};
-use crate::read;
-use crate::state::{self, Resume, StreamCursor};
+use crate::data::protocol::{self, preview};
+use crate::data::state::{self, Resume, StreamCursor};
+use crate::guest::connector::{CallError, Connector};
+use crate::run::read;
 use serde_json::Value;
 use std::collections::HashMap;
 

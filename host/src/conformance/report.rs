@@ -125,9 +125,17 @@ pub struct Report {
     /// What the host said while loading the plugin (cache, grants).
     pub notes: Vec<String>,
     pub checks: Vec<CheckResult>,
+    /// The config's secrets, masked out of the rendered report.
+    pub(crate) secrets: crate::data::secrets::Secrets,
 }
 
 impl Report {
+    /// The report for a person (or as JSON), with every secret of the config masked.
+    pub fn render(&self, json: bool) -> String {
+        let text = if json { format!("{:#}\n", self.to_json()) } else { self.to_text() };
+        self.secrets.mask(&text)
+    }
+
     pub fn push(&mut self, check: CheckResult) {
         self.checks.push(check);
     }

@@ -1,0 +1,431 @@
+//! The `host` command line.
+
+use crate::data::protocol::Format;
+use crate::net::HttpOptions;
+use crate::run::jobs::JobOptions;
+use crate::run::policy::Policy;
+use crate::storage::replay::{Cadence, Compression, LakeOptions, StorageOptions};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Runs data-source connectors compiled to WebAssembly components, sandboxed, speaking the
+/// Airbyte protocol on stdout (one JSON message per line).
+#[derive(Debug, Parser)]
+#[command(name = "host", version, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the connector's config specification (SPEC).
+    Spec(PluginArgs),
+    /// Try a config against the API (CONNECTION_STATUS). Exits 0 either way, as in Airbyte;
+    /// the status says whether the check passed.
+    Check(ConfiguredArgs),
+    /// List the streams a config can read (CATALOG).
+    Discover(ConfiguredArgs),
+    /// Read the streams an Airbyte configured catalog selects (RECORD, STATE, LOG, TRACE).
+    Read(ReadArgs),
+    /// Read every stream (or those named) without writing a catalog: incrementally where the
+    /// stream supports it, unless --full-refresh.
+    Run(RunArgs),
+    /// Show what a plugin is and may do: its WIT version, sha256, the hosts it declares for a
+    /// config, and the effective grant.
+    Inspect(InspectArgs),
+    /// Re-emit a run kept with --replay-to: byte-identical in Singer format. Every segment's
+    /// checksum is verified first.
+    Replay(ReplayArgs),
+    /// Look at a run's HTTP recording (made with --record-http).
+    #[command(subcommand)]
+    Recording(RecordingCommand),
+    /// Run the conformance kit on a connector: spec, check, discover, a full read, pagination,
+    /// partitions and an incremental read, checked against the contract. Prints a report (or
+    /// JSON with --json); exits 0 only when every check passes.
+    Test(TestArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PluginArgs {
+    /// The connector: a WebAssembly component (.wasm).
+    pub plugin: PathBuf,
+    /// Where compiled components are cached [default: the user's cache dir, sluice/components].
+    #[arg(long, env = "SLUICE_CACHE_DIR", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
+
+/// Limits on what the connector may consume; flags override the policy file, which overrides
+/// the defaults.
+#[derive(Debug, Args, Default)]
+pub struct SandboxArgs {
+    /// A policy file (JSON): `{"allow_hosts": [...], "deny_ungranted": bool, "limits": {...}}`;
+    /// see docs/sandbox.md.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// Memory one instance may use, MiB [default: 256].
+    #[arg(long, value_name = "MIB")]
+    pub memory_mb: Option<u64>,
+    /// Guest CPU time one call may use, milliseconds [default: 30000].
+    #[arg(long, value_name = "MS")]
+    pub cpu_ms_per_call: Option<u64>,
+    /// Wall-clock time one call may take, HTTP waits included, milliseconds [default: 600000].
+    #[arg(long, value_name = "MS")]
+    pub call_timeout_ms: Option<u64>,
+    /// Largest record accepted, bytes [default: 16 MiB].
+    #[arg(long, value_name = "BYTES")]
+    pub max_record_bytes: Option<usize>,
+    /// Log messages kept per call; the rest are counted and dropped [default: 1000].
+    #[arg(long, value_name = "N")]
+    pub max_logs_per_call: Option<usize>,
+    /// The guest's WebAssembly stack, KiB [default: 512].
+    #[arg(long, value_name = "KIB", value_parser = clap::value_parser!(u64).range(16..=65536))]
+    pub wasm_stack_kib: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct ConfiguredArgs {
+    #[command(flatten)]
+    pub plugin: PluginArgs,
+    /// The connector's config (JSON).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// Allow requests to [http://]HOST[:PORT] (repeatable). The connector may reach only hosts it
+    /// declares for its config *and* that are granted here. HOST may be a pattern (`*.example.com`)
+    /// or an address; plain http needs the `http://` prefix; loopback, private and link-local
+    /// addresses are reachable only when granted by address.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    pub allow_hosts: Vec<String>,
+    /// Start even when the connector needs hosts that are not granted; its requests to them are
+    /// denied. Without it, such a run refuses to start and names what is missing.
+    #[arg(long)]
+    pub deny_ungranted: bool,
+    #[command(flatten)]
+    pub http: HttpArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    #[command(flatten)]
+    pub plugin: PluginArgs,
+    /// A config, to ask the plugin which hosts it needs for it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Grants to compare with what the plugin needs (as for `run`).
+    #[arg(long = "allow-host", value_name = "HOST")]
+    pub allow_hosts: Vec<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    #[command(flatten)]
+    pub common: ConfiguredArgs,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Check only these streams (comma-separated) [default: all].
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub streams: Option<Vec<String>>,
+    /// Pages a partition may take before its pagination counts as endless.
+    #[arg(long, default_value_t = 10_000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_pages: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    #[command(flatten)]
+    pub common: ConfiguredArgs,
+    /// The catalog (JSON) selecting streams and sync modes: an Airbyte configured catalog, or a
+    /// Singer catalog with `selected` metadata.
+    #[arg(long, value_name = "FILE")]
+    pub catalog: PathBuf,
+    /// Saved state: Airbyte per-stream, global or legacy form, Singer bookmarks, or a previous
+    /// run's output (the last STATE per stream wins).
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+    #[command(flatten)]
+    pub options: ReadOptions,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub common: ConfiguredArgs,
+    /// Read only these streams (comma-separated) [default: all, or what --catalog selects].
+    #[arg(long, value_delimiter = ',', value_name = "NAMES", conflicts_with = "catalog")]
+    pub streams: Option<Vec<String>>,
+    /// Select streams with a catalog (Airbyte configured catalog or Singer catalog), as a tap's
+    /// --catalog.
+    #[arg(long, value_name = "FILE")]
+    pub catalog: Option<PathBuf>,
+    /// Print the catalog (a CATALOG message, or a Singer catalog with --format singer) and exit.
+    #[arg(long)]
+    pub discover: bool,
+    /// Saved state: Airbyte per-stream, global or legacy form, Singer bookmarks, or a previous
+    /// run's output (the last STATE per stream wins).
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+    /// Read every stream in full, ignoring cursors and state.
+    #[arg(long, conflicts_with = "state")]
+    pub full_refresh: bool,
+    /// The protocol on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Airbyte)]
+    pub format: Format,
+    #[command(flatten)]
+    pub options: ReadOptions,
+}
+
+/// How a read runs.
+#[derive(Debug, Args)]
+pub struct ReadOptions {
+    /// Partitions read at once across all streams.
+    #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub concurrency: u32,
+    /// Partitions read at once within one stream [default: no limit beyond --concurrency].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub stream_concurrency: Option<u32>,
+    /// Never draw the progress display (it is drawn only when stderr is a terminal anyway).
+    #[arg(long)]
+    pub no_progress: bool,
+    #[command(flatten)]
+    pub jobs: JobArgs,
+    #[command(flatten)]
+    pub storage: StorageArgs,
+}
+
+/// Report jobs (streams a connector reads through its async-jobs export).
+#[derive(Debug, Args)]
+pub struct JobArgs {
+    /// Report jobs in flight at once in the run [default: what the connector says].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_jobs: Option<u32>,
+    /// Report jobs in flight at once in one stream [default: no limit beyond --max-jobs].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_jobs_per_stream: Option<u32>,
+    /// First wait before polling a job, milliseconds; later waits grow by half up to
+    /// --job-poll-max-ms.
+    #[arg(long, default_value_t = 2000, value_name = "MS")]
+    pub job_poll_ms: u64,
+    /// Longest wait between two polls of a job, milliseconds.
+    #[arg(long, default_value_t = 30_000, value_name = "MS")]
+    pub job_poll_max_ms: u64,
+    /// Jobs tried per partition, the first included (a failed or timed-out job is retried as a
+    /// new job).
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub job_attempts: u32,
+    /// Wait before creating a job again after one failed, milliseconds.
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    pub job_retry_delay_ms: u64,
+    /// A job running longer is aborted and retried, seconds.
+    #[arg(long, default_value_t = 3600.0, value_name = "SECS")]
+    pub job_timeout: f64,
+}
+
+impl JobArgs {
+    pub fn options(&self) -> JobOptions {
+        JobOptions {
+            max_jobs: self.max_jobs.map(|n| n as usize),
+            per_stream: self.max_jobs_per_stream.map(|n| n as usize),
+            poll_interval: Duration::from_millis(self.job_poll_ms),
+            max_poll_interval: Duration::from_millis(self.job_poll_max_ms.max(self.job_poll_ms)),
+            attempts: self.job_attempts,
+            retry_delay: Duration::from_millis(self.job_retry_delay_ms),
+            timeout: Duration::from_secs_f64(self.job_timeout.max(0.001)),
+        }
+    }
+}
+
+/// Keeping the run: its Singer message stream in replay storage, records in BATCH files.
+#[derive(Debug, Args, Default)]
+pub struct StorageArgs {
+    /// Keep the run's Singer message stream under URI, in a folder per run named by a ULID:
+    /// a local path or file://, s3://, gs://, az:// (credentials from the usual environment
+    /// variables). See docs/replay.md.
+    #[arg(long, value_name = "URI")]
+    pub replay_to: Option<String>,
+    /// continual: append as the run goes (local files); batched: upload at STATE boundaries
+    /// after --replay-interval, on the size threshold and at exit.
+    #[arg(long, value_enum, default_value_t = Cadence::Auto, value_name = "MODE")]
+    pub replay_cadence: Cadence,
+    /// Least time between uploads at STATE boundaries, seconds.
+    #[arg(long, default_value_t = 120.0, value_name = "SECS")]
+    pub replay_interval: f64,
+    /// Cut a segment once it holds this many MiB.
+    #[arg(long, default_value_t = 64, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..))]
+    pub replay_segment_mib: u64,
+    /// Gzip segments (`.singer.jsonl.gz`; batched cadence).
+    #[arg(long)]
+    pub replay_gzip: bool,
+    /// Hold each STATE on stdout until the segment holding it is durable, so no checkpoint gets
+    /// ahead of the lake.
+    #[arg(long)]
+    pub replay_hold_state: bool,
+    /// Store every HTTP exchange of the run (every attempt: request, response, timing, partition)
+    /// next to its replay segments, without credentials; re-run it offline with --http-replay.
+    #[arg(long)]
+    pub record_http: bool,
+    /// Write records to data files and BATCH messages naming them, instead of RECORD lines
+    /// (Singer format).
+    #[arg(long)]
+    pub batch: bool,
+    /// Where BATCH data files go [default: the --replay-to root].
+    #[arg(long, value_name = "URI")]
+    pub batch_to: Option<String>,
+    /// Compression of BATCH data files.
+    #[arg(long, value_enum, default_value_t = Compression::Gzip, value_name = "KIND")]
+    pub batch_compression: Compression,
+    /// Records per BATCH data file, at most (a STATE also ends the files before it).
+    #[arg(long, default_value_t = 100_000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_records: u64,
+}
+
+impl StorageArgs {
+    pub fn options(&self) -> StorageOptions {
+        StorageOptions {
+            replay_to: self.replay_to.clone(),
+            record_http: self.record_http,
+            lake: LakeOptions {
+                cadence: self.replay_cadence,
+                min_interval: Duration::from_secs_f64(self.replay_interval.max(0.0)),
+                max_segment_bytes: self.replay_segment_mib << 20,
+                gzip: self.replay_gzip,
+            },
+            hold_state: self.replay_hold_state,
+            batch: self.batch,
+            batch_to: self.batch_to.clone(),
+            compression: self.batch_compression,
+            batch_max_records: self.batch_records,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum RecordingCommand {
+    /// Summarise a recording: requests per host and status, bytes, retries, the slowest.
+    Show {
+        /// The run's folder (as printed when the run started).
+        uri: String,
+        /// Print every exchange as JSON lines instead.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The run's folder (as printed when the run started), e.g. file:///data/lake/01J...
+    pub uri: String,
+    /// The protocol to re-emit: singer (as stored) or airbyte.
+    #[arg(long, value_enum, default_value_t = Format::Singer)]
+    pub format: Format,
+    /// Turn BATCH messages into the RECORDs of their data files (for targets that cannot read
+    /// BATCH; always so for --format airbyte).
+    #[arg(long)]
+    pub expand_batch: bool,
+    /// Start at this segment (file name or ULID); it starts with the SCHEMA of its streams.
+    #[arg(long, value_name = "SEGMENT")]
+    pub from: Option<String>,
+    /// Print the run's manifest (JSON) instead: segments in replay order with checksums and
+    /// counts, and what produced the run. Segments it does not list yet are added, unverified.
+    #[arg(long, conflicts_with = "rebuild_manifest")]
+    pub manifest: bool,
+    /// Rewrite the run's manifest from its segments (after a kill, or if it was lost) and exit.
+    #[arg(long)]
+    pub rebuild_manifest: bool,
+}
+
+/// HTTP behaviour; the defaults suit public APIs.
+#[derive(Debug, Args)]
+pub struct HttpArgs {
+    /// Connect timeout, seconds.
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    pub http_connect_timeout: f64,
+    /// Longest wait for response bytes, seconds.
+    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    pub http_read_timeout: f64,
+    /// Attempts per request, the first included (429, 5xx and connection errors are retried).
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub http_max_attempts: u32,
+    /// Retries allowed in the whole run.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub http_retry_budget: u64,
+    /// First backoff delay in milliseconds; doubles per attempt, with jitter.
+    #[arg(long, default_value_t = 500, value_name = "MS")]
+    pub http_backoff_ms: u64,
+    /// Largest response body accepted, bytes.
+    #[arg(long, default_value_t = 64 << 20, value_name = "BYTES")]
+    pub http_max_response_bytes: u64,
+    /// Requests in flight at once in the whole run.
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    pub http_max_in_flight: u32,
+    /// Requests per second to any one host [default: no limit].
+    #[arg(long, value_name = "N")]
+    pub http_max_rate: Option<f64>,
+    /// Answer the connector's requests from the HTTP recording of a run (its folder, as
+    /// printed when it ran with --record-http) instead of the network; nothing leaves the
+    /// machine, and a request the recording cannot answer is denied.
+    #[arg(long, value_name = "URI")]
+    pub http_replay: Option<String>,
+}
+
+impl HttpArgs {
+    pub fn options(&self) -> HttpOptions {
+        HttpOptions {
+            connect_timeout: Duration::from_secs_f64(self.http_connect_timeout.max(0.001)),
+            read_timeout: Duration::from_secs_f64(self.http_read_timeout.max(0.001)),
+            max_attempts: self.http_max_attempts.max(1),
+            retry_budget: self.http_retry_budget,
+            backoff_base: Duration::from_millis(self.http_backoff_ms),
+            max_response_bytes: self.http_max_response_bytes,
+            max_in_flight: self.http_max_in_flight.max(1) as usize,
+            max_rate_per_host: self.http_max_rate.filter(|r| *r > 0.0),
+            ..HttpOptions::default()
+        }
+    }
+}
+
+impl SandboxArgs {
+    /// The policy file (if any) with the limit flags applied over it.
+    pub fn policy(&self) -> anyhow::Result<Policy> {
+        let mut policy = match &self.policy {
+            Some(path) => Policy::load(path)?,
+            None => Policy::default(),
+        };
+        let limits = &mut policy.limits;
+        if let Some(mb) = self.memory_mb {
+            limits.memory_bytes = mb << 20;
+        }
+        if let Some(ms) = self.cpu_ms_per_call {
+            limits.cpu_ms_per_call = ms;
+        }
+        if let Some(ms) = self.call_timeout_ms {
+            limits.call_timeout_ms = ms;
+        }
+        if let Some(bytes) = self.max_record_bytes {
+            limits.max_record_bytes = bytes;
+        }
+        if let Some(n) = self.max_logs_per_call {
+            limits.max_logs_per_call = n;
+        }
+        if let Some(kib) = self.wasm_stack_kib {
+            limits.wasm_stack_bytes = (kib as usize) << 10;
+        }
+        Ok(policy)
+    }
+}
+
+impl ConfiguredArgs {
+    /// The whole policy of a configured command: file, then flags.
+    pub fn policy(&self) -> anyhow::Result<Policy> {
+        let mut policy = self.plugin.sandbox.policy()?;
+        policy.allow_hosts.extend(self.allow_hosts.iter().cloned());
+        policy.deny_ungranted |= self.deny_ungranted;
+        Ok(policy)
+    }
+}

@@ -1,0 +1,407 @@
+//! What each `host` command does, on top of the library: spec, check, discover, read and run
+//! build a [`RunRequest`] and hand it to the same [`Runtime::run`] an embedder calls; replay,
+//! recording, inspect and test are tools around it.
+
+use super::args::{Cli, Command, ConfiguredArgs, InspectArgs, PluginArgs, ReadOptions, RecordingCommand, ReplayArgs};
+use crate::data::catalog;
+use crate::data::protocol::{FailureType, Format, Output, airbyte};
+use crate::data::state::InputState;
+use crate::guest::connector::Connector;
+use crate::guest::engine::ComponentCache;
+use crate::net::{EgressPolicy, HostPort};
+use crate::run::policy::Policy;
+use crate::run::request::{Action, Outcome, RunError, RunRequest, Selection};
+use crate::run::runtime::{Runtime, RuntimeOptions};
+use crate::run::schedule::Concurrency;
+use crate::run::session;
+use crate::run::stop::Stop;
+use crate::storage::replay::ReplayOptions;
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// A failure that ends the command: reported as a TRACE error (Airbyte) and one line on stderr.
+type Fatal = RunError;
+
+/// Runs a parsed command line, writing protocol messages to `sink`.
+pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
+    match cli.command {
+        Command::Replay(args) => replay(&args, sink).await,
+        Command::Recording(command) => recording(command).await,
+        Command::Inspect(args) => match inspect(args).await {
+            Ok(code) => code,
+            Err(fatal) => early_failure(&fatal, Format::Airbyte, sink).await,
+        },
+        Command::Test(args) => test(args).await,
+        Command::Spec(args) => {
+            let request = args.sandbox.policy().map_err(|e| Fatal::config(format!("{e:#}"))).map(|policy| {
+                let mut request = RunRequest::new(&args.plugin, json!({}), Box::new(std::io::sink()));
+                request.policy = policy;
+                request.action = Action::Spec;
+                request
+            });
+            run_request(&args, request, Format::Airbyte, sink).await
+        }
+        Command::Check(args) => {
+            let request = configured(&args, Action::Check);
+            // A config that cannot even be read is a failed check, not a crash.
+            if let Err(fatal) = &request
+                && fatal.failure == FailureType::Config
+            {
+                return failed_check(&fatal.message, sink).await;
+            }
+            run_request(&args.plugin, request, Format::Airbyte, sink).await
+        }
+        Command::Discover(args) => {
+            let request = configured(&args, Action::Discover);
+            run_request(&args.plugin, request, Format::Airbyte, sink).await
+        }
+        Command::Read(args) => {
+            let request =
+                catalog::load(&args.catalog).map_err(|e| Fatal::config(format!("{e:#}"))).and_then(|selected| {
+                    let action = Action::Read { selection: Selection::Catalog(selected), full_refresh: false };
+                    let mut request = configured(&args.common, action)?;
+                    request.state = load_state(args.state.as_deref())?;
+                    read_options(&mut request, &args.options);
+                    Ok(request)
+                });
+            run_request(&args.common.plugin, request, Format::Airbyte, sink).await
+        }
+        Command::Run(args) => {
+            let request = (|| {
+                let action = if args.discover {
+                    Action::Discover
+                } else {
+                    let selection = match (&args.catalog, &args.streams) {
+                        (Some(path), _) => {
+                            Selection::Catalog(catalog::load(path).map_err(|e| Fatal::config(format!("{e:#}")))?)
+                        }
+                        (None, Some(names)) => Selection::Streams(names.clone()),
+                        (None, None) => Selection::All,
+                    };
+                    Action::Read { selection, full_refresh: args.full_refresh }
+                };
+                let state = load_state(args.state.as_deref())?;
+                let mut request = configured(&args.common, action)?;
+                request.state = state;
+                request.format = args.format;
+                read_options(&mut request, &args.options);
+                Ok(request)
+            })();
+            run_request(&args.common.plugin, request, args.format, sink).await
+        }
+    }
+}
+
+/// A request for a command with a config, under the command line's policy and HTTP options.
+fn configured(args: &ConfiguredArgs, action: Action) -> Result<RunRequest, Fatal> {
+    let policy = args.policy().map_err(|e| Fatal::config(format!("{e:#}")))?;
+    let config = read_config(&args.config).map_err(|e| Fatal::config(format!("{e:#}")))?;
+    let mut request = RunRequest::new(&args.plugin.plugin, config, Box::new(std::io::sink()));
+    request.action = action;
+    request.policy = policy;
+    request.http = args.http.options();
+    request.http_replay = args.http.http_replay.clone();
+    Ok(request)
+}
+
+/// The read options of `read` and `run`.
+fn read_options(request: &mut RunRequest, options: &ReadOptions) {
+    request.concurrency = Concurrency {
+        partitions: options.concurrency as usize,
+        per_stream: options.stream_concurrency.map(|n| n as usize),
+        jobs: options.jobs.options(),
+    };
+    request.progress = !options.no_progress;
+    request.storage = options.storage.options();
+}
+
+/// The runtime of a command: one run in this process, with the policy's guest stack.
+fn runtime_for(args: &PluginArgs, policy: &Policy) -> Result<Runtime, Fatal> {
+    let cache_dir = args.cache_dir.clone().unwrap_or_else(ComponentCache::default_dir);
+    let options = RuntimeOptions { cache_dir, pooling: false, wasm_stack_bytes: policy.limits.wasm_stack_bytes };
+    Runtime::with_options(options).map_err(|e| Fatal::system(format!("cannot start the engine: {e:#}")))
+}
+
+/// Runs one request through the runtime: SIGINT/SIGTERM stop it, the exit status says how it
+/// went (a read is a failure when a stream did not complete; a signal exits 128 + its number).
+async fn run_request(
+    args: &PluginArgs,
+    request: Result<RunRequest, Fatal>,
+    format: Format,
+    sink: Box<dyn Write + Send>,
+) -> ExitCode {
+    let runtime = match &request {
+        Ok(request) => runtime_for(args, &request.policy),
+        Err(_) => Err(Fatal::system("unreachable")),
+    };
+    let (mut request, runtime) = match (request, runtime) {
+        (Ok(request), Ok(runtime)) => (request, runtime),
+        (Err(fatal), _) | (_, Err(fatal)) => return early_failure(&fatal, format, sink).await,
+    };
+    request.sink = sink;
+    let stop = Stop::new();
+    request.stop = stop.clone();
+    let signal = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let watcher = tokio::spawn({
+        let signal = signal.clone();
+        async move {
+            let received = super::signals::shutdown().await;
+            let message = format!("interrupted by {}: stopping; what was written so far is kept", received.name());
+            eprintln!("{message}");
+            *signal.lock().unwrap_or_else(|e| e.into_inner()) = Some(received);
+            stop.request(message);
+        }
+    });
+    let report = runtime.run(request).await;
+    watcher.abort();
+    let code = match (&report.stopped, &report.result) {
+        (Some(_), _) => {
+            let received = *signal.lock().unwrap_or_else(|e| e.into_inner());
+            received.map_or(ExitCode::FAILURE, |s| ExitCode::from(s.exit_code()))
+        }
+        (None, Err(fatal)) => {
+            eprintln!("error: {}", fatal.message);
+            ExitCode::FAILURE
+        }
+        (None, Ok(Outcome::Read(read))) => {
+            if std::io::IsTerminal::is_terminal(&std::io::stderr()) && format == Format::Airbyte {
+                eprintln!("{}", read.summary_line());
+            }
+            if read.ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+        }
+        (None, Ok(_)) => ExitCode::SUCCESS,
+    };
+    if let Err(e) = report.output {
+        // A consumer that went away (broken pipe) is not worth a second error line.
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("error: cannot write output: {e}");
+        }
+        return ExitCode::FAILURE;
+    }
+    code
+}
+
+/// A command that fails before its run starts (an unreadable config, catalog or state), or
+/// outside a run (`inspect`): one line on stderr and, in Airbyte format, a TRACE error.
+async fn early_failure(fatal: &Fatal, format: Format, sink: Box<dyn Write + Send>) -> ExitCode {
+    eprintln!("error: {}", fatal.message);
+    if format == Format::Airbyte {
+        let (out, writer) = Output::spawn(format, sink);
+        let _ = out.error(&fatal.message, fatal.failure, None).await;
+        drop(out);
+        let _ = tokio::task::spawn_blocking(move || writer.finish()).await;
+    }
+    ExitCode::FAILURE
+}
+
+/// `check` with a config it cannot read: a FAILED status, exit 0.
+async fn failed_check(message: &str, sink: Box<dyn Write + Send>) -> ExitCode {
+    let (out, writer) = Output::spawn(Format::Airbyte, sink);
+    let _ = out.message(&airbyte::connection_status(Err(message.to_string()))).await;
+    drop(out);
+    match tokio::task::spawn_blocking(move || writer.finish()).await {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
+    }
+}
+
+/// `host test`: the conformance kit, through the library.
+async fn test(args: super::args::TestArgs) -> ExitCode {
+    let opened = (|| {
+        let policy = args.common.policy().map_err(|e| format!("{e:#}"))?;
+        let config = read_config(&args.common.config).map_err(|e| format!("{e:#}"))?;
+        let runtime = runtime_for(&args.common.plugin, &policy).map_err(|e| e.message)?;
+        Ok::<_, String>((runtime, policy, config))
+    })();
+    let report = match opened {
+        Ok((runtime, policy, config)) => {
+            let request = crate::conformance::TestRequest {
+                plugin: args.common.plugin.plugin.clone(),
+                config,
+                policy,
+                http: args.common.http.options(),
+                http_replay: args.common.http.http_replay.clone(),
+                streams: args.streams.clone(),
+                max_pages: args.max_pages,
+            };
+            crate::conformance::test(&runtime, request).await
+        }
+        Err(message) => crate::conformance::cannot_start(&args.common.plugin.plugin, message),
+    };
+    let text = report.render(args.json);
+    let mut stdout = std::io::stdout().lock();
+    if stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).is_err() {
+        return ExitCode::FAILURE;
+    }
+    if report.passed() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+/// `host recording show`: a run's HTTP recording, summarised (or as JSON lines).
+async fn recording(command: RecordingCommand) -> ExitCode {
+    let RecordingCommand::Show { uri, json } = command;
+    let result = tokio::task::spawn_blocking(move || {
+        let exchanges = crate::storage::recording::load_exchanges(&uri)?;
+        let mut stdout = std::io::stdout().lock();
+        if json {
+            for exchange in &exchanges {
+                serde_json::to_writer(&mut stdout, exchange)?;
+                stdout.write_all(b"\n")?;
+            }
+        } else {
+            write!(stdout, "{}", crate::storage::recording::summary(&exchanges))?;
+        }
+        anyhow::Ok(())
+    })
+    .await;
+    match result {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `host replay`: a stored run to `sink`, or its manifest rebuilt.
+async fn replay(args: &ReplayArgs, mut sink: Box<dyn Write + Send>) -> ExitCode {
+    let (uri, rebuild, show) = (args.uri.clone(), args.rebuild_manifest, args.manifest);
+    let options = ReplayOptions { format: args.format, expand_batch: args.expand_batch, from: args.from.clone() };
+    let result = tokio::task::spawn_blocking(move || {
+        if rebuild {
+            let manifest = crate::storage::replay::rebuild_manifest(&uri)?;
+            eprintln!("rebuilt {}/manifest.json: {} segment(s)", uri.trim_end_matches('/'), manifest.segments.len());
+            return Ok(());
+        }
+        if show {
+            let manifest = crate::storage::replay::current_manifest(&uri)?;
+            serde_json::to_writer_pretty(&mut sink, &manifest)?;
+            sink.write_all(b"\n")?;
+            return Ok(());
+        }
+        let report = crate::storage::replay::replay(&uri, &options, &mut sink)?;
+        if report.manifest_rebuilt {
+            eprintln!("WARN the run has no manifest: segments were read in name order, unverified");
+        }
+        if !report.unsealed.is_empty() {
+            eprintln!(
+                "WARN the run did not seal {} (killed?): read without a checksum, up to its last complete line",
+                report.unsealed.join(", ")
+            );
+        }
+        eprintln!("replayed {} segment(s): {} lines, {} records", report.segments, report.lines, report.records);
+        anyhow::Ok(())
+    })
+    .await;
+    match result {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) => {
+            let broken_pipe =
+                e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe);
+            if !broken_pipe {
+                eprintln!("error: {e:#}");
+            }
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `host inspect`: identity, declared needs and the effective grant, on stdout for a person (or
+/// as JSON).
+async fn inspect(args: InspectArgs) -> Result<ExitCode, Fatal> {
+    let (quiet, _writer) = Output::spawn(Format::Airbyte, Box::new(std::io::sink()));
+    let policy = args.plugin.sandbox.policy().map_err(|e| Fatal::config(format!("{e:#}")))?;
+    let runtime = runtime_for(&args.plugin, &policy)?;
+    let plugin = runtime.plugin(&args.plugin.plugin, &quiet).await?;
+    let granted = session::grants(policy.allow_hosts.iter().chain(&args.allow_hosts))?;
+    let declared = match &args.config {
+        Some(path) => {
+            let config = read_config(path).map_err(|e| Fatal::config(format!("{e:#}")))?.to_string();
+            let connector =
+                Connector::new(plugin.clone(), config.clone(), Arc::new(session::no_egress()?), policy.limits.clone());
+            let mut instance = connector.instance().await.map_err(|e| Fatal::call("cannot start the connector", e))?;
+            let caps = instance.capabilities(&config).await.map_err(|e| Fatal::call("capabilities failed", e))?;
+            Some(session::declared(&caps.hosts)?)
+        }
+        None => None,
+    };
+    let egress = EgressPolicy::new(declared.clone().unwrap_or_default(), granted.clone());
+    let missing: Vec<String> = egress.ungranted().iter().map(|h| h.to_string()).collect();
+    let show = |hosts: &[HostPort]| hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>();
+    let report = json!({
+        "plugin": plugin.path.display().to_string(),
+        "sha256": plugin.sha256,
+        "wit": format!("{}@{}", crate::bindings::WIT_PACKAGE, plugin.wit_version),
+        "declared_hosts": declared.as_deref().map(show),
+        "granted_hosts": show(&granted),
+        "missing_grants": if declared.is_some() { json!(missing) } else { Value::Null },
+        "limits": {
+            "memory_bytes": policy.limits.memory_bytes,
+            "cpu_ms_per_call": policy.limits.cpu_ms_per_call,
+            "call_timeout_ms": policy.limits.call_timeout_ms,
+            "max_record_bytes": policy.limits.max_record_bytes,
+            "max_records_per_page": policy.limits.max_records_per_page,
+            "max_log_bytes": policy.limits.max_log_bytes,
+            "max_logs_per_call": policy.limits.max_logs_per_call,
+            "max_pages_per_partition": policy.limits.max_pages_per_partition,
+        },
+        "sandbox": "no files, no environment, no sockets; HTTP only through the host's egress policy",
+    });
+    if args.json {
+        println!("{report:#}");
+    } else {
+        println!("plugin:   {}", plugin.path.display());
+        println!("sha256:   {}", plugin.sha256);
+        println!("contract: {}@{}", crate::bindings::WIT_PACKAGE, plugin.wit_version);
+        match &declared {
+            Some(hosts) => println!("declares: {}", show(hosts).join(", ")),
+            None => println!("declares: (pass --config to ask which hosts it needs)"),
+        }
+        println!("granted:  {}", if granted.is_empty() { "nothing".to_string() } else { show(&granted).join(", ") });
+        if declared.is_some() {
+            if missing.is_empty() {
+                println!("effective: everything it declares is granted");
+            } else {
+                println!(
+                    "effective: NOT granted: {} (a run refuses to start without --deny-ungranted)",
+                    missing.join(", ")
+                );
+            }
+        }
+        println!(
+            "limits:   {} MiB memory per instance, {} ms CPU and {} ms wall-clock per call, records up to {} bytes",
+            policy.limits.memory_bytes >> 20,
+            policy.limits.cpu_ms_per_call,
+            policy.limits.call_timeout_ms,
+            policy.limits.max_record_bytes
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn load_state(path: Option<&std::path::Path>) -> Result<InputState, Fatal> {
+    let Some(path) = path else { return Ok(InputState::default()) };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Fatal::config(format!("cannot read state {}: {e}", path.display())))?;
+    InputState::parse(&text).map_err(|e| Fatal::config(format!("invalid state {}: {e:#}", path.display())))
+}
+
+fn read_config(path: &std::path::Path) -> Result<Value> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
+    let value: Value =
+        serde_json::from_str(&text).with_context(|| format!("config {} is not valid JSON", path.display()))?;
+    if !value.is_object() {
+        bail!("config {} must be a JSON object", path.display());
+    }
+    Ok(value)
+}

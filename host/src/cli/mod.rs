@@ -1,0 +1,9 @@
+//! The `host` command line: its arguments ([`args`]), what each command does on top of the
+//! library ([`commands`]), and the process's signals ([`signals`]).
+
+pub mod args;
+pub mod commands;
+pub mod signals;
+
+pub use args::Cli;
+pub use commands::execute;

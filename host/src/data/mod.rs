@@ -1,0 +1,8 @@
+//! The data a run reads and writes, in plain Rust with no wasmtime: the messages and the single
+//! writer ([`protocol`]), incremental state ([`state`]), catalogs ([`catalog`]) and the secrets
+//! masked out of everything the host says ([`secrets`]).
+
+pub mod catalog;
+pub mod protocol;
+pub mod secrets;
+pub mod state;

@@ -1,0 +1,132 @@
+//! The checks every value from a guest passes before it is written.
+
+use std::borrow::Cow;
+
+/// Checks a record from a guest: valid JSON, an object, within the size cap. Returns it ready
+/// to splice into a line: guest bytes go out verbatim only when they cannot break the line (a
+/// newline is legal JSON whitespace and could otherwise forge a message), else minified.
+pub fn checked_record(text: &str, max_bytes: usize) -> Result<Cow<'_, str>, String> {
+    if text.len() > max_bytes {
+        return Err(format!("a record of {} bytes exceeds the limit of {max_bytes} bytes", text.len()));
+    }
+    let raw: &serde_json::value::RawValue =
+        serde_json::from_str(text).map_err(|e| format!("a record is not valid JSON ({e}): {}", preview(text)))?;
+    let raw = raw.get();
+    if !raw.starts_with('{') {
+        return Err(format!("a record must be a JSON object, got: {}", preview(raw)));
+    }
+    if raw.bytes().any(|b| b == b'\n' || b == b'\r') { Ok(Cow::Owned(minify(raw))) } else { Ok(Cow::Borrowed(raw)) }
+}
+
+/// Drops whitespace outside strings from valid JSON text.
+/// [`checked_record`] for a record of an incremental stream: also the cursor value at `field`,
+/// with the record parsed once.
+pub fn checked_record_with_cursor<'a>(
+    text: &'a str,
+    max_bytes: usize,
+    field: &[String],
+) -> Result<(Cow<'a, str>, Option<serde_json::Value>), String> {
+    use serde_json::value::RawValue;
+    if text.len() > max_bytes {
+        return Err(format!("a record of {} bytes exceeds the limit of {max_bytes} bytes", text.len()));
+    }
+    let fields = match serde_json::from_str::<std::collections::HashMap<&str, &RawValue>>(text) {
+        Ok(fields) => fields,
+        // Not an object, invalid, or keys with escapes: the general path says which.
+        Err(_) => {
+            let checked = checked_record(text, max_bytes)?;
+            let cursor = crate::data::state::cursor_in_text(&checked, field);
+            return Ok((checked, cursor));
+        }
+    };
+    let cursor = match field.split_first() {
+        Some((first, rest)) => {
+            fields.get(first.as_str()).and_then(|v| crate::data::state::cursor_in_text(v.get(), rest))
+        }
+        None => None,
+    };
+    let raw = text.trim_matches(|c: char| c == ' ' || c == '\t' || c == '\n' || c == '\r');
+    let checked =
+        if raw.bytes().any(|b| b == b'\n' || b == b'\r') { Cow::Owned(minify(raw)) } else { Cow::Borrowed(raw) };
+    Ok((checked, cursor))
+}
+
+fn minify(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for c in json.chars() {
+        if in_string {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+        } else if c == '"' {
+            in_string = true;
+            out.push(c);
+        } else if !c.is_ascii_whitespace() {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The start of a value, for error messages.
+pub fn preview(text: &str) -> String {
+    const MAX: usize = 120;
+    if text.len() <= MAX {
+        return text.to_string();
+    }
+    let mut end = MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    #[test]
+    fn the_cursor_comes_with_the_checked_record() {
+        let field = vec!["updated_at".to_string()];
+        for text in [
+            "{\"id\":1,\"updated_at\":\"2024\"}",
+            " {\"id\":1,\n \"updated_at\": 5}\n",
+            "{\"a\\\"b\":1,\"updated_at\":\"x\"}",
+            "{\"id\":2}",
+        ] {
+            let (checked, cursor) = checked_record_with_cursor(text, 100, &field).unwrap();
+            assert_eq!(checked, checked_record(text, 100).unwrap(), "{text}");
+            let value: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(cursor, crate::data::state::cursor_of(&value, &field), "{text}");
+        }
+        for bad in ["[1]", "{\"id\":", "\"x\""] {
+            assert_eq!(
+                checked_record_with_cursor(bad, 100, &field).unwrap_err(),
+                checked_record(bad, 100).unwrap_err()
+            );
+        }
+    }
+
+    #[test]
+    fn records_must_be_objects() {
+        assert_eq!(checked_record(r#"{"id":1}"#, 100).unwrap(), r#"{"id":1}"#);
+        assert!(checked_record("[1]", 100).unwrap_err().contains("must be a JSON object"));
+        assert!(checked_record("{\"id\":", 100).unwrap_err().contains("not valid JSON"));
+        assert!(checked_record(r#"{"a":"0123456789"}"#, 10).unwrap_err().contains("exceeds the limit"));
+    }
+
+    #[test]
+    fn newlines_cannot_forge_lines() {
+        let hostile = "{\"a\":1,\n\"b\":\"x \\\" \\n {\\\"type\\\":\\\"STATE\\\"}\"\r\n}";
+        let checked = checked_record(hostile, 1000).unwrap();
+        assert!(!checked.contains('\n') && !checked.contains('\r'));
+        let back: Value = serde_json::from_str(&checked).unwrap();
+        assert_eq!(back, serde_json::from_str::<Value>(hostile).unwrap());
+    }
+}

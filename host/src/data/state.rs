@@ -1,0 +1,539 @@
+//! Incremental state: reading the state a platform hands us, and keeping per-partition cursors.
+//!
+//! The host owns the state format of every stream (a guest never parses it):
+//! `{"cursor_field": [...], "partitions": [{"partition": KEY, "cursor": VALUE}, ...]}`.
+//! A partition's cursor is the largest cursor value among the records written for it; the next
+//! run starts that partition after it. Older simple forms such as `{"updated_at": "..."}` are
+//! accepted as a floor for every partition.
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde_json::{Value, json};
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashMap};
+
+/// The saved state of each stream, by stream name.
+#[derive(Debug, Default, Clone)]
+pub struct InputState {
+    pub streams: HashMap<String, Value>,
+}
+
+impl InputState {
+    /// Parses a state file: an array of Airbyte state messages (per-stream or global), one state
+    /// message, a legacy `{stream: state}` object, or JSON lines of a previous run's output (the
+    /// last STATE per stream wins; other messages are ignored).
+    pub fn parse(text: &str) -> Result<Self> {
+        let mut state = InputState::default();
+        if text.trim().is_empty() {
+            return Ok(state);
+        }
+        match serde_json::from_str::<Value>(text) {
+            Ok(Value::Array(messages)) => {
+                for (i, m) in messages.iter().enumerate() {
+                    state.add_message(m).with_context(|| format!("state message {i}"))?;
+                }
+            }
+            Ok(Value::Object(map)) if map.contains_key("type") => state.add_message(&Value::Object(map))?,
+            Ok(Value::Object(map)) if map.get("bookmarks").is_some_and(Value::is_object) => {
+                state.add_bookmarks(&map["bookmarks"])?
+            }
+            Ok(Value::Object(map)) => {
+                for (stream, value) in map {
+                    state.set(stream, value)?;
+                }
+            }
+            Ok(Value::Null) => {}
+            Ok(other) => bail!("state must be a JSON array or object, not {}", kind(&other)),
+            Err(whole) => {
+                // Perhaps JSON lines (a previous run's output).
+                let content = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+                for (seen, (n, line)) in content.enumerate() {
+                    let message: Value = serde_json::from_str(line).map_err(|e| {
+                        if seen == 0 {
+                            anyhow!("state is not valid JSON: {whole}")
+                        } else {
+                            anyhow!("line {}: not valid JSON: {e}", n + 1)
+                        }
+                    })?;
+                    if message.get("type").and_then(Value::as_str) == Some("STATE") {
+                        state.add_message(&message).with_context(|| format!("line {}", n + 1))?;
+                    }
+                }
+            }
+        }
+        Ok(state)
+    }
+
+    fn set(&mut self, stream: String, value: Value) -> Result<()> {
+        match value {
+            Value::Null => {}
+            Value::Object(_) => {
+                self.streams.insert(stream, value);
+            }
+            other => bail!("the state of stream {stream:?} must be a JSON object, not {}", kind(&other)),
+        }
+        Ok(())
+    }
+
+    /// Singer's whole-tap state: `{"bookmarks": {stream: state}}`.
+    fn add_bookmarks(&mut self, bookmarks: &Value) -> Result<()> {
+        let Some(map) = bookmarks.as_object() else {
+            bail!("\"bookmarks\" must be an object, not {}", kind(bookmarks))
+        };
+        map.iter().try_for_each(|(k, v)| self.set(k.clone(), v.clone()))
+    }
+
+    /// One state message: Airbyte's, bare or wrapped in `{"type": "STATE", "state": ...}`, or
+    /// Singer's `{"type": "STATE", "value": {"bookmarks": ...}}`.
+    fn add_message(&mut self, message: &Value) -> Result<()> {
+        if message.get("type").and_then(Value::as_str) == Some("STATE")
+            && let Some(value) = message.get("value")
+        {
+            let bookmarks = value.get("bookmarks").ok_or_else(|| anyhow!("a Singer STATE has no \"bookmarks\""))?;
+            return self.add_bookmarks(bookmarks);
+        }
+        let message = match message.get("type").and_then(Value::as_str) {
+            Some("STATE") => message.get("state").ok_or_else(|| anyhow!("a STATE message has no \"state\""))?,
+            _ => message,
+        };
+        let Some(obj) = message.as_object() else { bail!("a state message must be an object, not {}", kind(message)) };
+        match obj.get("type").and_then(Value::as_str) {
+            Some("STREAM") => {
+                let stream = obj.get("stream").ok_or_else(|| anyhow!("a STREAM state has no \"stream\""))?;
+                self.add_stream_state(stream)
+            }
+            Some("GLOBAL") => {
+                let global = obj.get("global").ok_or_else(|| anyhow!("a GLOBAL state has no \"global\""))?;
+                let streams = global
+                    .get("stream_states")
+                    .and_then(Value::as_array)
+                    .ok_or_else(|| anyhow!("a GLOBAL state has no \"stream_states\" array"))?;
+                streams.iter().try_for_each(|s| self.add_stream_state(s))
+            }
+            Some("LEGACY") | None => match obj.get("data") {
+                Some(Value::Object(data)) => data.iter().try_for_each(|(k, v)| self.set(k.clone(), v.clone())),
+                Some(other) => bail!("a LEGACY state's \"data\" must be an object, not {}", kind(other)),
+                None => bail!(
+                    "unrecognised state message (expected type STREAM, GLOBAL or LEGACY): {}",
+                    crate::data::protocol::preview(&message.to_string())
+                ),
+            },
+            Some(other) => bail!("unknown state type {other:?} (expected STREAM, GLOBAL or LEGACY)"),
+        }
+    }
+
+    fn add_stream_state(&mut self, stream: &Value) -> Result<()> {
+        let name = stream
+            .pointer("/stream_descriptor/name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| anyhow!("a stream state has no stream_descriptor.name"))?;
+        self.set(name.to_string(), stream.get("stream_state").cloned().unwrap_or(Value::Null))
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Orders cursor values: numbers numerically, RFC 3339 date-times as instants, other text as text.
+pub fn compare(a: &Value, b: &Value) -> Ordering {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(x), Some(y)) => x.cmp(&y),
+            _ => x.as_f64().unwrap_or(0.0).total_cmp(&y.as_f64().unwrap_or(0.0)),
+        },
+        (Value::String(x), Value::String(y)) => match (parse_datetime(x), parse_datetime(y)) {
+            (Some(x), Some(y)) => x.cmp(&y),
+            _ => x.cmp(y),
+        },
+        // Mixed kinds cannot be ordered meaningfully; keep the saved one.
+        _ => Ordering::Equal,
+    }
+}
+
+pub fn parse_datetime(text: &str) -> Option<time::OffsetDateTime> {
+    time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()
+}
+
+/// The value at `path` in a record, if it is a usable cursor (a number or a string).
+pub fn cursor_of(record: &Value, path: &[String]) -> Option<Value> {
+    let mut v = record;
+    for part in path {
+        v = v.get(part)?;
+    }
+    matches!(v, Value::Number(_) | Value::String(_)).then(|| v.clone())
+}
+
+/// [`cursor_of`] on a record's JSON text, parsing only the objects on the path (records are
+/// often large, and every record of an incremental stream goes through this).
+pub fn cursor_in_text(text: &str, path: &[String]) -> Option<Value> {
+    use serde_json::value::RawValue;
+    let Some((first, rest)) = path.split_first() else {
+        let value: Value = serde_json::from_str(text).ok()?;
+        return matches!(value, Value::Number(_) | Value::String(_)).then_some(value);
+    };
+    // Keys with escapes cannot be borrowed: fall back to parsing the whole value.
+    match serde_json::from_str::<std::collections::HashMap<&str, &RawValue>>(text) {
+        Ok(fields) => cursor_in_text(fields.get(first.as_str())?.get(), rest),
+        Err(_) => cursor_of(&serde_json::from_str(text).ok()?, path),
+    }
+}
+
+/// The cursors of one incremental stream.
+///
+/// Partitions come in two kinds. An open-ended partition (a parent id, say) keeps its own
+/// cursor: the largest value among its written records. A bounded partition, whose cursor range
+/// has an end (a date window), is recorded as a finished range `(start, end]` when all its records
+/// are written; ranges merge into a low-water mark below which everything is done, and finished
+/// ranges beyond it are kept so a resumed run skips them. A failed partition's range is never
+/// recorded, so the low-water mark stays behind it.
+#[derive(Debug, Clone)]
+pub struct StreamCursor {
+    field: Vec<String>,
+    partitions: BTreeMap<String, (Value, Value)>,
+    /// Everything at or below it is finished. An older simple state (`{"updated_at": ...}`)
+    /// becomes the low-water mark, so it also applies to every partition and is kept.
+    low_water: Option<Value>,
+    /// Finished ranges above the low-water mark: sorted, disjoint, not touching.
+    completed: Vec<(Value, Value)>,
+}
+
+/// What to do with a bounded partition, given what is already finished.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resume {
+    /// Nothing of it is finished.
+    Read,
+    /// Everything up to this value is finished: start there.
+    From(Value),
+    /// All of it is finished.
+    Skip,
+}
+
+fn is_cursor(v: &Value) -> bool {
+    matches!(v, Value::Number(_) | Value::String(_))
+}
+
+fn greater(a: &Value, b: &Value) -> bool {
+    compare(a, b) == Ordering::Greater
+}
+
+impl StreamCursor {
+    pub fn new(stream: &str, field: Vec<String>, saved: Option<&Value>) -> Result<Self> {
+        let mut cursor = StreamCursor { field, partitions: BTreeMap::new(), low_water: None, completed: Vec::new() };
+        let Some(saved) = saved else { return Ok(cursor) };
+        // `jobs` (report jobs in flight) is the scheduler's; a state holding only it has no cursor yet.
+        let known = ["partitions", "low_water", "completed", "jobs"].iter().any(|k| saved.get(k).is_some());
+        if !known {
+            return match cursor_of(saved, &cursor.field) {
+                Some(value) => {
+                    cursor.low_water = Some(value);
+                    Ok(cursor)
+                }
+                None => bail!(
+                    "state of stream {stream:?} is not in a form Sluice knows (expected \"partitions\", \"low_water\" \
+                     or a \"{}\" cursor): {}",
+                    cursor.field.join("."),
+                    crate::data::protocol::preview(&saved.to_string())
+                ),
+            };
+        }
+        let fail = |what: String| anyhow!("state of stream {stream:?}: {what}");
+        if let Some(list) = saved.get("partitions") {
+            let list = list.as_array().ok_or_else(|| fail("\"partitions\" must be an array".into()))?;
+            for (i, entry) in list.iter().enumerate() {
+                let key = entry.get("partition").cloned().unwrap_or(Value::Null);
+                let value = entry
+                    .get("cursor")
+                    .filter(|v| is_cursor(v))
+                    .ok_or_else(|| fail(format!("partitions[{i}] has no \"cursor\" (a number or a string)")))?;
+                cursor.partitions.insert(key.to_string(), (key, value.clone()));
+            }
+        }
+        match saved.get("low_water") {
+            None | Some(Value::Null) => {}
+            Some(v) if is_cursor(v) => cursor.low_water = Some(v.clone()),
+            Some(v) => return Err(fail(format!("\"low_water\" must be a number or a string, not {}", kind(v)))),
+        }
+        if let Some(list) = saved.get("completed") {
+            let list = list.as_array().ok_or_else(|| fail("\"completed\" must be an array".into()))?;
+            for (i, range) in list.iter().enumerate() {
+                match range.as_array().map(Vec::as_slice) {
+                    Some([a, b]) if is_cursor(a) && is_cursor(b) && !greater(a, b) => cursor.add_range(Some(a), b),
+                    _ => return Err(fail(format!("completed[{i}] must be [start, end] cursor values, got {range}"))),
+                }
+            }
+        }
+        Ok(cursor)
+    }
+
+    pub fn field(&self) -> &[String] {
+        &self.field
+    }
+
+    /// Where an open-ended partition resumes: its saved cursor, else the low-water mark.
+    pub fn start_for(&self, key: &Value) -> Option<&Value> {
+        self.partitions.get(&key.to_string()).map(|(_, v)| v).or(self.low_water.as_ref())
+    }
+
+    /// Records that an open-ended partition was fully written up to `max_seen`.
+    pub fn complete(&mut self, key: &Value, max_seen: Option<Value>) {
+        let start = self.start_for(key).cloned();
+        let best = match (start, max_seen) {
+            (Some(a), Some(b)) => Some(if greater(&b, &a) { b } else { a }),
+            (a, b) => a.or(b),
+        };
+        if let Some(best) = best {
+            self.partitions.insert(key.to_string(), (key.clone(), best));
+        }
+    }
+
+    /// What is already finished of the bounded partition `(start, end]`.
+    pub fn resume(&self, start: Option<&Value>, end: &Value) -> Resume {
+        let done_until = match start {
+            None => self.low_water.clone(),
+            Some(s) => self.covered_from(s),
+        };
+        match done_until {
+            Some(d) if !greater(end, &d) => Resume::Skip,
+            Some(d) if start.is_none_or(|s| greater(&d, s)) => Resume::From(d),
+            _ => Resume::Read,
+        }
+    }
+
+    /// The end of the finished run that covers the values just after `start`, if any. Ranges
+    /// are disjoint and never touch each other or the low-water mark, so there is no chain.
+    fn covered_from(&self, start: &Value) -> Option<Value> {
+        if let Some(lw) = self.low_water.as_ref().filter(|lw| !greater(start, lw)) {
+            return Some(lw.clone());
+        }
+        self.completed.iter().find(|(a, b)| !greater(a, start) && greater(b, start)).map(|(_, b)| b.clone())
+    }
+
+    /// Records that the bounded partition `(start, end]` was fully written. A `None` start means
+    /// the range reaches down to everything.
+    pub fn complete_range(&mut self, start: Option<&Value>, end: &Value) {
+        self.add_range(start, end);
+    }
+
+    fn add_range(&mut self, start: Option<&Value>, end: &Value) {
+        let Some(start) = start else {
+            self.raise_low_water(end.clone());
+            return;
+        };
+        if self.low_water.as_ref().is_some_and(|lw| !greater(start, lw)) {
+            if self.low_water.as_ref().is_some_and(|lw| greater(end, lw)) {
+                self.raise_low_water(end.clone());
+            }
+            return;
+        }
+        let (mut a, mut b) = (start.clone(), end.clone());
+        // Merge with every range it overlaps or touches.
+        let mut kept = Vec::with_capacity(self.completed.len() + 1);
+        for (x, y) in self.completed.drain(..) {
+            if greater(&x, &b) || greater(&a, &y) {
+                kept.push((x, y));
+            } else {
+                if greater(&a, &x) {
+                    a = x;
+                }
+                if greater(&y, &b) {
+                    b = y;
+                }
+            }
+        }
+        kept.push((a, b));
+        kept.sort_by(|x, y| compare(&x.0, &y.0));
+        self.completed = kept;
+    }
+
+    /// Everything up to `value` is finished; absorbs the ranges it reaches.
+    fn raise_low_water(&mut self, value: Value) {
+        let mut lw = match self.low_water.take() {
+            Some(old) if greater(&old, &value) => old,
+            _ => value,
+        };
+        self.completed.retain(|(a, b)| {
+            if greater(a, &lw) {
+                true
+            } else {
+                if greater(b, &lw) {
+                    lw = b.clone();
+                }
+                false
+            }
+        });
+        // Absorbing may have reached later ranges too (they are sorted).
+        while let Some((a, b)) = self.completed.first().cloned() {
+            if greater(&a, &lw) {
+                break;
+            }
+            if greater(&b, &lw) {
+                lw = b;
+            }
+            self.completed.remove(0);
+        }
+        self.low_water = Some(lw);
+    }
+
+    /// Once every bounded partition of this run is known, nothing below the lowest start is
+    /// this stream's to read: the low-water mark can start there.
+    pub fn listing_complete(&mut self, lowest_start: Option<&Value>) {
+        if self.low_water.is_none()
+            && let Some(start) = lowest_start
+        {
+            self.raise_low_water(start.clone());
+        }
+    }
+
+    pub fn to_state(&self) -> Value {
+        let mut state = json!({"cursor_field": self.field});
+        if !self.partitions.is_empty() {
+            let partitions: Vec<Value> =
+                self.partitions.values().map(|(key, cursor)| json!({"partition": key, "cursor": cursor})).collect();
+            state["partitions"] = json!(partitions);
+        }
+        if let Some(lw) = &self.low_water {
+            state["low_water"] = lw.clone();
+        }
+        if !self.completed.is_empty() {
+            state["completed"] = json!(self.completed.iter().map(|(a, b)| json!([a, b])).collect::<Vec<_>>());
+        }
+        state
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_in_text_match_cursors_in_values() {
+        let path = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        for (text, field) in [
+            (r#"{"id":1,"updated_at":"2024-01-01T00:00:00Z","big":[1,2,3]}"#, path(&["updated_at"])),
+            (r#"{"meta":{"seq":42},"x":"y"}"#, path(&["meta", "seq"])),
+            (r#"{"a\"b":{"c":7},"d":null}"#, path(&["a\"b", "c"])),
+            (r#"{"d":null}"#, path(&["d"])),
+            (r#"{"d":{"e":[1]}}"#, path(&["d", "e"])),
+            (r#"{"d":1}"#, path(&["missing"])),
+        ] {
+            let value: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(cursor_in_text(text, &field), cursor_of(&value, &field), "{text}");
+        }
+    }
+
+    #[test]
+    fn accepts_airbyte_forms() {
+        let per_stream = r#"[{"type":"STREAM","stream":{"stream_descriptor":{"name":"a","namespace":null},"stream_state":{"x":1}},"extra":true}]"#;
+        assert_eq!(InputState::parse(per_stream).unwrap().streams["a"], json!({"x": 1}));
+        let global = r#"{"type":"GLOBAL","global":{"shared_state":{},"stream_states":[{"stream_descriptor":{"name":"b"},"stream_state":{"y":2}}]}}"#;
+        assert_eq!(InputState::parse(global).unwrap().streams["b"], json!({"y": 2}));
+        let legacy = r#"{"a":{"z":3},"n":null}"#;
+        let s = InputState::parse(legacy).unwrap();
+        assert_eq!(s.streams["a"], json!({"z": 3}));
+        assert!(!s.streams.contains_key("n"));
+        let lines = "{\"type\":\"RECORD\",\"record\":{}}\n{\"type\":\"STATE\",\"state\":{\"type\":\"STREAM\",\"stream\":{\"stream_descriptor\":{\"name\":\"a\"},\"stream_state\":{\"v\":1}}}}\n{\"type\":\"STATE\",\"state\":{\"type\":\"STREAM\",\"stream\":{\"stream_descriptor\":{\"name\":\"a\"},\"stream_state\":{\"v\":2}}}}\n";
+        assert_eq!(InputState::parse(lines).unwrap().streams["a"], json!({"v": 2}));
+        assert!(InputState::parse("").unwrap().streams.is_empty());
+    }
+
+    #[test]
+    fn malformed_state_is_named() {
+        let e = InputState::parse("[{\"type\":\"STREAM\",\"stream\":{}}]").unwrap_err();
+        assert!(format!("{e:#}").contains("stream_descriptor.name"), "{e:#}");
+        let e = InputState::parse("42").unwrap_err();
+        assert!(e.to_string().contains("array or object"));
+        let e = InputState::parse("{not json").unwrap_err();
+        assert!(e.to_string().contains("not valid JSON"), "{e}");
+        let e = InputState::parse(r#"{"a": [1]}"#).unwrap_err();
+        assert!(e.to_string().contains("must be a JSON object"));
+        let e = InputState::parse(r#"[{"type":"WEIRD"}]"#).unwrap_err();
+        assert!(format!("{e:#}").contains("unknown state type"), "{e:#}");
+    }
+
+    #[test]
+    fn cursor_ordering() {
+        assert_eq!(compare(&json!(2), &json!(10)), Ordering::Less);
+        assert_eq!(compare(&json!("2024-01-01T01:00:00+01:00"), &json!("2024-01-01T00:30:00Z")), Ordering::Less);
+        assert_eq!(compare(&json!("b"), &json!("a")), Ordering::Greater);
+    }
+
+    #[test]
+    fn partitions_advance_and_round_trip() {
+        let field = vec!["updated_at".to_string()];
+        let mut c = StreamCursor::new("s", field.clone(), None).unwrap();
+        let k = json!({"account_id": 1});
+        assert_eq!(c.start_for(&k), None);
+        c.complete(&k, Some(json!("2024-01-02T00:00:00Z")));
+        c.complete(&k, Some(json!("2024-01-01T00:00:00Z")));
+        assert_eq!(c.start_for(&k), Some(&json!("2024-01-02T00:00:00Z")));
+        let c2 = StreamCursor::new("s", field.clone(), Some(&c.to_state())).unwrap();
+        assert_eq!(c.to_state()["partitions"][0]["partition"], json!({"account_id": 1}));
+        assert_eq!(c2.start_for(&k), Some(&json!("2024-01-02T00:00:00Z")));
+        let floor =
+            StreamCursor::new("s", field.clone(), Some(&json!({"updated_at": "2023-01-01T00:00:00Z"}))).unwrap();
+        assert_eq!(floor.start_for(&k), Some(&json!("2023-01-01T00:00:00Z")));
+        // An older simple state is kept in the state written back.
+        assert_eq!(floor.to_state()["low_water"], json!("2023-01-01T00:00:00Z"));
+        assert!(StreamCursor::new("s", field, Some(&json!({"other": 1}))).is_err());
+    }
+
+    fn t(h: u32) -> Value {
+        json!(format!("2024-01-01T{h:02}:00:00Z"))
+    }
+
+    #[test]
+    fn ranges_finish_out_of_order_behind_a_low_water_mark() {
+        let mut c = StreamCursor::new("s", vec!["updated_at".into()], None).unwrap();
+        // Windows (0,1], (1,2], (2,3], (3,4]; they finish as 3, 1, 4; window 2 is slow.
+        c.complete_range(Some(&t(2)), &t(3));
+        c.complete_range(Some(&t(0)), &t(1));
+        c.complete_range(Some(&t(3)), &t(4));
+        // Listing is not known to be complete yet: no low-water mark, exact ranges only.
+        assert_eq!(c.to_state()["low_water"], Value::Null);
+        assert_eq!(c.to_state()["completed"], json!([[t(0), t(1)], [t(2), t(4)]]));
+        c.listing_complete(Some(&t(0)));
+        assert_eq!(c.to_state()["low_water"], t(1));
+        assert_eq!(c.to_state()["completed"], json!([[t(2), t(4)]]));
+        // On resume, finished windows are skipped and the slow one is read.
+        let resumed = StreamCursor::new("s", vec!["updated_at".into()], Some(&c.to_state())).unwrap();
+        assert_eq!(resumed.resume(Some(&t(0)), &t(1)), Resume::Skip);
+        assert_eq!(resumed.resume(Some(&t(1)), &t(2)), Resume::Read);
+        assert_eq!(resumed.resume(Some(&t(2)), &t(3)), Resume::Skip);
+        assert_eq!(resumed.resume(Some(&t(3)), &t(5)), Resume::From(t(4)));
+        assert_eq!(resumed.resume(None, &t(1)), Resume::Skip);
+        // The slow window finishes: everything merges into the low-water mark.
+        let mut c = resumed;
+        c.complete_range(Some(&t(1)), &t(2));
+        assert_eq!(c.to_state()["low_water"], t(4));
+        assert!(c.to_state().get("completed").is_none());
+    }
+
+    #[test]
+    fn a_failed_range_holds_the_low_water_mark() {
+        let mut c = StreamCursor::new("s", vec!["n".into()], None).unwrap();
+        c.listing_complete(Some(&json!(0)));
+        for (a, b) in [(0, 10), (20, 30), (30, 40)] {
+            c.complete_range(Some(&json!(a)), &json!(b));
+        }
+        // (10, 20] failed: the mark stays at 10 and the finished ranges beyond it are kept.
+        assert_eq!(c.to_state()["low_water"], json!(10));
+        assert_eq!(c.to_state()["completed"], json!([[20, 40]]));
+        assert_eq!(c.resume(Some(&json!(10)), &json!(20)), Resume::Read);
+    }
+
+    #[test]
+    fn malformed_ranges_are_named() {
+        let f = vec!["n".to_string()];
+        let e = StreamCursor::new("s", f.clone(), Some(&json!({"completed": [[3, 1]]}))).unwrap_err();
+        assert!(e.to_string().contains("completed[0]"), "{e}");
+        let e = StreamCursor::new("s", f, Some(&json!({"low_water": [1]}))).unwrap_err();
+        assert!(e.to_string().contains("low_water"), "{e}");
+    }
+}

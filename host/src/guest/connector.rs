@@ -1,0 +1,325 @@
+//! A loaded plugin bound to one config and one egress policy, and its instances. Every call goes
+//! to an instance; an instance serves one partition (or one listing) and is dropped after it,
+//! and after any trap.
+
+use crate::bindings::{self, Capabilities, GuestError, Page, Partition, PartitionBatch, Stream};
+use crate::data::protocol::FailureType;
+use crate::guest::engine::Plugin;
+use crate::guest::limits::{EPOCH_TICK, Limits};
+use crate::guest::sandbox::{GuestLog, GuestState};
+use crate::net::Egress;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use wasmtime::{Store, UpdateDeadline};
+
+/// What a guest call can end in besides success.
+#[derive(Debug, Clone)]
+pub enum CallError {
+    /// The connector returned an error.
+    Guest(GuestError),
+    /// The guest trapped or broke the contract; the instance is unusable.
+    Trap(String),
+}
+
+impl CallError {
+    pub fn failure_type(&self) -> FailureType {
+        match self {
+            CallError::Guest(GuestError::Config(_)) => FailureType::Config,
+            CallError::Guest(GuestError::Transient(_)) => FailureType::Transient,
+            CallError::Guest(GuestError::System(_)) | CallError::Trap(_) => FailureType::System,
+        }
+    }
+
+    pub fn message(&self) -> String {
+        match self {
+            CallError::Guest(GuestError::Config(m) | GuestError::Transient(m) | GuestError::System(m)) => m.clone(),
+            CallError::Trap(m) => format!("the connector crashed: {m}"),
+        }
+    }
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message())
+    }
+}
+
+/// CPU ticks a call may use at full speed; after that it runs one tick in `1 + BUSY_PAUSE_TICKS`.
+const BUSY_GRACE_TICKS: u64 = 3;
+const BUSY_PAUSE_TICKS: u32 = 9;
+
+/// A plugin with a config, ready to make instances.
+pub struct Connector {
+    pub plugin: Arc<Plugin>,
+    pub config: String,
+    pub egress: Arc<Egress>,
+    pub limits: Limits,
+    /// Accounting across every instance of this connector.
+    pub usage: Arc<Usage>,
+}
+
+/// What a run's guests used, for the run summary and the library API.
+#[derive(Debug, Default)]
+pub struct Usage {
+    /// Time spent in guest code, in nanoseconds: calls' wall-clock time less their HTTP
+    /// requests and throttling pauses. (The CPU budget counts epoch ticks instead, which is
+    /// coarse: fine for stopping a loop, too coarse to report.)
+    pub guest_nanos: AtomicU64,
+    /// The largest linear memory any one instance grew to, bytes.
+    pub peak_memory_bytes: AtomicU64,
+    pub instances: AtomicU64,
+}
+
+impl Usage {
+    pub fn guest_cpu(&self) -> Duration {
+        Duration::from_nanos(self.guest_nanos.load(Ordering::Relaxed))
+    }
+}
+
+/// One guest instance with its own store.
+pub struct Instance {
+    store: Store<GuestState>,
+    bindings: bindings::Connector,
+    /// The `async-jobs` exports, for plugins that have them.
+    jobs: Option<bindings::AsyncJobs>,
+    limits: Limits,
+    usage: Arc<Usage>,
+}
+
+impl Connector {
+    pub fn new(plugin: Arc<Plugin>, config: String, egress: Arc<Egress>, limits: Limits) -> Self {
+        Connector { plugin, config, egress, limits, usage: Arc::default() }
+    }
+
+    /// A fresh instance. Instantiating runs guest code (its start functions), so it is a call
+    /// like any other: under the CPU budget and the wall-clock limit, and counted as guest time.
+    pub async fn instance(&self) -> Result<Instance, CallError> {
+        let mut store = Store::new(self.plugin.pre.engine(), GuestState::new(self.egress.clone(), &self.limits));
+        store.limiter(|state| &mut state.limiter);
+        // The CPU budget: every epoch tick spent in guest code counts; between ticks the guest
+        // yields, so one busy guest cannot hold a worker thread. A call that keeps computing past
+        // a grace period is paused between ticks as well, so an endless loop takes a small share
+        // of the machine until its budget runs out instead of a whole core.
+        let budget = self.limits.cpu_ticks_per_call();
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |mut ctx| {
+            let state = ctx.data_mut();
+            // The tick that passed while the host worked (HTTP) or while paused is not the guest's.
+            if std::mem::take(&mut state.back_from_host) || std::mem::take(&mut state.paused) {
+                return Ok(UpdateDeadline::Yield(1));
+            }
+            state.cpu_ticks += 1;
+            if state.cpu_ticks > budget {
+                return Err(wasmtime::format_err!("CPU budget exceeded"));
+            }
+            if state.cpu_ticks > BUSY_GRACE_TICKS {
+                state.paused = true;
+                state.not_guest += EPOCH_TICK * BUSY_PAUSE_TICKS;
+                return Ok(UpdateDeadline::YieldCustom(1, Box::pin(tokio::time::sleep(EPOCH_TICK * BUSY_PAUSE_TICKS))));
+            }
+            Ok(UpdateDeadline::Yield(1))
+        });
+        self.usage.instances.fetch_add(1, Ordering::Relaxed);
+        let pre = self.plugin.pre.instance_pre();
+        let instance = guarded(&mut store, &self.limits, &self.usage, r#"{"call":"instantiate"}"#, async |store| {
+            pre.instantiate_async(store).await
+        })
+        .await
+        .map_err(|e| match e {
+            CallError::Trap(m) => CallError::Trap(format!("cannot instantiate: {m}")),
+            other => other,
+        })?;
+        let loaded = self.plugin.indices.load(&mut store, &instance).and_then(|bindings| {
+            let jobs = self.plugin.jobs.as_ref().map(|j| j.load(&mut store, &instance)).transpose()?;
+            Ok((bindings, jobs))
+        });
+        let (bindings, jobs) = loaded.map_err(|e| CallError::Trap(format!("cannot instantiate: {e:#}")))?;
+        Ok(Instance { bindings, jobs, store, limits: self.limits.clone(), usage: self.usage.clone() })
+    }
+}
+
+/// Runs one guest call under the instance's limits: CPU budget and wall-clock limit from zero,
+/// `context` (JSON) labelling its HTTP requests in recordings, its guest time counted; a trap
+/// becomes a clear error naming the limit that stopped the guest.
+async fn guarded<T>(
+    store: &mut Store<GuestState>,
+    limits: &Limits,
+    usage: &Usage,
+    context: &str,
+    call: impl AsyncFnOnce(&mut Store<GuestState>) -> wasmtime::Result<T>,
+) -> Result<T, CallError> {
+    let state = store.data_mut();
+    state.cpu_ticks = 0;
+    state.context = context.to_string();
+    state.call_started = std::time::Instant::now();
+    state.not_guest = Duration::ZERO;
+    let outcome = tokio::time::timeout(limits.call_timeout(), call(store)).await;
+    let state = store.data();
+    let guest = state.call_started.elapsed().saturating_sub(state.not_guest);
+    usage.guest_nanos.fetch_add(guest.as_nanos() as u64, Ordering::Relaxed);
+    match outcome {
+        Ok(Ok(value)) => Ok(value),
+        Err(_) => Err(CallError::Trap(format!(
+            "the call took longer than its wall-clock limit of {} ms",
+            limits.call_timeout_ms
+        ))),
+        Ok(Err(e)) => {
+            let message = if let Some(memory) = &state.limiter.exceeded {
+                memory.clone()
+            } else if state.cpu_ticks > limits.cpu_ticks_per_call() {
+                format!(
+                    "the connector used more than its CPU budget of {} ms in one call (an endless loop?)",
+                    limits.cpu_ms_per_call
+                )
+            } else {
+                match e.downcast_ref::<wasmtime::Trap>() {
+                    Some(wasmtime::Trap::StackOverflow) => {
+                        "the connector overflowed its stack (recursion too deep)".to_string()
+                    }
+                    // The trap itself; its wasm backtrace is noise to an operator.
+                    Some(trap) => trap.to_string(),
+                    None => e.to_string(),
+                }
+            };
+            Err(CallError::Trap(message))
+        }
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let peak = self.store.data().limiter.peak_memory as u64;
+        self.usage.peak_memory_bytes.fetch_max(peak, Ordering::Relaxed);
+    }
+}
+
+// The generated export bindings take `&String`; passing ours through avoids a copy per call.
+#[allow(clippy::ptr_arg)]
+impl Instance {
+    pub fn take_logs(&mut self) -> Vec<GuestLog> {
+        self.store.data_mut().take_logs()
+    }
+
+    /// A call of the `source` interface.
+    async fn source<T>(
+        &mut self,
+        context: &str,
+        call: impl AsyncFnOnce(&bindings::Source, &mut Store<GuestState>) -> wasmtime::Result<Result<T, GuestError>>,
+    ) -> Result<T, CallError> {
+        let Instance { store, bindings, limits, usage, .. } = self;
+        let source = bindings.sluice_connector_source();
+        guarded(store, limits, usage, context, async |store| call(source, store).await).await?.map_err(CallError::Guest)
+    }
+
+    /// A call of the `async-jobs` interface; an error for plugins without it.
+    async fn job_call<T>(
+        &mut self,
+        context: &str,
+        call: impl AsyncFnOnce(&bindings::AsyncJobs, &mut Store<GuestState>) -> wasmtime::Result<Result<T, GuestError>>,
+    ) -> Result<T, CallError> {
+        let Instance { store, jobs, limits, usage, .. } = self;
+        let jobs = jobs
+            .as_ref()
+            .ok_or_else(|| CallError::Guest(GuestError::System("the connector does not export async-jobs".into())))?;
+        guarded(store, limits, usage, context, async |store| call(jobs, store).await).await?.map_err(CallError::Guest)
+    }
+
+    pub async fn spec(&mut self) -> Result<String, CallError> {
+        let Instance { store, bindings, limits, usage, .. } = self;
+        let source = bindings.sluice_connector_source();
+        guarded(store, limits, usage, r#"{"call":"spec"}"#, async |store| source.call_spec(store).await).await
+    }
+
+    pub async fn capabilities(&mut self, config: &String) -> Result<Capabilities, CallError> {
+        self.source(r#"{"call":"capabilities"}"#, async |s, store| s.call_capabilities(store, config).await).await
+    }
+
+    pub async fn check(&mut self, config: &String) -> Result<(), CallError> {
+        self.source(r#"{"call":"check"}"#, async |s, store| s.call_check(store, config).await).await
+    }
+
+    pub async fn discover(&mut self, config: &String) -> Result<Vec<Stream>, CallError> {
+        self.source(r#"{"call":"discover"}"#, async |s, store| s.call_discover(store, config).await).await
+    }
+
+    pub async fn partitions(
+        &mut self,
+        config: &String,
+        stream: &String,
+        state: Option<&String>,
+        token: Option<&String>,
+    ) -> Result<PartitionBatch, CallError> {
+        let context = serde_json::json!({"stream": stream, "listing": true}).to_string();
+        self.source(&context, async |s, store| s.call_partitions(store, config, stream, state, token).await).await
+    }
+
+    pub async fn read_page(
+        &mut self,
+        config: &String,
+        partition: &Partition,
+        token: Option<&String>,
+    ) -> Result<Page, CallError> {
+        let key: serde_json::Value = serde_json::from_str(&partition.key).unwrap_or(serde_json::Value::Null);
+        let context = serde_json::json!({"stream": partition.stream, "partition": key}).to_string();
+        self.source(&context, async |s, store| s.call_read_page(store, config, partition, token).await).await
+    }
+
+    /// Which streams are read through jobs; `None` for connectors without `async-jobs`.
+    pub async fn job_settings(&mut self, config: &String) -> Result<Option<bindings::JobSettings>, CallError> {
+        if self.jobs.is_none() {
+            return Ok(None);
+        }
+        self.job_call(r#"{"call":"job-settings"}"#, async |j, store| j.call_settings(store, config).await)
+            .await
+            .map(Some)
+    }
+
+    pub async fn create_job(&mut self, config: &String, partition: &Partition) -> Result<String, CallError> {
+        let context = job_context(partition, "create");
+        self.job_call(&context, async |j, store| j.call_create_job(store, config, partition).await).await
+    }
+
+    pub async fn poll_job(
+        &mut self,
+        config: &String,
+        partition: &Partition,
+        job: &String,
+    ) -> Result<bindings::JobStatus, CallError> {
+        let context = job_context(partition, "poll");
+        self.job_call(&context, async |j, store| j.call_poll_job(store, config, job).await).await
+    }
+
+    pub async fn read_result(
+        &mut self,
+        config: &String,
+        partition: &Partition,
+        job: &String,
+        download: &String,
+        token: Option<&String>,
+    ) -> Result<Page, CallError> {
+        let context = job_context(partition, "read-result");
+        self.job_call(&context, async |j, store| j.call_read_result(store, config, job, download, token).await).await
+    }
+
+    /// Aborts (`abort`) or deletes a job.
+    pub async fn end_job(
+        &mut self,
+        config: &String,
+        partition: &Partition,
+        job: &String,
+        abort: bool,
+    ) -> Result<(), CallError> {
+        let context = job_context(partition, if abort { "abort" } else { "delete" });
+        match abort {
+            true => self.job_call(&context, async |j, store| j.call_abort_job(store, config, job).await).await,
+            false => self.job_call(&context, async |j, store| j.call_delete_job(store, config, job).await).await,
+        }
+    }
+}
+
+/// The recording label of a job call for `partition`.
+fn job_context(partition: &Partition, step: &str) -> String {
+    let key: serde_json::Value = serde_json::from_str(&partition.key).unwrap_or(serde_json::Value::Null);
+    serde_json::json!({"stream": partition.stream, "partition": key, "job": step}).to_string()
+}

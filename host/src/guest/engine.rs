@@ -1,0 +1,317 @@
+//! The wasmtime engine, loading components, and the compiled-component cache.
+//!
+//! Compiling a component takes from a fraction of a second (Rust) to ~10 s (Python, JS), so
+//! compiled code is cached on disk, keyed by the wasm's sha256 and the engine's compatibility
+//! hash: a second run of the same plugin deserializes in milliseconds.
+
+use crate::bindings::{AsyncJobsIndices, ConnectorIndices, ConnectorPre, WIT_PACKAGE, WIT_VERSION};
+use crate::guest::limits::Limits;
+use crate::guest::sandbox::GuestState;
+use anyhow::{Context, Result, anyhow, bail};
+use sha2::{Digest, Sha256};
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use wasmtime::component::{Component, Linker, types::ComponentItem};
+
+/// One per process: shared by every plugin and run.
+pub struct Engine {
+    engine: wasmtime::Engine,
+    linker: Linker<GuestState>,
+    cache: ComponentCache,
+    pooling: bool,
+    wasm_stack_bytes: usize,
+}
+
+/// A loaded plugin, ready to instantiate cheaply (one instance per partition).
+pub struct Plugin {
+    pub path: PathBuf,
+    pub sha256: String,
+    /// The WIT version the plugin was built against, e.g. `0.1.0`.
+    pub wit_version: String,
+    pub pre: ConnectorPre<GuestState>,
+    /// Where the `source` exports are (looked up once).
+    pub indices: ConnectorIndices,
+    /// Where the `async-jobs` exports are, when the plugin has them (contract 0.1.1).
+    pub jobs: Option<AsyncJobsIndices>,
+    pub load: LoadInfo,
+}
+
+#[derive(Debug, Clone)]
+pub struct LoadInfo {
+    /// `true` when the compiled code came from the cache.
+    pub cache_hit: bool,
+    pub elapsed: Duration,
+    pub cache_file: PathBuf,
+}
+
+/// Instances the pooling allocator keeps slots for; beyond that instantiation waits for none and
+/// fails, so it is sized for many tenants' partitions at once.
+const POOLED_INSTANCES: u32 = 2000;
+/// The largest memory a pooled instance may have; memory limits above it need on-demand
+/// allocation.
+pub const POOLED_MAX_MEMORY: usize = 1 << 30;
+
+impl Engine {
+    /// An engine with on-demand instance allocation and the default stack.
+    pub fn new(cache_dir: PathBuf) -> Result<Self> {
+        Self::with_options(cache_dir, false, Limits::default().wasm_stack_bytes)
+    }
+
+    /// With `pooling`, instances come from pre-reserved slots (faster to create, and to throw
+    /// away); when the address space does not allow the reservation, this falls back to
+    /// on-demand allocation. [`Engine::pooling`] tells which one is in use.
+    pub fn with_pooling(cache_dir: PathBuf, pooling: bool) -> Result<Self> {
+        Self::with_options(cache_dir, pooling, Limits::default().wasm_stack_bytes)
+    }
+
+    /// As [`Engine::with_pooling`], with a guest stack of `wasm_stack_bytes`.
+    pub fn with_options(cache_dir: PathBuf, pooling: bool, wasm_stack_bytes: usize) -> Result<Self> {
+        if pooling && let Ok(engine) = Self::build(cache_dir.clone(), true, wasm_stack_bytes) {
+            return Ok(engine);
+        }
+        Self::build(cache_dir, false, wasm_stack_bytes)
+    }
+
+    pub fn pooling(&self) -> bool {
+        self.pooling
+    }
+
+    pub fn wasm_stack_bytes(&self) -> usize {
+        self.wasm_stack_bytes
+    }
+
+    fn build(cache_dir: PathBuf, pooling: bool, wasm_stack_bytes: usize) -> Result<Self> {
+        let mut config = wasmtime::Config::new();
+        if pooling {
+            let mut pool = wasmtime::PoolingAllocationConfig::new();
+            pool.total_component_instances(POOLED_INSTANCES)
+                .total_core_instances(POOLED_INSTANCES * 4)
+                .total_memories(POOLED_INSTANCES * 2)
+                .total_tables(POOLED_INSTANCES * 4)
+                .total_stacks(POOLED_INSTANCES)
+                .max_memory_size(POOLED_MAX_MEMORY);
+            config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+        }
+        config.wasm_component_model(true);
+        // Guests get a bounded stack; async host calls need a larger fiber stack than that.
+        config.max_wasm_stack(wasm_stack_bytes);
+        // Host calls run on the same fiber as the guest: room for them beyond the guest's stack.
+        config.async_stack_size(wasm_stack_bytes + (3 << 19));
+        // CPU budgets: the epoch advances on a ticker thread; guests check it cheaply.
+        config.epoch_interruption(true);
+        let engine = wasmtime::Engine::new(&config).map_err(|e| anyhow!("{e}"))?;
+        start_epoch_ticker(&engine);
+        let mut linker = Linker::new(&engine);
+        crate::guest::sandbox::add_to_linker(&mut linker)?;
+        Ok(Engine { engine, linker, cache: ComponentCache::new(cache_dir), pooling, wasm_stack_bytes })
+    }
+
+    pub fn wasmtime(&self) -> &wasmtime::Engine {
+        &self.engine
+    }
+
+    /// Loads a plugin file: checks it is a component for a supported WIT version, compiles it
+    /// (or loads it from the cache) and links it against the host's imports.
+    pub fn load(&self, path: &Path) -> Result<Plugin> {
+        let started = Instant::now();
+        let shown = path.display();
+        let bytes = std::fs::read(path).with_context(|| format!("cannot read plugin {shown}"))?;
+        check_component_header(&bytes).with_context(|| format!("{shown} cannot be loaded"))?;
+        let sha256 = hex::encode(Sha256::digest(&bytes));
+        let (component, cache_hit, cache_file) = self
+            .cache
+            .load_or_compile(&self.engine, &bytes, &sha256)
+            .with_context(|| format!("{shown} is not a valid WebAssembly component"))?;
+        let wit_version = self.check_wit_version(&component).with_context(|| format!("{shown} cannot be loaded"))?;
+        let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
+            anyhow!("{shown} needs an import Sluice does not provide (connectors may import only sluice:connector/http and /log, and WASI): {e}")
+        })?;
+        let exports_jobs = component
+            .component_type()
+            .exports(&self.engine)
+            .any(|(name, _)| name.starts_with(&format!("{WIT_PACKAGE}/async-jobs@")));
+        let jobs = if exports_jobs {
+            Some(AsyncJobsIndices::new(&instance_pre).map_err(|e| {
+                anyhow!("{shown} exports an async-jobs interface this host cannot use (another revision?): {e}")
+            })?)
+        } else {
+            None
+        };
+        let indices = ConnectorIndices::new(&instance_pre).map_err(|e| {
+            anyhow!("{shown} does not export the connector interface this host expects (built against another revision of {WIT_PACKAGE}@{WIT_VERSION}? rebuild it with this repository's SDK): {e}")
+        })?;
+        let pre = ConnectorPre::new(instance_pre).map_err(|e| {
+            anyhow!(
+                "{shown} does not export the connector interface this host expects (built against another \
+                     revision of {WIT_PACKAGE}@{WIT_VERSION}? rebuild it with this repository's SDK): {e}"
+            )
+        })?;
+        Ok(Plugin {
+            path: path.to_path_buf(),
+            sha256,
+            wit_version,
+            pre,
+            indices,
+            jobs,
+            load: LoadInfo { cache_hit, elapsed: started.elapsed(), cache_file },
+        })
+    }
+
+    /// Finds the exported `sluice:connector/source@X.Y.Z` and checks X.Y against ours.
+    fn check_wit_version(&self, component: &Component) -> Result<String> {
+        let ty = component.component_type();
+        let prefix = format!("{WIT_PACKAGE}/source@");
+        let mut exports = Vec::new();
+        for (name, item) in ty.exports(&self.engine) {
+            if let (Some(version), ComponentItem::ComponentInstance(_)) = (name.strip_prefix(&prefix), &item.ty) {
+                if compatible(version, WIT_VERSION) {
+                    return Ok(version.to_string());
+                }
+                bail!(
+                    "it was built for {WIT_PACKAGE}@{version}, but this host supports {WIT_PACKAGE}@{WIT_VERSION} \
+                     (rebuild the plugin with a matching SDK, or use a matching host)"
+                );
+            }
+            exports.push(name.to_string());
+        }
+        bail!(
+            "it does not export {WIT_PACKAGE}/source, so it is not a Sluice connector (it exports: {})",
+            if exports.is_empty() { "nothing".to_string() } else { exports.join(", ") }
+        )
+    }
+}
+
+/// One OS thread per engine advances its epoch (a tokio task could be starved by busy workers).
+/// It stops once the engine is gone.
+fn start_epoch_ticker(engine: &wasmtime::Engine) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("sluice-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(crate::guest::limits::EPOCH_TICK);
+            }
+        })
+        .expect("spawn the epoch ticker");
+}
+
+/// `0.x` versions are compatible within a minor version, later ones within a major version.
+fn compatible(theirs: &str, ours: &str) -> bool {
+    let parse = |v: &str| -> Option<(u64, u64)> {
+        let mut parts = v.split(['.', '-', '+']);
+        Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+    };
+    match (parse(theirs), parse(ours)) {
+        (Some((0, a)), Some((0, b))) => a == b,
+        (Some((a, _)), Some((b, _))) => a == b,
+        _ => false,
+    }
+}
+
+/// Tells a component from a core module or a file that is not WebAssembly at all.
+fn check_component_header(bytes: &[u8]) -> Result<()> {
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        bail!("it is not a WebAssembly file (no \\0asm header)");
+    }
+    match bytes[6..8] {
+        [1, 0] => Ok(()),
+        [0, 0] => bail!(
+            "it is a core WebAssembly module, not a component (build Rust connectors with --target wasm32-wasip2)"
+        ),
+        _ => bail!("it has an unknown WebAssembly layer {:?}", &bytes[6..8]),
+    }
+}
+
+/// Compiled components on disk. Only files this cache wrote are ever deserialized (a `.cwasm`
+/// is native code), and they are written atomically so a crash never leaves half a file.
+pub struct ComponentCache {
+    dir: PathBuf,
+}
+
+impl ComponentCache {
+    pub fn new(dir: PathBuf) -> Self {
+        ComponentCache { dir }
+    }
+
+    /// The default location: `$XDG_CACHE_HOME/sluice/components` or the platform's equivalent.
+    pub fn default_dir() -> PathBuf {
+        dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("sluice").join("components")
+    }
+
+    fn file_for(&self, engine: &wasmtime::Engine, sha256: &str) -> PathBuf {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        self.dir.join(format!("{sha256}-{:016x}.cwasm", hasher.finish()))
+    }
+
+    fn load_or_compile(
+        &self,
+        engine: &wasmtime::Engine,
+        wasm: &[u8],
+        sha256: &str,
+    ) -> Result<(Component, bool, PathBuf)> {
+        let file = self.file_for(engine, sha256);
+        if file.exists() {
+            // SAFETY: the file is in our cache directory under a name only `store` writes, and it
+            // was produced by `precompile_component` of an engine with the same compatibility hash.
+            match unsafe { Component::deserialize_file(engine, &file) } {
+                Ok(component) => return Ok((component, true, file)),
+                // A damaged cache entry is rebuilt, never trusted.
+                Err(_) => {
+                    let _ = std::fs::remove_file(&file);
+                }
+            }
+        }
+        let compiled = engine.precompile_component(wasm).map_err(|e| anyhow!("{e:#}"))?;
+        self.store(&file, &compiled)?;
+        // SAFETY: these bytes were produced by `precompile_component` just above.
+        let component = unsafe { Component::deserialize(engine, &compiled) }.map_err(|e| anyhow!("{e:#}"))?;
+        Ok((component, false, file))
+    }
+
+    fn store(&self, file: &Path, bytes: &[u8]) -> Result<()> {
+        create_private_dir(&self.dir)?;
+        // Unique per writer, in this process and others; the rename makes the entry appear whole.
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = file.with_extension(format!("tmp{}-{n}", std::process::id()));
+        std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+        std::fs::rename(&tmp, file).with_context(|| format!("cannot write {}", file.display()))?;
+        Ok(())
+    }
+}
+
+fn create_private_dir(dir: &Path) -> Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir).with_context(|| format!("cannot create cache directory {}", dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        assert!(compatible("0.1.0", "0.1.0"));
+        assert!(compatible("0.1.3", "0.1.0"));
+        assert!(!compatible("0.2.0", "0.1.0"));
+        assert!(!compatible("1.0.0", "0.1.0"));
+        assert!(compatible("1.4.0", "1.0.0"));
+        assert!(!compatible("x", "0.1.0"));
+    }
+
+    #[test]
+    fn headers() {
+        assert!(check_component_header(b"hello world").unwrap_err().to_string().contains("not a WebAssembly file"));
+        assert!(
+            check_component_header(b"\0asm\x01\0\0\0").unwrap_err().to_string().contains("core WebAssembly module")
+        );
+        assert!(check_component_header(b"\0asm\x0d\0\x01\0").is_ok());
+    }
+}

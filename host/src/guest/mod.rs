@@ -1,0 +1,8 @@
+//! The guest runtime: the only part that touches wasmtime. [`engine`] compiles and caches
+//! components, [`sandbox`] is what a guest can see (its imports, memory limiter, logs),
+//! [`limits`] what it may consume, and [`connector`] makes instances and calls them.
+
+pub mod connector;
+pub mod engine;
+pub mod limits;
+pub mod sandbox;

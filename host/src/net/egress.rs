@@ -1,0 +1,400 @@
+//! The HTTP client guests' requests go through: the egress policy first, then timeouts,
+//! retries with backoff, `Retry-After`, per-host rates and response-size caps, with the
+//! [`HttpHooks`] around every attempt.
+//!
+//! A request is allowed only when its `host:port` was both declared by the plugin (its
+//! `capabilities`) and granted by the operator (`--allow-host`); anything else fails with
+//! `denied` before any network I/O. Redirects are re-checked hop by hop.
+
+use super::grants::{EgressPolicy, is_internal};
+use super::hooks::{Answer, Attempt, HttpHooks, Outcome, Timing};
+use crate::bindings::{HttpError, Request, Response};
+use anyhow::Result;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+/// HTTP behaviour for one run. The defaults suit public APIs.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    pub connect_timeout: Duration,
+    /// Longest wait for the next bytes of a response.
+    pub read_timeout: Duration,
+    /// Longest a single attempt may take end to end.
+    pub request_timeout: Duration,
+    /// Attempts per request, the first included.
+    pub max_attempts: u32,
+    /// Retries allowed across the whole run, so a failing API cannot keep a run busy forever.
+    pub retry_budget: u64,
+    /// First backoff delay; doubled per attempt, with jitter.
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+    /// A `Retry-After` longer than this is not waited for; the response goes to the guest.
+    pub max_retry_after: Duration,
+    pub max_response_bytes: u64,
+    /// Requests in flight at once across the run.
+    pub max_in_flight: usize,
+    /// Requests per second to any one host.
+    pub max_rate_per_host: Option<f64>,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(60),
+            request_timeout: Duration::from_secs(300),
+            max_attempts: 5,
+            retry_budget: 1000,
+            backoff_base: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(60),
+            max_retry_after: Duration::from_secs(600),
+            max_response_bytes: 64 << 20,
+            max_in_flight: 32,
+            max_rate_per_host: None,
+        }
+    }
+}
+
+/// Resolves names for the HTTP client and refuses internal addresses: a name is never allowed
+/// to lead to loopback, private or metadata addresses (only an address grant can), and the
+/// client connects to exactly the addresses checked here, so DNS rebinding cannot slip past.
+struct CheckedResolver;
+
+impl reqwest::dns::Resolve for CheckedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            if let Some(internal) = addrs.iter().find(|a| is_internal(a.ip())) {
+                let message = format!(
+                    "{host} resolves to the internal address {}, which is reachable only when granted by address",
+                    internal.ip()
+                );
+                return Err(Box::new(Denial(message)) as Box<dyn std::error::Error + Send + Sync>);
+            }
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+/// Counters for the run summary.
+#[derive(Debug, Default)]
+pub struct EgressStats {
+    pub requests: AtomicU64,
+    pub retries: AtomicU64,
+    pub denied: AtomicU64,
+    pub bytes_in: AtomicU64,
+    pub bytes_out: AtomicU64,
+}
+
+/// Performs every request of one run.
+pub struct Egress {
+    client: reqwest::Client,
+    policy: Arc<EgressPolicy>,
+    options: HttpOptions,
+    retry_budget: AtomicU64,
+    in_flight: tokio::sync::Semaphore,
+    /// When each host may next be sent a request, under the per-host rate.
+    next_slot: Mutex<HashMap<String, Instant>>,
+    pub stats: EgressStats,
+    /// Around every attempt, in order: the first that answers one keeps it off the network.
+    hooks: Vec<Arc<dyn HttpHooks>>,
+}
+
+/// A denial found inside the HTTP client (a redirect hop, a name resolving to an internal
+/// address); it reaches the guest as `denied`.
+#[derive(Debug)]
+struct Denial(String);
+impl fmt::Display for Denial {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for Denial {}
+
+/// Redirects followed per request (reqwest's `previous()` holds the original URL too).
+const MAX_REDIRECTS: usize = 10;
+
+impl Egress {
+    pub fn new(policy: EgressPolicy, options: HttpOptions) -> Result<Self> {
+        let policy = Arc::new(policy);
+        let redirect_policy = policy.clone();
+        let client = reqwest::Client::builder()
+            .connect_timeout(options.connect_timeout)
+            .read_timeout(options.read_timeout)
+            .timeout(options.request_timeout)
+            // Proxies from the environment would send guest traffic somewhere nobody granted.
+            .no_proxy()
+            .user_agent(concat!("sluice/", env!("CARGO_PKG_VERSION")))
+            .dns_resolver(Arc::new(CheckedResolver))
+            .redirect(reqwest::redirect::Policy::custom(move |attempt| {
+                if attempt.previous().len() > MAX_REDIRECTS {
+                    return attempt.error(Denial(format!("more than {MAX_REDIRECTS} redirects")));
+                }
+                match redirect_policy.check(attempt.url()) {
+                    Ok(()) => attempt.follow(),
+                    Err(why) => {
+                        let to = attempt.url().to_string();
+                        attempt.error(Denial(format!("the redirect to {to} is denied: {why}")))
+                    }
+                }
+            }))
+            .build()?;
+        Ok(Egress {
+            client,
+            policy,
+            retry_budget: AtomicU64::new(options.retry_budget),
+            in_flight: tokio::sync::Semaphore::new(options.max_in_flight.max(1)),
+            next_slot: Mutex::new(HashMap::new()),
+            options,
+            stats: EgressStats::default(),
+            hooks: Vec::new(),
+        })
+    }
+
+    /// Adds a hook around every attempt (after those added before).
+    pub fn with_hook(mut self, hook: Arc<dyn HttpHooks>) -> Self {
+        self.hooks.push(hook);
+        self
+    }
+
+    /// True when a hook answers every attempt: nothing goes to the network.
+    fn offline(&self) -> bool {
+        self.hooks.iter().any(|h| h.offline())
+    }
+
+    pub fn policy(&self) -> &EgressPolicy {
+        &self.policy
+    }
+
+    /// Sends a guest's request: policy check, then attempts with backoff until one is final.
+    /// `context` (JSON) says what the request is for, in recordings.
+    pub async fn send(&self, req: Request, context: &str) -> Result<Response, HttpError> {
+        let url = url::Url::parse(&req.url)
+            .map_err(|e| HttpError::InvalidRequest(format!("invalid URL {:?}: {e}", req.url)))?;
+        if let Err(why) = self.policy.check(&url) {
+            self.stats.denied.fetch_add(1, Ordering::Relaxed);
+            return Err(HttpError::Denied(why));
+        }
+        let method = reqwest::Method::from_bytes(req.method.to_ascii_uppercase().as_bytes())
+            .map_err(|_| HttpError::InvalidRequest(format!("invalid method {:?}", req.method)))?;
+        let idempotent = matches!(method.as_str(), "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS");
+        let method_name = method.as_str().to_string();
+        let mut attempt = 1;
+        loop {
+            let (started, clock) = (SystemTime::now(), Instant::now());
+            let this = Attempt { context, number: attempt, method: &method_name, url: &url, request: &req };
+            let outcome = match self.hooks.iter().find_map(|h| h.answer(&this)) {
+                Some(answer) => self.answered(answer),
+                None if self.offline() => Err(Failure::Other(HttpError::Denied(format!(
+                    "nothing answers {method} {url} and HTTP is offline"
+                )))),
+                None => self.attempt(&method, &url, &req).await,
+            };
+            let timing = || Timing { started, elapsed: clock.elapsed() };
+            for hook in &self.hooks {
+                let seen = match &outcome {
+                    Ok(resp) => Outcome::Response(resp),
+                    Err(Failure::Connect(error)) => Outcome::Error { error, connect: true },
+                    Err(Failure::Other(error)) => Outcome::Error { error, connect: false },
+                };
+                hook.observe(&this, seen, timing()).await;
+            }
+            let delay = match &outcome {
+                Ok(resp) if resp.status == 429 => Some(self.retry_after(resp).unwrap_or_else(|| self.backoff(attempt))),
+                Ok(resp) if idempotent && is_retryable_status(resp.status) => {
+                    Some(self.retry_after(resp).unwrap_or_else(|| self.backoff(attempt)))
+                }
+                Err(Failure::Connect(_)) => Some(self.backoff(attempt)),
+                Err(Failure::Other(HttpError::Timeout(_) | HttpError::Connection(_))) if idempotent => {
+                    Some(self.backoff(attempt))
+                }
+                _ => None,
+            };
+            let retry = match delay {
+                Some(d) if attempt < self.options.max_attempts && d <= self.options.max_retry_after => {
+                    self.take_retry().then_some(d)
+                }
+                _ => None,
+            };
+            match retry {
+                Some(delay) => {
+                    self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                    // An offline replay has nobody to wait for.
+                    if !self.offline() {
+                        tokio::time::sleep(delay).await;
+                    }
+                    attempt += 1;
+                }
+                None => {
+                    let outcome = outcome.map_err(Failure::into_http_error);
+                    // Policy denials count above; a redirect denied mid-flight counts here.
+                    if matches!(outcome, Err(HttpError::Denied(_))) {
+                        self.stats.denied.fetch_add(1, Ordering::Relaxed);
+                    }
+                    return outcome;
+                }
+            }
+        }
+    }
+
+    /// An attempt a hook answered: counted as a request, no network.
+    fn answered(&self, answer: Answer) -> Result<Response, Failure> {
+        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+        match answer {
+            Answer::Response(resp) => {
+                self.stats.bytes_in.fetch_add(resp.body.len() as u64, Ordering::Relaxed);
+                Ok(resp)
+            }
+            Answer::Error { error, connect: true } => Err(Failure::Connect(error)),
+            Answer::Error { error, .. } => Err(Failure::Other(error)),
+        }
+    }
+
+    /// Waits for this host's next slot under the per-host rate.
+    async fn pace(&self, url: &url::Url) {
+        let Some(rate) = self.options.max_rate_per_host else { return };
+        let interval = Duration::from_secs_f64(1.0 / rate);
+        let wait = {
+            let mut slots = self.next_slot.lock().unwrap_or_else(|e| e.into_inner());
+            let now = Instant::now();
+            let slot = slots.entry(url.host_str().unwrap_or_default().to_string()).or_insert(now);
+            let start = (*slot).max(now);
+            *slot = start + interval;
+            start - now
+        };
+        tokio::time::sleep(wait).await;
+    }
+
+    async fn attempt(&self, method: &reqwest::Method, url: &url::Url, req: &Request) -> Result<Response, Failure> {
+        self.pace(url).await;
+        let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
+        let mut builder = self.client.request(method.clone(), url.clone());
+        for (name, value) in &req.headers {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        if let Some(body) = &req.body {
+            self.stats.bytes_out.fetch_add(body.len() as u64, Ordering::Relaxed);
+            builder = builder.body(body.clone());
+        }
+        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+        let mut resp = builder.send().await.map_err(classify)?;
+        let cap = self.options.max_response_bytes;
+        let too_large = || Failure::Other(HttpError::TooLarge(format!("{url} answered more than {cap} bytes")));
+        if resp.content_length().is_some_and(|len| len > cap) {
+            return Err(too_large());
+        }
+        let status = resp.status().as_u16();
+        let headers = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .collect();
+        let mut body = Vec::with_capacity(resp.content_length().unwrap_or(0) as usize);
+        while let Some(chunk) = resp.chunk().await.map_err(classify)? {
+            if (body.len() + chunk.len()) as u64 > cap {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        self.stats.bytes_in.fetch_add(body.len() as u64, Ordering::Relaxed);
+        Ok(Response { status, headers, body })
+    }
+
+    fn take_retry(&self) -> bool {
+        self.retry_budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok()
+    }
+
+    /// Exponential backoff with jitter: half the step fixed, half random.
+    fn backoff(&self, attempt: u32) -> Duration {
+        let step = self.options.backoff_base.saturating_mul(1 << (attempt - 1).min(20)).min(self.options.backoff_max);
+        let half = step / 2;
+        half + Duration::from_nanos(fastrand::u64(0..=half.as_nanos() as u64))
+    }
+
+    /// `Retry-After` in seconds or as an HTTP date, honoured exactly.
+    fn retry_after(&self, resp: &Response) -> Option<Duration> {
+        let value = resp.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("retry-after"))?.1.trim();
+        if let Ok(secs) = value.parse::<u64>() {
+            return Some(Duration::from_secs(secs));
+        }
+        let when = httpdate::parse_http_date(value).ok()?;
+        Some(when.duration_since(SystemTime::now()).unwrap_or_default())
+    }
+}
+
+fn is_retryable_status(status: u16) -> bool {
+    matches!(status, 500 | 502 | 503 | 504) || (507..=599).contains(&status)
+}
+
+/// An attempt's failure; connection failures before anything was sent are safe to retry for
+/// any method.
+enum Failure {
+    Connect(HttpError),
+    Other(HttpError),
+}
+
+impl Failure {
+    fn into_http_error(self) -> HttpError {
+        match self {
+            Failure::Connect(e) | Failure::Other(e) => e,
+        }
+    }
+}
+
+fn classify(e: reqwest::Error) -> Failure {
+    let mut source: Option<&dyn std::error::Error> = Some(&e);
+    while let Some(err) = source {
+        if let Some(denial) = err.downcast_ref::<Denial>() {
+            return Failure::Other(HttpError::Denied(denial.0.clone()));
+        }
+        source = err.source();
+    }
+    let text = error_chain(&e);
+    if e.is_connect() {
+        Failure::Connect(HttpError::Connection(text))
+    } else if e.is_timeout() {
+        Failure::Other(HttpError::Timeout(text))
+    } else if e.is_builder() || e.is_request() && e.to_string().contains("builder") {
+        Failure::Other(HttpError::InvalidRequest(text))
+    } else {
+        Failure::Other(HttpError::Connection(text))
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let opts = HttpOptions {
+            backoff_base: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(1),
+            ..Default::default()
+        };
+        let egress = Egress::new(EgressPolicy::default(), opts).unwrap();
+        for _ in 0..50 {
+            let d1 = egress.backoff(1);
+            assert!(d1 >= Duration::from_millis(50) && d1 <= Duration::from_millis(100));
+            let d3 = egress.backoff(3);
+            assert!(d3 >= Duration::from_millis(200) && d3 <= Duration::from_millis(400));
+            assert!(egress.backoff(30) <= Duration::from_secs(1));
+        }
+    }
+}

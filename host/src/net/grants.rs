@@ -1,0 +1,269 @@
+//! Who a guest may reach: the hosts a plugin declares for its config, limited to those the
+//! operator grants, and the address ranges that need a grant by address.
+
+use anyhow::{Result, bail};
+use std::collections::BTreeSet;
+use std::fmt;
+use std::net::IpAddr;
+
+/// A host an operator grants or a plugin declares: `[http://]HOST[:PORT]`. HOST is a name, an
+/// address, or a pattern `*.example.com` (any subdomain). Without a port it means the scheme's
+/// default port (80 for http, 443 for https). Plain http is allowed only by a grant written with
+/// `http://`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HostPort {
+    pub host: String,
+    pub port: Option<u16>,
+    /// Plain http is allowed too.
+    pub http: bool,
+}
+
+impl HostPort {
+    pub fn parse(text: &str) -> Result<Self> {
+        let original = text.trim();
+        let (http, text) = match original.split_once("://") {
+            Some(("http", rest)) => (true, rest),
+            Some(("https", rest)) => (false, rest),
+            Some((other, _)) => bail!("{original:?}: only http:// and https:// hosts can be granted, not {other}://"),
+            None => (false, original),
+        };
+        let text = text.trim_end_matches('/');
+        let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+            let (host, after) = rest.split_once(']').ok_or_else(|| anyhow::anyhow!("unclosed [ in {original:?}"))?;
+            (format!("[{}]", host.to_ascii_lowercase()), after.strip_prefix(':'))
+        } else {
+            match text.rsplit_once(':') {
+                Some((h, p)) => (h.to_ascii_lowercase(), Some(p)),
+                None => (text.to_ascii_lowercase(), None),
+            }
+        };
+        if host.is_empty() || host.contains(['/', '@', ' ', '?', '#']) || host[1..].contains('*') {
+            bail!("{original:?} is not a host, host:port or *.domain pattern");
+        }
+        if host.starts_with('*') && !host.starts_with("*.") {
+            bail!("{original:?}: a pattern must look like *.example.com");
+        }
+        let port = port
+            .map(|p| p.parse::<u16>().map_err(|_| anyhow::anyhow!("{original:?} has an invalid port")))
+            .transpose()?;
+        Ok(HostPort { host, port, http })
+    }
+
+    fn matches_host(&self, host: &str) -> bool {
+        match self.host.strip_prefix("*.") {
+            Some(domain) => {
+                host.len() > domain.len() + 1
+                    && host.ends_with(domain)
+                    && host[..host.len() - domain.len()].ends_with('.')
+            }
+            None => self.host == host,
+        }
+    }
+
+    fn matches(&self, host: &str, port: u16, default_port: u16) -> bool {
+        self.matches_host(host) && self.port.unwrap_or(default_port) == port
+    }
+}
+
+impl fmt::Display for HostPort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.http {
+            f.write_str("http://")?;
+        }
+        match self.port {
+            Some(p) => write!(f, "{}:{p}", self.host),
+            None => f.write_str(&self.host),
+        }
+    }
+}
+
+/// Addresses a guest may reach only when the operator granted the address itself: loopback,
+/// private, link-local (cloud metadata lives there), shared, unspecified and multicast ranges.
+pub fn is_internal(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_multicast()
+                || a == 0
+                || (a == 100 && (64..128).contains(&b))
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_internal(IpAddr::V4(v4));
+            }
+            let first = v6.segments()[0];
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80
+        }
+    }
+}
+
+/// Who may be reached: what the plugin declared, limited to what the operator granted.
+#[derive(Debug, Clone, Default)]
+pub struct EgressPolicy {
+    declared: BTreeSet<HostPort>,
+    granted: BTreeSet<HostPort>,
+}
+
+impl EgressPolicy {
+    pub fn new(declared: impl IntoIterator<Item = HostPort>, granted: impl IntoIterator<Item = HostPort>) -> Self {
+        EgressPolicy { declared: declared.into_iter().collect(), granted: granted.into_iter().collect() }
+    }
+
+    pub fn declared(&self) -> impl Iterator<Item = &HostPort> {
+        self.declared.iter()
+    }
+    pub fn granted(&self) -> impl Iterator<Item = &HostPort> {
+        self.granted.iter()
+    }
+
+    /// Declared hosts the operator has not granted: requests to them will be denied. A missing
+    /// port stands for a scheme's default port, 80 or 443. A declared pattern counts as granted
+    /// when the operator granted part of it (`api.example.com` of `*.example.com`): the rest of
+    /// the pattern stays denied request by request.
+    pub fn ungranted(&self) -> Vec<&HostPort> {
+        let default = |p: Option<u16>| p.is_none_or(|p| p == 80 || p == 443);
+        let covers = |g: &HostPort, d: &HostPort| {
+            (!d.http || g.http)
+                && (g.host == d.host || g.matches_host(&d.host) || d.matches_host(&g.host))
+                && (g.port == d.port || (g.port.is_none() && default(d.port)) || (d.port.is_none() && default(g.port)))
+        };
+        self.declared.iter().filter(|d| !self.granted.iter().any(|g| covers(g, d))).collect()
+    }
+
+    /// `Ok` when the URL may be requested, else why not. Names are checked again once resolved
+    /// (see [`CheckedResolver`]).
+    pub fn check(&self, url: &url::Url) -> Result<(), String> {
+        let default_port = match url.scheme() {
+            "http" => 80,
+            "https" => 443,
+            other => return Err(format!("scheme {other:?} is not allowed (only http and https)")),
+        };
+        let host = match url.host() {
+            Some(url::Host::Domain(d)) => d.to_ascii_lowercase(),
+            Some(url::Host::Ipv4(ip)) => ip.to_string(),
+            Some(url::Host::Ipv6(ip)) => format!("[{ip}]"),
+            None => return Err(format!("{url} has no host")),
+        };
+        let port = url.port().unwrap_or(default_port);
+        let target = format!("{host}:{port}");
+        if !self.declared.iter().any(|d| d.matches(&host, port, default_port)) {
+            return Err(format!("{target} is not among the hosts the plugin declared for this config"));
+        }
+        let grants: Vec<&HostPort> = self.granted.iter().filter(|g| g.matches(&host, port, default_port)).collect();
+        if grants.is_empty() {
+            let how = if url.scheme() == "http" { format!("http://{target}") } else { target.clone() };
+            return Err(format!("{target} is not granted by the operator (grant it with --allow-host {how})"));
+        }
+        if url.scheme() == "http" && !grants.iter().any(|g| g.http) {
+            return Err(format!(
+                "plain http to {target} is not granted, only https (grant it with --allow-host http://{target})"
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(declared: &[&str], granted: &[&str]) -> EgressPolicy {
+        EgressPolicy::new(
+            declared.iter().map(|h| HostPort::parse(h).unwrap()),
+            granted.iter().map(|h| HostPort::parse(h).unwrap()),
+        )
+    }
+
+    #[test]
+    fn host_port_parsing() {
+        let hp = |host: &str, port, http| HostPort { host: host.into(), port, http };
+        assert_eq!(HostPort::parse("Example.com:8080").unwrap(), hp("example.com", Some(8080), false));
+        assert_eq!(HostPort::parse("[::1]:80").unwrap(), hp("[::1]", Some(80), false));
+        assert_eq!(HostPort::parse("http://127.0.0.1:9/").unwrap(), hp("127.0.0.1", Some(9), true));
+        assert_eq!(HostPort::parse("*.x.io").unwrap(), hp("*.x.io", None, false));
+        assert_eq!(HostPort::parse("api.x.io").unwrap().port, None);
+        assert!(HostPort::parse("ftp://x").is_err());
+        assert!(HostPort::parse("a*.x.io").is_err());
+        assert!(HostPort::parse("*x.io").is_err());
+        assert!(HostPort::parse("x:99999").is_err());
+    }
+
+    #[test]
+    fn policy_is_declared_and_granted() {
+        let p = policy(&["127.0.0.1:8080", "api.x.io"], &["http://127.0.0.1:8080"]);
+        assert!(p.check(&"http://127.0.0.1:8080/items".parse().unwrap()).is_ok());
+        let e = p.check(&"https://api.x.io/v1".parse().unwrap()).unwrap_err();
+        assert!(e.contains("--allow-host api.x.io:443"), "{e}");
+        let e = p.check(&"http://127.0.0.1:9999/".parse().unwrap()).unwrap_err();
+        assert!(e.contains("not among the hosts the plugin declared"), "{e}");
+        assert!(p.check(&"ftp://127.0.0.1:8080/".parse().unwrap()).is_err());
+        assert_eq!(p.ungranted().len(), 1);
+        // A grant without a port covers a declaration of the default port, and the reverse.
+        assert!(policy(&["api.x.io:443"], &["api.x.io"]).ungranted().is_empty());
+        assert!(policy(&["api.x.io"], &["api.x.io:443"]).ungranted().is_empty());
+        assert_eq!(policy(&["api.x.io:8443"], &["api.x.io"]).ungranted().len(), 1);
+        // A pattern is covered by a grant of part of it, and by a wider pattern.
+        assert!(policy(&["*.x.io"], &["api.x.io"]).ungranted().is_empty());
+        assert!(policy(&["api.x.io"], &["*.x.io"]).ungranted().is_empty());
+        assert_eq!(policy(&["*.x.io"], &["api.y.io"]).ungranted().len(), 1);
+    }
+
+    #[test]
+    fn plain_http_needs_an_http_grant() {
+        let p = policy(&["127.0.0.1:8080"], &["127.0.0.1:8080"]);
+        let e = p.check(&"http://127.0.0.1:8080/".parse().unwrap()).unwrap_err();
+        assert!(e.contains("--allow-host http://127.0.0.1:8080"), "{e}");
+        let p = policy(&["127.0.0.1:8080"], &["http://127.0.0.1:8080"]);
+        assert!(p.check(&"http://127.0.0.1:8080/".parse().unwrap()).is_ok());
+    }
+
+    #[test]
+    fn wildcards_match_subdomains_only() {
+        let p = policy(&["*.x.io"], &["*.x.io"]);
+        assert!(p.check(&"https://api.x.io/".parse().unwrap()).is_ok());
+        assert!(p.check(&"https://a.b.x.io/".parse().unwrap()).is_ok());
+        assert!(p.check(&"https://x.io/".parse().unwrap()).is_err());
+        assert!(p.check(&"https://evilx.io/".parse().unwrap()).is_err());
+        let narrow = policy(&["*.x.io"], &["api.x.io"]);
+        assert!(narrow.check(&"https://api.x.io/".parse().unwrap()).is_ok());
+        assert!(narrow.check(&"https://other.x.io/".parse().unwrap()).is_err());
+    }
+
+    #[test]
+    fn internal_addresses() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "fd00:ec2::254",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(is_internal(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["8.8.8.8", "1.1.1.1", "2606:4700::1111", "64:ff9b::808:808", "2002:808:808::1"] {
+            assert!(!is_internal(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    #[test]
+    fn default_ports() {
+        let p = policy(&["api.x.io"], &["api.x.io:443"]);
+        assert!(p.check(&"https://api.x.io/".parse().unwrap()).is_ok());
+        assert!(p.check(&"http://api.x.io/".parse().unwrap()).is_err());
+    }
+}

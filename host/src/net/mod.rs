@@ -1,0 +1,11 @@
+//! The network: the one place that opens sockets for guests. [`grants`] says who may be
+//! reached, [`egress`] makes the requests (timeouts, retries, rate limits, size caps), and
+//! [`hooks`] is the seam recording, replay and an embedder's policy plug into.
+
+pub mod egress;
+pub mod grants;
+pub mod hooks;
+
+pub use egress::{Egress, HttpOptions};
+pub use grants::{EgressPolicy, HostPort};
+pub use hooks::HttpHooks;

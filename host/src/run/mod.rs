@@ -1,0 +1,16 @@
+//! A run, from request to report: the [`RunRequest`] and the one pipeline that executes it for
+//! the CLI and the [`Runtime`] alike ([`pipeline`]); its steps ([`session`]: load, open,
+//! discover, select, read); the scheduler of partitions ([`schedule`]) and the pagination loop
+//! ([`read`]); the report-job orchestrator ([`jobs`]); the operator's [`policy`]; progress and
+//! the stop handle.
+
+pub mod jobs;
+pub mod pipeline;
+pub mod policy;
+pub mod progress;
+pub mod read;
+pub mod request;
+pub mod runtime;
+pub mod schedule;
+pub mod session;
+pub mod stop;

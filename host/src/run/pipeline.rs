@@ -1,0 +1,218 @@
+//! The one pipeline: every run, from the CLI or an embedder, is executed here. It opens the
+//! run's storage, starts the single writer with the storage as its sinks, loads the plugin
+//! through the runtime's cache, opens it with the HTTP hooks the request asks for (recording,
+//! offline replay, the embedder's own), does the request's action, and ends the output: a
+//! TRACE for a failure, the lake sealed with the run's outcome, every byte flushed.
+
+use super::progress::Progress;
+use super::request::{Action, Outcome, RunError, RunReport, RunRequest, Selection};
+use super::runtime::Runtime;
+use super::session::{self, HttpSetup};
+use crate::data::catalog::{self, Selected};
+use crate::data::protocol::{FailureType, Format, Output, airbyte};
+use crate::guest::connector::Connector;
+use crate::guest::engine::POOLED_MAX_MEMORY;
+use crate::run::read::emit_logs;
+use crate::storage::recording::Cassette;
+use crate::storage::replay::{Opened, StorageOptions};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a stopping read may take to clean up (abort its report jobs, one at a time).
+pub const STOP_GRACE: Duration = Duration::from_secs(15);
+
+/// Runs `request` to the end; see [`Runtime::run`].
+pub(crate) async fn execute(runtime: &Runtime, mut request: RunRequest) -> RunReport {
+    let (format, stop, is_read) = (request.format, request.stop.clone(), request.is_read());
+    let storage = std::mem::take(&mut request.storage);
+    let record_http = storage.record_http;
+    let opened = match open_storage(storage, format).await {
+        Ok(opened) => opened,
+        Err(e) => return RunReport { result: Err(e), kept_at: None, stopped: None, output: Ok(()) },
+    };
+    let kept_at = opened.kept_at.clone();
+    let sink = std::mem::replace(&mut request.sink, Box::new(std::io::sink()));
+    let (out, writer) = Output::spawn_with(format, sink, opened.sinks);
+    let work_out = out.clone();
+    let kept = kept_at.clone();
+    let mut work = Box::pin(async move {
+        if let Some(uri) = &kept {
+            work_out.log("INFO", &format!("replay storage: this run is kept at {uri}")).await?;
+        }
+        act(runtime, &work_out, request, record_http).await
+    });
+    // The stop first: the read watches it too, and must not be taken for a plain failure.
+    let (result, stopped) = tokio::select! {
+        biased;
+        _ = stop.requested() => {
+            let reason = stop.reason().unwrap_or_else(|| "stopped".into());
+            // A read stops itself (ending its partitions, aborting its report jobs) within a
+            // bounded grace; anything else just ends.
+            if is_read {
+                let _ = tokio::time::timeout(STOP_GRACE, &mut work).await;
+            }
+            (Err(RunError { message: reason.clone(), failure: FailureType::Transient }), Some(reason))
+        }
+        result = &mut work => (result, None),
+    };
+    drop(work);
+    let result = result.map_err(|e| RunError { message: out.secrets.mask(&e.message), ..e });
+    if let Err(e) = &result
+        && format == Format::Airbyte
+    {
+        let _ = out.error(&e.message, e.failure, None).await;
+    }
+    let outcome = match (&stopped, &result) {
+        (Some(_), _) => "interrupted",
+        (None, Ok(Outcome::Read(report))) if !report.ok() => "failed",
+        (None, Ok(_)) => "succeeded",
+        (None, Err(_)) => "failed",
+    };
+    // Cancelled reads may still hold handles to the output: close it rather than wait for them.
+    out.close(outcome).await;
+    drop(out);
+    let output = tokio::task::spawn_blocking(move || writer.finish())
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(format!("the writer failed: {e}"))));
+    RunReport { result, kept_at, stopped, output }
+}
+
+/// Opens replay storage and BATCH files for a run, if asked (blocking I/O, off the workers).
+async fn open_storage(storage: StorageOptions, format: Format) -> Result<Opened, RunError> {
+    if storage.batch && format != Format::Singer {
+        return Err(RunError::config("--batch writes Singer BATCH messages: use it with `run --format singer`"));
+    }
+    match tokio::task::spawn_blocking(move || storage.open()).await {
+        Ok(Ok(opened)) => Ok(opened),
+        Ok(Err(e)) => Err(RunError::config(format!("cannot open replay storage: {e:#}"))),
+        Err(e) => Err(RunError::system(format!("cannot open replay storage: {e}"))),
+    }
+}
+
+/// The request's action, on a plugin loaded through the runtime.
+async fn act(runtime: &Runtime, out: &Output, request: RunRequest, record_http: bool) -> Result<Outcome, RunError> {
+    let RunRequest {
+        plugin: path,
+        config,
+        action,
+        policy,
+        http,
+        http_replay,
+        http_hooks,
+        state,
+        concurrency,
+        format,
+        progress,
+        stop,
+        ..
+    } = request;
+    if !config.is_object() {
+        return Err(RunError::config("the config must be a JSON object"));
+    }
+    let engine = runtime.engine();
+    if policy.limits.wasm_stack_bytes != engine.wasm_stack_bytes() {
+        return Err(RunError::config(format!(
+            "this runtime's guests have a {} KiB stack; a run cannot ask for {} KiB (the stack is an engine setting)",
+            engine.wasm_stack_bytes() >> 10,
+            policy.limits.wasm_stack_bytes >> 10
+        )));
+    }
+    if engine.pooling() && policy.limits.memory_bytes > POOLED_MAX_MEMORY as u64 {
+        return Err(RunError::config(format!(
+            "a memory limit of {} MiB is above what pooled instances can have ({} MiB); use a runtime without pooling",
+            policy.limits.memory_bytes >> 20,
+            POOLED_MAX_MEMORY >> 20
+        )));
+    }
+    let replay = load_recording(http_replay).await?;
+    let plugin = runtime.plugin(&path, out).await?;
+    let http = HttpSetup { options: http, replay, record: record_http, hooks: http_hooks };
+    let config = config.to_string();
+    match action {
+        Action::Spec => {
+            let connector = Connector::new(plugin, "{}".into(), Arc::new(session::no_egress()?), policy.limits);
+            let mut instance =
+                connector.instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
+            let spec = instance.spec().await;
+            emit_logs(out, instance.take_logs(), &connector.limits).await?;
+            let spec = spec.map_err(|e| RunError::call("spec failed", e))?;
+            let spec = session::parse_guest_json("spec", &spec)?;
+            out.message(&airbyte::spec(spec.clone())).await?;
+            Ok(Outcome::Spec(spec))
+        }
+        Action::Check => {
+            let connector = match session::open(plugin, config, &policy, http, out, false).await {
+                Ok(c) => c,
+                // A config that cannot even be read is a failed check, not a crash.
+                Err(e) if e.failure == FailureType::Config => {
+                    let message = out.secrets.mask(&e.message);
+                    out.message(&airbyte::connection_status(Err(message.clone()))).await?;
+                    return Ok(Outcome::Check(Err(message)));
+                }
+                Err(e) => return Err(e),
+            };
+            let mut instance =
+                connector.instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
+            let result = instance.check(&connector.config).await;
+            emit_logs(out, instance.take_logs(), &connector.limits).await?;
+            let result = result.map_err(|e| out.secrets.mask(&e.message()));
+            out.message(&airbyte::connection_status(result.clone())).await?;
+            Ok(Outcome::Check(result))
+        }
+        Action::Discover => {
+            let connector = session::open(plugin, config, &policy, http, out, false).await?;
+            let streams = session::discover(&connector, out).await?;
+            let catalog = match format {
+                Format::Airbyte => airbyte::catalog(streams.iter().map(airbyte_stream).collect()),
+                Format::Singer => catalog::singer_catalog(&streams),
+            };
+            out.message(&catalog).await?;
+            Ok(Outcome::Discover(streams.into_iter().map(|s| s.name).collect()))
+        }
+        Action::Read { selection, full_refresh } => {
+            let connector = session::open(plugin, config, &policy, http, out, true).await?;
+            let streams = session::discover(&connector, out).await?;
+            let by_name = |name: &str| Selected { name: name.to_string(), incremental: None };
+            let selection: Vec<Selected> = match selection {
+                Selection::All => streams.iter().map(|s| by_name(&s.name)).collect(),
+                Selection::Streams(names) => {
+                    names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()).map(by_name).collect()
+                }
+                Selection::Catalog(selected) => selected,
+            };
+            let selected = session::select(&streams, &selection, full_refresh, &state)?;
+            let progress = Arc::new(Progress::new(progress));
+            let report = session::read(connector, out, selected, concurrency, progress, &state, &stop).await?;
+            Ok(Outcome::Read(report))
+        }
+    }
+}
+
+/// The recording a run's HTTP is replayed from, if any (blocking I/O, off the workers).
+pub(crate) async fn load_recording(uri: Option<String>) -> Result<Option<Arc<Cassette>>, RunError> {
+    let Some(uri) = uri else { return Ok(None) };
+    let cassette = tokio::task::spawn_blocking(move || Cassette::load(&uri))
+        .await
+        .map_err(|e| RunError::system(format!("cannot load the HTTP recording: {e}")))?
+        .map_err(|e| RunError::config(format!("cannot load the HTTP recording: {e:#}")))?;
+    Ok(Some(Arc::new(cassette)))
+}
+
+/// A discovered stream as an Airbyte CATALOG entry.
+fn airbyte_stream(s: &crate::bindings::Stream) -> Value {
+    let schema: Value = serde_json::from_str(&s.json_schema).unwrap_or(json!({}));
+    let mut modes = vec!["full_refresh"];
+    let mut stream = json!({
+        "name": s.name,
+        "json_schema": schema,
+        "source_defined_primary_key": s.primary_key,
+    });
+    if let Some(cursor) = &s.cursor_field {
+        modes.push("incremental");
+        stream["source_defined_cursor"] = json!(true);
+        stream["default_cursor_field"] = json!(cursor);
+    }
+    stream["supported_sync_modes"] = json!(modes);
+    stream
+}

@@ -1,0 +1,25 @@
+//! The operator's policy for a run: which hosts are granted, and the limits. It comes from a
+//! policy file and flags (flags win, see `cli::args`), or from the library API.
+
+use crate::guest::limits::Limits;
+use anyhow::{Context, Result};
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Policy {
+    /// Grants, as `--allow-host` takes them.
+    pub allow_hosts: Vec<String>,
+    /// Start even when the connector needs hosts that are not granted.
+    pub deny_ungranted: bool,
+    pub limits: Limits,
+}
+
+impl Policy {
+    pub fn load(path: &std::path::Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read policy {}", path.display()))?;
+        let de = &mut serde_json::Deserializer::from_str(&text);
+        serde_path_to_error::deserialize(de)
+            .map_err(|e| anyhow::anyhow!("invalid policy {}: at {}: {}", path.display(), e.path(), e.inner()))
+    }
+}

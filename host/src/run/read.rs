@@ -1,0 +1,396 @@
+//! Reading one partition: the pagination loop in a fresh instance, and the checks every page
+//! passes. Listing a stream's partitions, batch by batch. The scheduler decides what runs when.
+
+use crate::bindings::{CursorRange, CursorValue, Partition, Stream};
+use crate::data::protocol::{self, Output, OutputClosed, PageLines};
+use crate::data::state::{self, StreamCursor};
+use crate::guest::connector::{CallError, Connector, Instance};
+use crate::guest::limits::Limits;
+use crate::guest::sandbox::GuestLog;
+use crate::run::progress::Progress;
+use serde_json::Value;
+use std::cmp::Ordering;
+use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// A stream chosen for reading.
+#[derive(Debug, Clone)]
+pub struct SelectedStream {
+    pub stream: Stream,
+    /// `Some(path)` reads incrementally on that cursor field.
+    pub cursor_field: Option<Vec<String>>,
+    pub saved_state: Option<Value>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct StreamSummary {
+    pub name: String,
+    pub records: u64,
+    pub partitions: u64,
+    pub failed_partitions: u64,
+    /// Partitions a previous run had finished (bounded ranges in the saved state).
+    pub skipped_partitions: u64,
+    /// The stream could not even start (bad state, partition listing failed).
+    pub failed: bool,
+}
+
+impl StreamSummary {
+    pub fn complete(&self) -> bool {
+        !self.failed && self.failed_partitions == 0
+    }
+}
+
+/// Emits guest logs as LOG messages, capped in size.
+pub async fn emit_logs(out: &Output, logs: Vec<GuestLog>, limits: &Limits) -> Result<(), OutputClosed> {
+    for log in logs {
+        let level = match log.level {
+            crate::bindings::Level::Debug => "DEBUG",
+            crate::bindings::Level::Info => "INFO",
+            crate::bindings::Level::Warn => "WARN",
+            crate::bindings::Level::Error => "ERROR",
+        };
+        let mut message = log.message;
+        if message.len() > limits.max_log_bytes {
+            let mut end = limits.max_log_bytes;
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            message.truncate(end);
+            message.push_str("… (truncated)");
+        }
+        out.log(level, &message).await?;
+    }
+    Ok(())
+}
+
+/// How a partition ended, when the guest did not fail it.
+#[derive(Debug, Clone, Default)]
+pub struct PartitionDone {
+    pub records: u64,
+    /// The largest cursor value written, when asked to track one.
+    pub max_cursor: Option<Value>,
+}
+
+/// Calls that reach the guest and forward what it logged.
+async fn forward_logs<T>(
+    out: &Output,
+    limits: &Limits,
+    instance: &mut Instance,
+    result: Result<T, CallError>,
+) -> Result<Result<T, CallError>, OutputClosed> {
+    emit_logs(out, instance.take_logs(), limits).await?;
+    Ok(result)
+}
+
+/// What the listing of a stream's partitions hands to the scheduler.
+#[derive(Debug)]
+pub enum Listed {
+    Partition(Partition),
+    /// The connector's estimate of the records in the whole stream.
+    Estimate(u64),
+}
+
+/// Lists a stream's partitions batch by batch, sending each batch on as soon as it is checked,
+/// so reading can start before the listing ends.
+pub async fn list_partitions(
+    connector: &Connector,
+    out: &Output,
+    limits: &Limits,
+    selected: &SelectedStream,
+    partitions: mpsc::Sender<Listed>,
+) -> Result<Result<(), CallError>, OutputClosed> {
+    let name = &selected.stream.name;
+    let mut instance = match connector.instance().await {
+        Ok(i) => i,
+        Err(e) => return Ok(Err(e)),
+    };
+    let state = selected.saved_state.as_ref().map(Value::to_string);
+    let mut token: Option<String> = None;
+    let mut seen = TokenGuard::default();
+    loop {
+        let result = instance.partitions(&connector.config, name, state.as_ref(), token.as_ref()).await;
+        let batch = match forward_logs(out, limits, &mut instance, result).await? {
+            Ok(b) => b,
+            Err(e) => return Ok(Err(e)),
+        };
+        for p in batch.partitions {
+            if &p.stream != name {
+                return Ok(Err(contract(format!("a partition of stream {name} names stream {:?}", p.stream))));
+            }
+            if let Err(e) = serde_json::from_str::<Value>(&p.key) {
+                return Ok(Err(contract(format!(
+                    "partition key is not valid JSON ({e}): {}",
+                    protocol::preview(&p.key)
+                ))));
+            }
+            if partitions.send(Listed::Partition(p)).await.is_err() {
+                // The stream stopped listening (it is shutting down); nothing more to do.
+                return Ok(Ok(()));
+            }
+        }
+        if let Some(estimate) = batch.record_estimate
+            && partitions.send(Listed::Estimate(estimate)).await.is_err()
+        {
+            return Ok(Ok(()));
+        }
+        match batch.next_token {
+            None => return Ok(Ok(())),
+            Some(next) => {
+                if let Err(e) = seen.check(&next) {
+                    return Ok(Err(e));
+                }
+                token = Some(next);
+            }
+        }
+    }
+}
+
+/// The pagination loop of one partition in a fresh instance. `cursor_field` asks for the largest
+/// cursor value written; `on_first_records` runs once, before the first records are sent. With
+/// `job` (a completed report job's handle and download), its result is read instead of pages.
+#[allow(clippy::too_many_arguments)]
+pub async fn read_partition(
+    connector: &Connector,
+    out: &Output,
+    limits: &Limits,
+    partition: &Partition,
+    job: Option<(&String, &String)>,
+    cursor_field: Option<&[String]>,
+    progress: &Progress,
+    on_first_records: impl AsyncFnOnce() -> Result<(), OutputClosed>,
+) -> Result<Result<PartitionDone, CallError>, OutputClosed> {
+    let mut instance = match connector.instance().await {
+        Ok(i) => i,
+        Err(e) => return Ok(Err(e)),
+    };
+    let stream_json: Arc<str> = serde_json::to_string(&partition.stream).expect("a string serializes").into();
+    let cursor_field: Option<Arc<[String]>> = cursor_field.map(Arc::from);
+    let mut token: Option<String> = None;
+    let mut seen = TokenGuard::default();
+    let mut done = PartitionDone::default();
+    let mut on_first_records = Some(on_first_records);
+    // The previous page is checked and rendered on a blocking thread while the guest fetches
+    // the next one; pages are still sent in order, each before anything after it.
+    let mut rendering: Option<tokio::task::JoinHandle<Result<Rendered, String>>> = None;
+    for _ in 0..limits.max_pages_per_partition {
+        let result = match job {
+            None => instance.read_page(&connector.config, partition, token.as_ref()).await,
+            Some((handle, download)) => {
+                instance.read_result(&connector.config, partition, handle, download, token.as_ref()).await
+            }
+        };
+        if let Some(previous) = rendering.take()
+            && let Err(e) = send_rendered(previous, out, partition, progress, &mut done, &mut on_first_records).await?
+        {
+            return Ok(Err(e));
+        }
+        let page = match forward_logs(out, limits, &mut instance, result).await? {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(e)),
+        };
+        if page.records.len() > limits.max_records_per_page {
+            return Ok(Err(contract(format!(
+                "a page of {} records exceeds the limit of {} records per page",
+                page.records.len(),
+                limits.max_records_per_page
+            ))));
+        }
+        let (out_for_page, stream_json, field) = (out.clone(), stream_json.clone(), cursor_field.clone());
+        let max_record_bytes = limits.max_record_bytes;
+        let records = page.records;
+        let job = tokio::task::spawn_blocking(move || {
+            render_page(&out_for_page, &records, &stream_json, field.as_deref(), max_record_bytes)
+        });
+        match page.next_token {
+            None => {
+                return match send_rendered(job, out, partition, progress, &mut done, &mut on_first_records).await? {
+                    Ok(()) => Ok(Ok(done)),
+                    Err(e) => Ok(Err(e)),
+                };
+            }
+            Some(next) => {
+                rendering = Some(job);
+                if let Err(e) = seen.check(&next) {
+                    return Ok(
+                        match send_rendered(
+                            rendering.take().expect("just set"),
+                            out,
+                            partition,
+                            progress,
+                            &mut done,
+                            &mut on_first_records,
+                        )
+                        .await?
+                        {
+                            Ok(()) => Err(e),
+                            Err(first) => Err(first),
+                        },
+                    );
+                }
+                token = Some(next);
+            }
+        }
+    }
+    if let Some(previous) = rendering.take()
+        && let Err(e) = send_rendered(previous, out, partition, progress, &mut done, &mut on_first_records).await?
+    {
+        return Ok(Err(e));
+    }
+    Ok(Err(contract(format!("the partition did not end after {} pages", limits.max_pages_per_partition))))
+}
+
+/// A page's records, checked and rendered into output lines.
+struct Rendered {
+    lines: PageLines,
+    records: u64,
+    max_cursor: Option<Value>,
+}
+
+/// Checks and renders a page's records; the first record that fails its checks fails the page.
+fn render_page(
+    out: &Output,
+    records: &[String],
+    stream_json: &str,
+    cursor_field: Option<&[String]>,
+    max_record_bytes: usize,
+) -> Result<Rendered, String> {
+    let stamp = out.stamp();
+    let mut lines = out.page(records.iter().map(|r| r.len() + 80).sum());
+    let mut max_cursor: Option<Value> = None;
+    for record in records {
+        let (checked, cursor) = match cursor_field {
+            None => (protocol::checked_record(record, max_record_bytes)?, None),
+            Some(field) => protocol::checked_record_with_cursor(record, max_record_bytes, field)?,
+        };
+        if let Some(v) = cursor
+            && max_cursor.as_ref().is_none_or(|m| state::compare(&v, m) == Ordering::Greater)
+        {
+            max_cursor = Some(v);
+        }
+        out.push_record(&mut lines, stream_json, &checked, &stamp);
+    }
+    Ok(Rendered { lines, records: records.len() as u64, max_cursor })
+}
+
+/// Waits for a rendered page and sends it (running `on_first_records` before the first
+/// records); a page that failed its checks fails the partition, and nothing of it is sent.
+async fn send_rendered(
+    job: tokio::task::JoinHandle<Result<Rendered, String>>,
+    out: &Output,
+    partition: &Partition,
+    progress: &Progress,
+    done: &mut PartitionDone,
+    on_first_records: &mut Option<impl AsyncFnOnce() -> Result<(), OutputClosed>>,
+) -> Result<Result<(), CallError>, OutputClosed> {
+    let rendered = match job.await {
+        Ok(Ok(rendered)) => rendered,
+        Ok(Err(e)) => return Ok(Err(contract(e))),
+        Err(e) => return Ok(Err(contract(format!("checking a page failed: {e}")))),
+    };
+    if rendered.records == 0 {
+        return Ok(Ok(()));
+    }
+    if let Some(first) = on_first_records.take() {
+        first().await?;
+    }
+    if let Some(v) = rendered.max_cursor
+        && done.max_cursor.as_ref().is_none_or(|m| state::compare(&v, m) == Ordering::Greater)
+    {
+        done.max_cursor = Some(v);
+    }
+    done.records += rendered.records;
+    out.records(&partition.stream, rendered.lines, rendered.records).await?;
+    progress.records(rendered.records);
+    Ok(Ok(()))
+}
+
+/// A guest answer the host refuses, reported as the connector's system error.
+fn contract(message: String) -> CallError {
+    CallError::Guest(crate::bindings::GuestError::System(message))
+}
+
+/// Catches a pagination loop: a token must be valid JSON and never repeat within a partition.
+#[derive(Default)]
+struct TokenGuard(HashSet<u64>);
+
+impl TokenGuard {
+    fn check(&mut self, token: &str) -> Result<(), CallError> {
+        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(token) {
+            return Err(contract(format!("next token is not valid JSON ({e}): {}", protocol::preview(token))));
+        }
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        token.hash(&mut h);
+        if !self.0.insert(h.finish()) {
+            return Err(contract(format!(
+                "pagination repeated the token {}: the connector would loop forever",
+                protocol::preview(token)
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Raises an open-ended partition's cursor start to the saved cursor for its key.
+pub fn raise_start(partition: &mut Partition, cursor: &StreamCursor) {
+    let key: Value = serde_json::from_str(&partition.key).unwrap_or(Value::Null);
+    let Some(saved) = cursor.start_for(&key) else { return };
+    let range = partition.cursor_range.get_or_insert(CursorRange { start: None, end: None });
+    let keep_guest =
+        range.start.as_ref().is_some_and(|s| state::compare(&cursor_to_json(s), saved) == Ordering::Greater);
+    if !keep_guest {
+        range.start = json_to_cursor(saved);
+    }
+}
+
+pub fn cursor_to_json(v: &CursorValue) -> Value {
+    match v {
+        CursorValue::Integer(i) => Value::from(*i),
+        CursorValue::Datetime(s) | CursorValue::Text(s) => Value::from(s.as_str()),
+    }
+}
+
+pub fn json_to_cursor(v: &Value) -> Option<CursorValue> {
+    match v {
+        Value::Number(n) => n.as_i64().map(CursorValue::Integer).or_else(|| Some(CursorValue::Text(n.to_string()))),
+        Value::String(s) if state::parse_datetime(s).is_some() => Some(CursorValue::Datetime(s.clone())),
+        Value::String(s) => Some(CursorValue::Text(s.clone())),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_guard_catches_repeats_and_bad_json() {
+        let mut g = TokenGuard::default();
+        assert!(g.check("\"a\"").is_ok());
+        assert!(g.check("2").is_ok());
+        assert!(g.check("\"a\"").unwrap_err().message().contains("repeated"));
+        assert!(g.check("{").unwrap_err().message().contains("not valid JSON"));
+    }
+
+    #[test]
+    fn saved_cursor_raises_start() {
+        let field = vec!["updated_at".to_string()];
+        let mut cursor = StreamCursor::new("s", field, None).unwrap();
+        cursor.complete(&serde_json::json!({"a": 1}), Some(Value::from("2024-01-05T00:00:00Z")));
+        let mut p = Partition { stream: "s".into(), key: r#"{"a":1}"#.into(), cursor_range: None };
+        raise_start(&mut p, &cursor);
+        assert_eq!(p.cursor_range.unwrap().start, Some(CursorValue::Datetime("2024-01-05T00:00:00Z".into())));
+        // A guest start later than the saved cursor wins.
+        let mut p = Partition {
+            stream: "s".into(),
+            key: r#"{"a":1}"#.into(),
+            cursor_range: Some(CursorRange {
+                start: Some(CursorValue::Datetime("2025-01-01T00:00:00Z".into())),
+                end: None,
+            }),
+        };
+        raise_start(&mut p, &cursor);
+        assert_eq!(p.cursor_range.unwrap().start, Some(CursorValue::Datetime("2025-01-01T00:00:00Z".into())));
+    }
+}

@@ -1,0 +1,229 @@
+//! One run, described: which plugin with which config, what to do with it, under which policy,
+//! and where its output goes. The CLI builds one from its arguments, an embedder by hand; both
+//! hand it to [`crate::Runtime::run`].
+
+use super::policy::Policy;
+use super::read::StreamSummary;
+use super::schedule::Concurrency;
+use super::session::RunUsage;
+use super::stop::Stop;
+use crate::data::catalog::Selected;
+use crate::data::protocol::{FailureType, Format, OutputClosed};
+use crate::data::state::InputState;
+use crate::guest::connector::CallError;
+use crate::net::{HttpHooks, HttpOptions};
+use crate::storage::replay::StorageOptions;
+use serde_json::Value;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a run does with its connector.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// Print the config specification (SPEC).
+    Spec,
+    /// Try the config against the API (CONNECTION_STATUS).
+    Check,
+    /// List the streams (CATALOG, or a Singer catalog in Singer format).
+    Discover,
+    /// Read streams: RECORD, STATE, TRACE.
+    Read {
+        selection: Selection,
+        /// Read every selected stream in full, ignoring cursors and state.
+        full_refresh: bool,
+    },
+}
+
+/// Which streams a read selects.
+#[derive(Debug, Clone, Default)]
+pub enum Selection {
+    /// Every stream, incrementally wherever it has a cursor.
+    #[default]
+    All,
+    /// These streams, incrementally wherever they have a cursor.
+    Streams(Vec<String>),
+    /// What a catalog selects, with its sync modes (see [`crate::data::catalog::parse`]).
+    Catalog(Vec<Selected>),
+}
+
+/// One run. [`RunRequest::new`] reads every stream with safe defaults; set the fields to change
+/// them.
+pub struct RunRequest {
+    /// The connector, a `.wasm` component.
+    pub plugin: PathBuf,
+    /// Its config: a JSON object.
+    pub config: Value,
+    pub action: Action,
+    /// Grants and limits.
+    pub policy: Policy,
+    pub http: HttpOptions,
+    /// Answer every HTTP request from the recording of this kept run (`--http-replay`):
+    /// nothing goes to the network.
+    pub http_replay: Option<String>,
+    /// Hooks of the embedder's own around every HTTP attempt (after recording and replay).
+    pub http_hooks: Vec<Arc<dyn HttpHooks>>,
+    /// Replay storage, HTTP recording and BATCH files.
+    pub storage: StorageOptions,
+    pub state: InputState,
+    pub concurrency: Concurrency,
+    pub format: Format,
+    /// Draw the progress display on stderr (only when it is a terminal).
+    pub progress: bool,
+    /// Stops the run when asked.
+    pub stop: Stop,
+    /// Where the protocol messages go.
+    pub sink: Box<dyn Write + Send>,
+}
+
+impl RunRequest {
+    pub fn new(plugin: impl Into<PathBuf>, config: Value, sink: Box<dyn Write + Send>) -> Self {
+        RunRequest {
+            plugin: plugin.into(),
+            config,
+            action: Action::Read { selection: Selection::All, full_refresh: false },
+            policy: Policy::default(),
+            http: HttpOptions::default(),
+            http_replay: None,
+            http_hooks: Vec::new(),
+            storage: StorageOptions::default(),
+            state: InputState::default(),
+            concurrency: Concurrency::default(),
+            format: Format::Airbyte,
+            progress: false,
+            stop: Stop::default(),
+            sink,
+        }
+    }
+
+    /// Reads these streams only.
+    pub fn streams(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        let selection = Selection::Streams(names.into_iter().map(Into::into).collect());
+        self.action = Action::Read { selection, full_refresh: false };
+        self
+    }
+
+    pub(crate) fn is_read(&self) -> bool {
+        matches!(self.action, Action::Read { .. })
+    }
+}
+
+/// A failure that ends a run before or instead of reading, with whose fault it is. Its message
+/// never holds a secret of the config.
+#[derive(Debug, Clone)]
+pub struct RunError {
+    pub message: String,
+    pub failure: FailureType,
+}
+
+impl RunError {
+    pub fn config(e: impl std::fmt::Display) -> Self {
+        RunError { message: e.to_string(), failure: FailureType::Config }
+    }
+    pub fn system(e: impl std::fmt::Display) -> Self {
+        RunError { message: e.to_string(), failure: FailureType::System }
+    }
+    pub(crate) fn call(what: &str, e: CallError) -> Self {
+        RunError { message: format!("{what}: {}", e.message()), failure: e.failure_type() }
+    }
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for RunError {}
+
+impl From<OutputClosed> for RunError {
+    fn from(e: OutputClosed) -> Self {
+        RunError::system(e)
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// The connector's config specification.
+    Spec(Value),
+    /// `Err` says why the config does not work (a failed check is not a failed run).
+    Check(Result<(), String>),
+    /// The names of the streams offered.
+    Discover(Vec<String>),
+    Read(ReadReport),
+}
+
+/// How a run ended.
+#[derive(Debug)]
+pub struct RunReport {
+    pub result: Result<Outcome, RunError>,
+    /// The run's folder in replay storage, when it is kept there.
+    pub kept_at: Option<String>,
+    /// Why the run was stopped, if it was.
+    pub stopped: Option<String>,
+    /// Whether every message reached the sink (a consumer that went away is an error here).
+    pub output: std::io::Result<()>,
+}
+
+impl RunReport {
+    /// The read's report; an error when the run failed, wrote incompletely or did not read.
+    pub fn read(self) -> Result<ReadReport, RunError> {
+        self.output.map_err(|e| RunError::system(format!("cannot write output: {e}")))?;
+        match self.result? {
+            Outcome::Read(report) => Ok(report),
+            _ => Err(RunError::system("the run did not read")),
+        }
+    }
+}
+
+/// The outcome of reading.
+#[derive(Debug, Clone)]
+pub struct ReadReport {
+    pub streams: Vec<StreamSummary>,
+    pub usage: RunUsage,
+    pub elapsed: Duration,
+}
+
+impl ReadReport {
+    pub fn ok(&self) -> bool {
+        self.streams.iter().all(StreamSummary::complete)
+    }
+
+    /// One line for the operator: records per stream, requests, guest usage.
+    pub fn summary_line(&self) -> String {
+        let streams: Vec<String> = self
+            .streams
+            .iter()
+            .map(|s| {
+                let skipped = match s.skipped_partitions {
+                    0 => String::new(),
+                    n => format!(" ({n} already finished)"),
+                };
+                let status = match (s.failed, s.failed_partitions) {
+                    (true, _) => ", FAILED".to_string(),
+                    (false, 0) => String::new(),
+                    (false, n) => format!(", INCOMPLETE: {n} partition(s) failed"),
+                };
+                format!("{} {} records in {} partition(s){skipped}{status}", s.name, s.records, s.partitions)
+            })
+            .collect();
+        let u = &self.usage;
+        format!(
+            "read {} records from {} stream(s) in {:.2}s ({}); {} requests, {} retries, {} denied, {} bytes in; \
+             guest time {:.2}s, peak guest memory {:.1} MiB, {} instances",
+            u.records,
+            self.streams.len(),
+            self.elapsed.as_secs_f64(),
+            streams.join("; "),
+            u.requests,
+            u.retries,
+            u.denied,
+            u.bytes_in,
+            u.guest_cpu.as_secs_f64(),
+            u.peak_memory_bytes as f64 / (1 << 20) as f64,
+            u.instances,
+        )
+    }
+}

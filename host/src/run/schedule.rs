@@ -1,0 +1,530 @@
+//! The scheduler: reads all selected streams at once, with a bounded number of partitions in
+//! flight (run-wide, and optionally per stream). Each stream lists its partitions in its own task
+//! while its partitions are read, and owns its cursor state: a partition's STATE is sent only
+//! after the partition's task has sent every one of its records, and both go through the same
+//! ordered channel to the single writer, so no STATE ever claims a record not yet written.
+
+use crate::bindings::Partition;
+use crate::data::protocol::{FailureType, Output, OutputClosed, StreamStatus};
+use crate::data::state::{self, Resume, StreamCursor};
+use crate::guest::connector::{CallError, Connector};
+use crate::guest::limits::Limits;
+use crate::run::jobs::{JobEvent, JobOptions, Orchestrator};
+use crate::run::progress::Progress;
+use crate::run::read::{self, Listed, PartitionDone, SelectedStream, StreamSummary};
+use crate::run::stop::Stop;
+use serde_json::Value;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+
+/// How much runs at once.
+#[derive(Debug, Clone, Copy)]
+pub struct Concurrency {
+    /// Partitions read at once across the run.
+    pub partitions: usize,
+    /// Partitions read at once within one stream.
+    pub per_stream: Option<usize>,
+    /// Report jobs: slots, polling, attempts, timeout.
+    pub jobs: JobOptions,
+}
+
+impl Default for Concurrency {
+    fn default() -> Self {
+        Concurrency { partitions: 8, per_stream: None, jobs: JobOptions::default() }
+    }
+}
+
+/// Everything a stream task shares with the others.
+#[derive(Clone)]
+pub struct Shared {
+    pub connector: Arc<Connector>,
+    pub out: Output,
+    pub limits: Arc<Limits>,
+    pub progress: Arc<Progress>,
+    permits: Arc<Semaphore>,
+    concurrency: Concurrency,
+    /// The run's job orchestrator, when the plugin reads streams through report jobs.
+    jobs: Option<Arc<Orchestrator>>,
+}
+
+/// Reads every selected stream to the end, or as far as it can. Only a closed output stops early.
+pub async fn read_streams(
+    connector: Arc<Connector>,
+    out: Output,
+    limits: Limits,
+    progress: Arc<Progress>,
+    concurrency: Concurrency,
+    streams: Vec<SelectedStream>,
+    stop: &Stop,
+) -> Result<Vec<StreamSummary>, OutputClosed> {
+    let jobs = match Orchestrator::for_run(connector.clone(), out.clone(), concurrency.jobs).await {
+        Ok(jobs) => jobs,
+        Err(e) => {
+            let message = format!("the connector cannot say which streams it reads through jobs: {}", e.message());
+            out.error(&message, e.failure_type(), None).await?;
+            None
+        }
+    };
+    let shared = Shared {
+        connector,
+        out,
+        limits: Arc::new(limits),
+        progress,
+        permits: Arc::new(Semaphore::new(concurrency.partitions.max(1))),
+        concurrency,
+        jobs: jobs.clone(),
+    };
+    let mut tasks = JoinSet::new();
+    for (index, stream) in streams.into_iter().enumerate() {
+        let shared = shared.clone();
+        tasks.spawn(async move { (index, read_stream(shared, stream).await) });
+    }
+    let mut summaries = Vec::new();
+    loop {
+        tokio::select! {
+            joined = tasks.join_next() => {
+                let Some(joined) = joined else { break };
+                let (index, result) = joined.expect("stream tasks do not panic");
+                summaries.push((index, result?));
+            }
+            // Asked to stop (SIGINT/SIGTERM, or the embedder): stop reading, and let no report
+            // job outlive the run.
+            _ = stop.requested() => {
+                tasks.abort_all();
+                if let Some(jobs) = &jobs {
+                    jobs.abort_all().await;
+                }
+                return Err(OutputClosed);
+            }
+        }
+    }
+    summaries.sort_by_key(|(i, _)| *i);
+    Ok(summaries.into_iter().map(|(_, s)| s).collect())
+}
+
+/// `(start, end]` of a bounded partition: a cursor range with an end.
+type Bounds = (Option<Value>, Value);
+
+/// What a partition's task reports to its stream: the end of the partition, or (report jobs)
+/// a job handle to keep in the stream's state.
+enum TaskEvent {
+    Finished(Box<Result<Finished, OutputClosed>>),
+    Job(JobEvent),
+}
+
+/// What a partition task reports back to its stream.
+struct Finished {
+    partition: Partition,
+    /// The cursor range it was read with, for bounded partitions: `(start, end]`.
+    range: Option<Bounds>,
+    result: Result<PartitionDone, CallError>,
+}
+
+/// One stream being read: its cursor, its report jobs, and the partitions in flight.
+struct StreamRead {
+    shared: Shared,
+    name: String,
+    summary: StreamSummary,
+    cursor: Option<StreamCursor>,
+    /// Read through report jobs: a partition takes a slot only to read its job's result.
+    through_jobs: bool,
+    /// Jobs a previous run left, by partition key, until their partition is read.
+    saved_jobs: std::collections::HashMap<String, Value>,
+    /// Report jobs in flight, by partition key: kept in the state so a resumed run polls them.
+    jobs_in_flight: std::collections::BTreeMap<String, Value>,
+    last_state: Option<Value>,
+    /// The next partition to start, once there is room.
+    next: Option<(Partition, Option<Bounds>)>,
+    in_flight: usize,
+    lowest_start: Option<Option<Value>>,
+    /// The stream is RUNNING (from its first record).
+    running: Arc<AtomicBool>,
+    stream_permits: Option<Arc<Semaphore>>,
+    done_tx: mpsc::UnboundedSender<TaskEvent>,
+}
+
+async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamSummary, OutputClosed> {
+    let out = shared.out.clone();
+    let name = selected.stream.name.clone();
+    let mut summary = StreamSummary { name: name.clone(), ..Default::default() };
+    out.schema(&selected.stream).await?;
+    out.status(&name, StreamStatus::Started).await?;
+
+    let cursor = match &selected.cursor_field {
+        Some(field) => match StreamCursor::new(&name, field.clone(), selected.saved_state.as_ref()) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                summary.failed = true;
+                out.error(&format!("{e:#}"), FailureType::Config, Some(&name)).await?;
+                out.status(&name, StreamStatus::Incomplete).await?;
+                return Ok(summary);
+            }
+        },
+        None => None,
+    };
+    // The listing runs beside the reads and hands partitions over a bounded channel.
+    let (partition_tx, mut partition_rx) = mpsc::channel::<Listed>(256);
+    let mut lister = Some({
+        let shared = shared.clone();
+        let selected = selected.clone();
+        tokio::spawn(async move {
+            read::list_partitions(&shared.connector, &shared.out, &shared.limits, &selected, partition_tx).await
+        })
+    });
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<TaskEvent>();
+    let mut stream = StreamRead {
+        through_jobs: shared.jobs.as_ref().is_some_and(|j| j.reads_through_jobs(&name)),
+        stream_permits: shared.concurrency.per_stream.map(|n| Arc::new(Semaphore::new(n.max(1)))),
+        saved_jobs: saved_job_handles(selected.saved_state.as_ref()),
+        jobs_in_flight: Default::default(),
+        last_state: None,
+        next: None,
+        in_flight: 0,
+        lowest_start: None,
+        running: Arc::new(AtomicBool::new(false)),
+        shared,
+        name,
+        summary,
+        cursor,
+        done_tx,
+    };
+    stream.last_state = stream_state(stream.cursor.as_ref(), &stream.jobs_in_flight);
+    let mut listing_open = true;
+    loop {
+        tokio::select! {
+            biased;
+            Some(event) = done_rx.recv(), if stream.in_flight > 0 => stream.task_event(event).await?,
+            received = partition_rx.recv(), if listing_open && stream.next.is_none() => match received {
+                Some(listed) => stream.listed(listed).await?,
+                None => {
+                    listing_open = false;
+                    let lister = lister.take().expect("the listing ends once");
+                    let listing = match lister.await {
+                        Ok(result) => result?,
+                        Err(e) => Err(CallError::Trap(format!("the partition listing failed: {e}"))),
+                    };
+                    stream.listing_ended(listing).await?;
+                }
+            },
+            permits = stream.room(), if stream.next.is_some() => stream.start(permits),
+            else => break,
+        }
+    }
+    stream.finish().await
+}
+
+/// The permits a partition holds while it reads: its stream's (when capped) and the run's.
+type Permits = (Option<tokio::sync::OwnedSemaphorePermit>, tokio::sync::OwnedSemaphorePermit);
+
+impl StreamRead {
+    /// Room for the next partition: its permits, or (report jobs) nothing at once, since a job
+    /// partition takes its slot only to read its result.
+    async fn room(&self) -> Option<Permits> {
+        match self.through_jobs {
+            true => None,
+            false => Some(acquire(&self.shared.permits, self.stream_permits.as_ref()).await),
+        }
+    }
+
+    /// Starts the next partition in its own task.
+    fn start(&mut self, permits: Option<Permits>) {
+        let (partition, range) = self.next.take().expect("started only when there is a next partition");
+        self.in_flight += 1;
+        let saved = match self.through_jobs {
+            true => serde_json::from_str::<Value>(&partition.key)
+                .ok()
+                .and_then(|key| self.saved_jobs.remove(&key.to_string())),
+            false => None,
+        };
+        let track = if range.is_none() { self.cursor.as_ref().map(|c| c.field().to_vec()) } else { None };
+        let task =
+            PartitionTask { shared: self.shared.clone(), partition, range, track, running: self.running.clone() };
+        let (done_tx, stream_permits) = (self.done_tx.clone(), self.stream_permits.clone());
+        tokio::spawn(async move {
+            let finished = match permits {
+                Some(permits) => {
+                    let finished = task.run().await;
+                    drop(permits);
+                    finished
+                }
+                None => task.run_job(saved, stream_permits, &done_tx).await,
+            };
+            let _ = done_tx.send(TaskEvent::Finished(Box::new(finished)));
+        });
+    }
+
+    /// A partition task's news: a job handle to keep in the state, or the partition's end.
+    async fn task_event(&mut self, event: TaskEvent) -> Result<(), OutputClosed> {
+        let finished = match event {
+            TaskEvent::Job(JobEvent::Handle { key, handle }) => {
+                match handle {
+                    Some(handle) => self.jobs_in_flight.insert(key, handle),
+                    None => self.jobs_in_flight.remove(&key),
+                };
+                return self.emit_state().await;
+            }
+            TaskEvent::Finished(finished) => (*finished)?,
+        };
+        self.in_flight -= 1;
+        let (out, name) = (&self.shared.out, &self.name);
+        self.shared.progress.partition_done(name);
+        match finished.result {
+            Ok(done) => {
+                self.summary.records += done.records;
+                if let Some(cursor) = self.cursor.as_mut() {
+                    match &finished.range {
+                        Some((start, end)) => cursor.complete_range(start.as_ref(), end),
+                        None => {
+                            let key: Value = serde_json::from_str(&finished.partition.key).unwrap_or(Value::Null);
+                            cursor.complete(&key, done.max_cursor);
+                        }
+                    }
+                }
+                self.emit_state().await?;
+            }
+            Err(e) => {
+                self.summary.failed_partitions += 1;
+                let message = format!("stream {name}, partition {}: {}", finished.partition.key, e.message());
+                out.error(&message, e.failure_type(), Some(name)).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// What the listing found: an estimate, or a partition to read (or skip, when a previous
+    /// run finished it).
+    async fn listed(&mut self, listed: Listed) -> Result<(), OutputClosed> {
+        let (shared, name) = (&self.shared, &self.name);
+        let mut partition = match listed {
+            Listed::Estimate(records) => {
+                shared.progress.estimate(name, records);
+                return shared.out.estimate(name, records).await;
+            }
+            Listed::Partition(partition) => partition,
+        };
+        self.summary.partitions += 1;
+        shared.progress.partition_listed(name);
+        let range = bounded_range(&partition);
+        if let Some((start, _)) = &range {
+            track_lowest(&mut self.lowest_start, start.as_ref());
+        }
+        match (self.cursor.as_ref(), range) {
+            (Some(cursor), Some((start, end))) => match cursor.resume(start.as_ref(), &end) {
+                Resume::Skip => {
+                    self.summary.skipped_partitions += 1;
+                    shared.progress.partition_done(name);
+                }
+                Resume::From(from) => {
+                    set_start(&mut partition, &from);
+                    self.next = Some((partition, Some((Some(from), end))));
+                }
+                Resume::Read => self.next = Some((partition, Some((start, end)))),
+            },
+            (Some(cursor), None) => {
+                read::raise_start(&mut partition, cursor);
+                self.next = Some((partition, None));
+            }
+            (None, range) => self.next = Some((partition, range)),
+        }
+        Ok(())
+    }
+
+    /// The listing ended: the cursor learns where the partitions start, and saved jobs of
+    /// partitions this run does not read are discarded (or kept, when the listing failed).
+    async fn listing_ended(&mut self, listing: Result<(), CallError>) -> Result<(), OutputClosed> {
+        let (shared, name) = (&self.shared, &self.name);
+        match listing {
+            Ok(()) => {
+                if let Some(cursor) = self.cursor.as_mut() {
+                    cursor.listing_complete(self.lowest_start.clone().flatten().as_ref());
+                }
+                for (key, handle) in self.saved_jobs.drain() {
+                    match &shared.jobs {
+                        Some(jobs) => jobs.discard(name, &key, &handle).await?,
+                        None => {
+                            let message = format!(
+                                "job {handle} of stream {name} saved in the state is left on the API: the plugin no longer reads {name} through jobs"
+                            );
+                            shared.out.log("WARN", &message).await?;
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                self.summary.failed = true;
+                let message = format!("cannot list the partitions of stream {name}: {}", e.message());
+                shared.out.error(&message, e.failure_type(), Some(name)).await?;
+                // Partitions the listing did not reach keep their saved jobs for the next run.
+                self.jobs_in_flight.extend(self.saved_jobs.drain());
+            }
+        }
+        Ok(())
+    }
+
+    async fn emit_state(&mut self) -> Result<(), OutputClosed> {
+        let (out, name) = (&self.shared.out, &self.name);
+        emit_state(out, name, self.cursor.as_ref(), &self.jobs_in_flight, &mut self.last_state).await
+    }
+
+    /// The stream's last state and its final status.
+    async fn finish(mut self) -> Result<StreamSummary, OutputClosed> {
+        self.emit_state().await?;
+        let status = if self.summary.complete() { StreamStatus::Complete } else { StreamStatus::Incomplete };
+        self.shared.out.status(&self.name, status).await?;
+        Ok(self.summary)
+    }
+}
+
+/// A stream's state: its cursor's, plus the report jobs in flight (`"jobs"`).
+fn stream_state(cursor: Option<&StreamCursor>, jobs: &std::collections::BTreeMap<String, Value>) -> Option<Value> {
+    let mut state = cursor.map(StreamCursor::to_state);
+    if !jobs.is_empty() {
+        let list: Vec<Value> = jobs
+            .iter()
+            .map(|(key, handle)| {
+                let partition: Value = serde_json::from_str(key).unwrap_or(Value::Null);
+                serde_json::json!({"partition": partition, "job": handle})
+            })
+            .collect();
+        state.get_or_insert_with(|| serde_json::json!({}))["jobs"] = Value::Array(list);
+    }
+    state
+}
+
+/// Jobs a previous run left in flight, by partition key (compact JSON text, so a key matches
+/// however the guest spaced it).
+fn saved_job_handles(saved: Option<&Value>) -> std::collections::HashMap<String, Value> {
+    let entries = saved.and_then(|s| s.get("jobs")).and_then(Value::as_array).cloned().unwrap_or_default();
+    entries.into_iter().filter_map(|e| Some((e.get("partition")?.to_string(), e.get("job")?.clone()))).collect()
+}
+
+/// Sends the stream's state when it changed since the last one sent (or, once a stream had
+/// jobs in its state, when they are gone).
+async fn emit_state(
+    out: &Output,
+    stream: &str,
+    cursor: Option<&StreamCursor>,
+    jobs: &std::collections::BTreeMap<String, Value>,
+    last: &mut Option<Value>,
+) -> Result<(), OutputClosed> {
+    let state = match stream_state(cursor, jobs) {
+        Some(state) => state,
+        None if last.is_some() => serde_json::json!({}),
+        None => return Ok(()),
+    };
+    if last.as_ref() != Some(&state) {
+        out.state(stream, state.clone()).await?;
+        *last = Some(state);
+    }
+    Ok(())
+}
+
+/// The permits a partition needs: its stream's (when capped) and the run's.
+async fn acquire(run: &Arc<Semaphore>, stream: Option<&Arc<Semaphore>>) -> Permits {
+    let stream_permit = match stream {
+        Some(s) => Some(s.clone().acquire_owned().await.expect("semaphores are never closed")),
+        None => None,
+    };
+    (stream_permit, run.clone().acquire_owned().await.expect("semaphores are never closed"))
+}
+
+/// `(start, end]` of a partition whose cursor range has an end.
+fn bounded_range(partition: &Partition) -> Option<Bounds> {
+    let range = partition.cursor_range.as_ref()?;
+    let end = read::cursor_to_json(range.end.as_ref()?);
+    Some((range.start.as_ref().map(read::cursor_to_json), end))
+}
+
+fn set_start(partition: &mut Partition, start: &Value) {
+    if let Some(range) = partition.cursor_range.as_mut() {
+        range.start = read::json_to_cursor(start);
+    }
+}
+
+/// The lowest start among bounded partitions; `Some(None)` once one starts at the beginning.
+fn track_lowest(lowest: &mut Option<Option<Value>>, start: Option<&Value>) {
+    *lowest = match (lowest.take(), start) {
+        (None, s) => Some(s.cloned()),
+        (Some(None), _) | (Some(Some(_)), None) => Some(None),
+        (Some(Some(l)), Some(s)) => {
+            Some(Some(if state::compare(s, &l) == std::cmp::Ordering::Less { s.clone() } else { l }))
+        }
+    };
+}
+
+struct PartitionTask {
+    shared: Shared,
+    partition: Partition,
+    range: Option<Bounds>,
+    /// Track the largest value of this cursor field (open-ended incremental partitions).
+    track: Option<Vec<String>>,
+    running: Arc<AtomicBool>,
+}
+
+impl PartitionTask {
+    /// A partition read through report jobs: no slot is held while its job runs; the partition
+    /// slot is taken to read the result.
+    async fn run_job(
+        self,
+        saved: Option<Value>,
+        stream_permits: Option<Arc<Semaphore>>,
+        done_tx: &mpsc::UnboundedSender<TaskEvent>,
+    ) -> Result<Finished, OutputClosed> {
+        let shared = &self.shared;
+        let jobs = shared.jobs.clone().expect("job partitions exist only with an orchestrator");
+        let (events_tx, mut events_rx) = mpsc::unbounded_channel::<JobEvent>();
+        let forward = {
+            let done_tx = done_tx.clone();
+            tokio::spawn(async move {
+                while let Some(event) = events_rx.recv().await {
+                    let _ = done_tx.send(TaskEvent::Job(event));
+                }
+            })
+        };
+        let result = match jobs.completed_job(&self.partition, saved, &events_tx).await? {
+            Err(e) => Err(e),
+            Ok(job) => {
+                let permits = acquire(&shared.permits, stream_permits.as_ref()).await;
+                let result = self.read(Some((&job.handle, &job.download))).await?;
+                drop(permits);
+                jobs.finish(&self.partition, &job, &events_tx).await?;
+                result
+            }
+        };
+        drop(events_tx);
+        // Every job event reaches the stream before the partition's end.
+        let _ = forward.await;
+        Ok(Finished { partition: self.partition, range: self.range, result })
+    }
+
+    async fn run(self) -> Result<Finished, OutputClosed> {
+        let result = self.read(None).await?;
+        Ok(Finished { partition: self.partition, range: self.range, result })
+    }
+
+    /// Reads the partition's pages (or, with `job`, a completed job's result); the stream is
+    /// RUNNING from its first record.
+    async fn read(&self, job: Option<(&String, &String)>) -> Result<Result<PartitionDone, CallError>, OutputClosed> {
+        let shared = &self.shared;
+        let name = &self.partition.stream;
+        let running = &self.running;
+        read::read_partition(
+            &shared.connector,
+            &shared.out,
+            &shared.limits,
+            &self.partition,
+            job,
+            self.track.as_deref(),
+            &shared.progress,
+            async || {
+                if !running.swap(true, Ordering::SeqCst) {
+                    shared.out.status(name, StreamStatus::Running).await?;
+                }
+                Ok(())
+            },
+        )
+        .await
+    }
+}

@@ -1,0 +1,273 @@
+//! The steps of a run, which the pipeline puts together: announce the plugin (the run's first
+//! LOG line), open it with a config under a policy, discover, select streams, read them, and
+//! account for what the guests used.
+
+use super::policy::Policy;
+use super::progress::Progress;
+use super::read::{SelectedStream, StreamSummary, emit_logs};
+use super::request::{ReadReport, RunError};
+use super::schedule::{self, Concurrency};
+use super::stop::Stop;
+use crate::bindings::Stream;
+use crate::data::catalog::Selected;
+use crate::data::protocol::{self, Output};
+use crate::data::state::InputState;
+use crate::guest::connector::Connector;
+use crate::guest::engine::Plugin;
+use crate::net::{Egress, EgressPolicy, HostPort, HttpHooks, HttpOptions};
+use crate::storage::recording::{Cassette, Recorder};
+use serde_json::Value;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// What the guests of one run used, and what they read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunUsage {
+    /// Time spent in guest code: the calls' wall-clock time less their HTTP requests and
+    /// throttling pauses (so it includes lifting and lowering the values they exchange).
+    pub guest_cpu: Duration,
+    pub requests: u64,
+    pub retries: u64,
+    pub denied: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub records: u64,
+    /// The largest linear memory any one instance grew to.
+    pub peak_memory_bytes: u64,
+    pub instances: u64,
+}
+
+impl RunUsage {
+    pub fn of(connector: &Connector, summaries: &[StreamSummary]) -> Self {
+        let stats = &connector.egress.stats;
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        RunUsage {
+            guest_cpu: connector.usage.guest_cpu(),
+            requests: load(&stats.requests),
+            retries: load(&stats.retries),
+            denied: load(&stats.denied),
+            bytes_in: load(&stats.bytes_in),
+            bytes_out: load(&stats.bytes_out),
+            records: summaries.iter().map(|s| s.records).sum(),
+            peak_memory_bytes: load(&connector.usage.peak_memory_bytes),
+            instances: load(&connector.usage.instances),
+        }
+    }
+}
+
+/// The operator's grants, as `--allow-host` takes them.
+pub fn grants<'a>(hosts: impl IntoIterator<Item = &'a String>) -> Result<Vec<HostPort>, RunError> {
+    hosts
+        .into_iter()
+        .map(|h| HostPort::parse(h).map_err(|e| RunError::config(format!("invalid --allow-host: {e:#}"))))
+        .collect()
+}
+
+/// The hosts a connector declared for its config.
+pub fn declared(hosts: &[String]) -> Result<Vec<HostPort>, RunError> {
+    hosts
+        .iter()
+        .map(|h| {
+            HostPort::parse(h).map_err(|e| RunError::system(format!("the connector declared an invalid host: {e:#}")))
+        })
+        .collect()
+}
+
+pub fn no_egress() -> Result<Egress, RunError> {
+    Egress::new(EgressPolicy::default(), HttpOptions::default()).map_err(|e| RunError::system(format!("{e:#}")))
+}
+
+/// The run's first LOG line: which plugin (sha256, contract version) and how it was loaded;
+/// `reused` says it was already loaded in this process.
+pub async fn announce(plugin: &Plugin, reused: Option<&str>, out: &Output) -> Result<(), RunError> {
+    let how = match reused {
+        Some(how) => how.to_string(),
+        None if plugin.load.cache_hit => {
+            format!("loaded compiled code from cache in {} ms", plugin.load.elapsed.as_millis())
+        }
+        None => format!(
+            "compiled in {} ms and cached at {}",
+            plugin.load.elapsed.as_millis(),
+            plugin.load.cache_file.display()
+        ),
+    };
+    let message = format!(
+        "sluice {}: plugin {} sha256 {} built for {}@{}; {how}",
+        env!("CARGO_PKG_VERSION"),
+        plugin.path.display(),
+        plugin.sha256,
+        crate::bindings::WIT_PACKAGE,
+        plugin.wit_version,
+    );
+    out.log("INFO", &message).await?;
+    Ok(())
+}
+
+/// How a run's HTTP is made: the client's options, and the hooks around every attempt.
+#[derive(Default)]
+pub struct HttpSetup {
+    pub options: HttpOptions,
+    /// Answer every request from this recording, with no network.
+    pub replay: Option<Arc<Cassette>>,
+    /// Record every attempt into the run's replay storage.
+    pub record: bool,
+    /// The embedder's own hooks, after recording and replay.
+    pub hooks: Vec<Arc<dyn HttpHooks>>,
+}
+
+/// Binds a plugin to a config under a policy: learns the secrets to mask, asks the plugin
+/// which hosts it needs, and checks them against the grant. A run (`is_run`) refuses to start
+/// when a needed host is not granted, unless the policy says to deny instead.
+pub async fn open(
+    plugin: Arc<Plugin>,
+    config: String,
+    policy: &Policy,
+    http: HttpSetup,
+    out: &Output,
+    is_run: bool,
+) -> Result<Connector, RunError> {
+    let granted = grants(&policy.allow_hosts)?;
+    let probe = Connector::new(plugin.clone(), config.clone(), Arc::new(no_egress()?), policy.limits.clone());
+    let mut instance = probe.instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
+    // Secrets first, so nothing said after this can leak them.
+    let spec = instance.spec().await;
+    if let Ok(spec) = &spec
+        && let (Ok(spec), Ok(config)) = (serde_json::from_str::<Value>(spec), serde_json::from_str::<Value>(&config))
+    {
+        out.secrets.set_from(&spec, &config);
+    }
+    let caps = instance.capabilities(&config).await;
+    emit_logs(out, instance.take_logs(), &policy.limits).await?;
+    spec.map_err(|e| RunError::call("spec failed", e))?;
+    let caps = caps.map_err(|e| RunError::call("the connector cannot say what it needs for this config", e))?;
+    let declared = declared(&caps.hosts)?;
+    let egress_policy = match &http.replay {
+        // Nothing leaves the machine: what the connector declares is all it may ask for.
+        Some(cassette) => {
+            let message = format!(
+                "HTTP is replayed from the recording at {} ({} exchanges): no network access",
+                cassette.uri, cassette.exchanges
+            );
+            out.log("INFO", &message).await?;
+            EgressPolicy::new(declared.clone(), declared)
+        }
+        None => EgressPolicy::new(declared, granted),
+    };
+    let missing: Vec<String> = egress_policy.ungranted().iter().map(|h| h.to_string()).collect();
+    if !missing.is_empty() {
+        let grants: Vec<String> = missing.iter().map(|h| format!("--allow-host {h}")).collect();
+        if is_run && !policy.deny_ungranted {
+            return Err(RunError::config(format!(
+                "the connector needs {} for this config, which is not granted: grant it with {} \
+                 (or start anyway with --deny-ungranted, and its requests there are denied)",
+                missing.join(", "),
+                grants.join(" ")
+            )));
+        }
+        let message = format!(
+            "the connector needs {}, which is not granted: its requests there will be denied (grant with {})",
+            missing.join(", "),
+            grants.join(" ")
+        );
+        out.log("WARN", &message).await?;
+    }
+    let mut egress = Egress::new(egress_policy, http.options).map_err(|e| RunError::system(format!("{e:#}")))?;
+    if let Some(cassette) = http.replay {
+        egress = egress.with_hook(Arc::new(cassette.replayer(out.secrets.clone())));
+    }
+    if http.record {
+        egress = egress.with_hook(Arc::new(Recorder::new(out.clone())));
+    }
+    for hook in http.hooks {
+        egress = egress.with_hook(hook);
+    }
+    out.describe_run(crate::storage::replay::PluginInfo {
+        sha256: plugin.sha256.clone(),
+        wit: format!("{}@{}", crate::bindings::WIT_PACKAGE, plugin.wit_version),
+        config_sha256: crate::storage::replay::manifest::sha256_hex(config.as_bytes()),
+    })
+    .await?;
+    Ok(Connector::new(plugin, config, Arc::new(egress), policy.limits.clone()))
+}
+
+pub fn parse_guest_json(what: &str, text: &str) -> Result<Value, RunError> {
+    serde_json::from_str(text).map_err(|e| {
+        RunError::system(format!("the connector's {what} is not valid JSON ({e}): {}", protocol::preview(text)))
+    })
+}
+
+/// The connector's streams, checked: valid schemas, no name twice.
+pub async fn discover(connector: &Connector, out: &Output) -> Result<Vec<Stream>, RunError> {
+    let mut instance = connector.instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
+    let streams = instance.discover(&connector.config).await;
+    emit_logs(out, instance.take_logs(), &connector.limits).await?;
+    let streams = streams.map_err(|e| RunError::call("discover failed", e))?;
+    let mut names = std::collections::HashSet::new();
+    for s in &streams {
+        let schema = parse_guest_json(&format!("schema of stream {}", s.name), &s.json_schema)?;
+        if !schema.is_object() {
+            return Err(RunError::system(format!("the schema of stream {} is not a JSON object", s.name)));
+        }
+        if !names.insert(s.name.as_str()) {
+            return Err(RunError::system(format!("the connector offers stream {} twice", s.name)));
+        }
+    }
+    Ok(streams)
+}
+
+/// Resolves a selection against the discovered streams: incremental where asked, or, where the
+/// selection leaves it open, wherever the stream has a cursor.
+pub fn select(
+    streams: &[Stream],
+    selection: &[Selected],
+    full_refresh: bool,
+    state: &InputState,
+) -> Result<Vec<SelectedStream>, RunError> {
+    let mut selected = Vec::new();
+    for wanted in selection {
+        let stream = streams.iter().find(|s| s.name == wanted.name).ok_or_else(|| {
+            let offered: Vec<&str> = streams.iter().map(|s| s.name.as_str()).collect();
+            RunError::config(format!(
+                "the connector has no stream {:?} (it offers: {})",
+                wanted.name,
+                offered.join(", ")
+            ))
+        })?;
+        let cursor_field = match (full_refresh, wanted.incremental) {
+            (true, _) | (false, Some(false)) => None,
+            (false, None) => stream.cursor_field.clone(),
+            (false, Some(true)) => Some(stream.cursor_field.clone().ok_or_else(|| {
+                RunError::config(format!("stream {} cannot be read incrementally: it has no cursor field", stream.name))
+            })?),
+        };
+        let saved_state = cursor_field.as_ref().and_then(|_| state.streams.get(&stream.name).cloned());
+        selected.push(SelectedStream { stream: stream.clone(), cursor_field, saved_state });
+    }
+    Ok(selected)
+}
+
+/// Reads the selected streams and ends with the summary LOG line.
+pub async fn read(
+    connector: Connector,
+    out: &Output,
+    selected: Vec<SelectedStream>,
+    concurrency: Concurrency,
+    progress: Arc<Progress>,
+    state: &InputState,
+    stop: &Stop,
+) -> Result<ReadReport, RunError> {
+    let started = Instant::now();
+    // Streams not read now keep their state in Singer's whole-tap STATE.
+    let unread = state.streams.iter().filter(|(name, _)| !selected.iter().any(|s| &s.stream.name == *name));
+    out.seed_states(unread.map(|(k, v)| (k.clone(), v.clone())).collect()).await?;
+    let connector = Arc::new(connector);
+    let limits = connector.limits.clone();
+    let streams =
+        schedule::read_streams(connector.clone(), out.clone(), limits, progress.clone(), concurrency, selected, stop)
+            .await?;
+    progress.finish();
+    let report = ReadReport { usage: RunUsage::of(&connector, &streams), streams, elapsed: started.elapsed() };
+    out.log(if report.ok() { "INFO" } else { "ERROR" }, &report.summary_line()).await?;
+    Ok(report)
+}

@@ -1,0 +1,66 @@
+//! Asking a run to stop: the CLI does it on SIGINT/SIGTERM, an embedder for one tenant. A
+//! stopping run ends its reads, aborts its report jobs within a grace period, flushes what it
+//! wrote and seals its replay storage as interrupted.
+
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// A handle to stop one run (clones stop the same run).
+#[derive(Clone, Debug)]
+pub struct Stop(Arc<watch::Sender<Option<String>>>);
+
+impl Default for Stop {
+    fn default() -> Self {
+        Stop(Arc::new(watch::channel(None).0))
+    }
+}
+
+impl Stop {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Asks the run to stop, saying why (the first reason is kept).
+    pub fn request(&self, reason: impl Into<String>) {
+        let reason = reason.into();
+        self.0.send_if_modified(|current| {
+            if current.is_some() {
+                return false;
+            }
+            *current = Some(reason);
+            true
+        });
+    }
+
+    /// Why the run was asked to stop, if it was.
+    pub fn reason(&self) -> Option<String> {
+        self.0.borrow().clone()
+    }
+
+    /// Resolves once the run was asked to stop.
+    pub async fn requested(&self) {
+        let mut receiver = self.0.subscribe();
+        let _ = receiver.wait_for(Option::is_some).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_first_reason_is_kept_and_waiters_wake() {
+        let stop = Stop::new();
+        let waiter = tokio::spawn({
+            let stop = stop.clone();
+            async move { stop.requested().await }
+        });
+        assert_eq!(stop.reason(), None);
+        stop.request("SIGINT");
+        stop.request("SIGTERM");
+        waiter.await.unwrap();
+        assert_eq!(stop.reason().as_deref(), Some("SIGINT"));
+        // Asked after the fact, it resolves at once.
+        stop.requested().await;
+    }
+}
