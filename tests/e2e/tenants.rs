@@ -249,3 +249,45 @@ async fn a_tenant_stopped_through_its_handle_ends_alone() {
     assert!(other.ok(), "{}", other.summary_line());
     assert_eq!(other_sink.ids("items"), (1..=RECORDS).collect::<Vec<_>>());
 }
+
+/// A tenant whose plugin is slow to load holds up nobody. The slow plugin is a named pipe: its
+/// load blocks reading it until the test writes the component, and the test knows the load has
+/// begun because opening the pipe for writing waits for that reader. Meanwhile a tenant of another
+/// plugin runs to the end (with one process-wide load lock, or a load on an async worker, it
+/// would wait for the pipe forever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_plugin_load_does_not_hold_up_other_tenants() {
+    let api = demo_api(DemoApiConfig { records: RECORDS, accounts: 4, ..Default::default() });
+    let (cache, files) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let runtime = Arc::new(Runtime::new(cache.path().to_path_buf(), true).unwrap());
+    let pipe = files.path().join("slow.wasm");
+    let c_path = std::ffi::CString::new(pipe.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0, "mkfifo");
+    let slow_sink = Shared::default();
+    let slow = RunRequest::new(&pipe, demo_config(&api, 25), Box::new(slow_sink.clone()));
+    let mut slow = slow.streams(["items"]);
+    slow.policy = Policy { allow_hosts: vec![grant(&api)], ..Default::default() };
+    let slow_runtime = runtime.clone();
+    let slow = tokio::spawn(async move { slow_runtime.run(slow).await.read() });
+    // Opening for writing returns once the slow tenant's load has opened the pipe to read it.
+    let writer = {
+        let pipe = pipe.clone();
+        tokio::task::spawn_blocking(move || std::fs::OpenOptions::new().write(true).open(pipe)).await.unwrap().unwrap()
+    };
+    let fast = tokio::time::timeout(std::time::Duration::from_secs(60), runtime.run(tenant(&api, Shared::default())))
+        .await
+        .expect("the other tenant waited for the slow plugin's load")
+        .read()
+        .unwrap();
+    assert!(fast.ok(), "{}", fast.summary_line());
+    assert!(!slow.is_finished(), "the slow tenant is still loading");
+    tokio::task::spawn_blocking(move || {
+        let mut writer = writer;
+        writer.write_all(&std::fs::read(plugin("demo-source")).unwrap()).unwrap();
+    })
+    .await
+    .unwrap();
+    let slow = slow.await.unwrap().unwrap();
+    assert!(slow.ok(), "{}", slow.summary_line());
+    assert_eq!(slow_sink.ids("items"), (1..=RECORDS).collect::<Vec<_>>());
+}
