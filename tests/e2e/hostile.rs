@@ -211,3 +211,33 @@ fn secrets_are_masked_in_logs_and_errors() {
     assert!(!everything.contains(secret), "the secret leaked: {everything}");
     assert!(everything.contains("key=**********"), "{everything}");
 }
+
+/// A declared host whose name is not ASCII (an honest connector with an internationalised base
+/// URL, or a hostile one) is parsed the way request URLs are, in its punycode form; it used to
+/// panic the host, which died with no TRACE and no summary.
+#[test]
+fn an_internationalised_declared_host_is_parsed_not_a_panic() {
+    let files = Files::new();
+    let config = files.json(
+        "config.json",
+        &json!({"mode": "request", "declare": ["bücher.example"], "target": "https://bücher.example/x"}),
+    );
+    let inspect = host(&["inspect", "--json", "--allow-host", "BÜCHER.example"])
+        .arg(plugin("hostile"))
+        .arg("--config")
+        .arg(&config)
+        .run_raw();
+    let stdout = String::from_utf8_lossy(&inspect.stdout);
+    assert!(inspect.status.success(), "{stdout}{}", String::from_utf8_lossy(&inspect.stderr));
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert!(report["declared_hosts"].as_array().unwrap().contains(&json!("xn--bcher-kva.example")), "{report}");
+    assert!(report["missing_grants"].as_array().unwrap().is_empty(), "{report}");
+    // Without a grant, the run refuses to start and names the host: a clean config error.
+    let run = host(&["run"]).arg(plugin("hostile")).arg("--config").arg(&config).run();
+    assert!(!run.success());
+    assert!(!run.stderr().contains("panicked"), "{}", run.explain());
+    let errors = run.errors();
+    assert_eq!(errors.len(), 1, "{}", run.explain());
+    assert!(errors[0]["message"].as_str().unwrap().contains("xn--bcher-kva.example"), "{}", errors[0]);
+    assert_eq!(errors[0]["failure_type"], "config_error");
+}

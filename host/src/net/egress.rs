@@ -116,6 +116,9 @@ impl fmt::Display for Denial {
 }
 impl std::error::Error for Denial {}
 
+/// The longest wait between two requests to one host that a per-host rate can ask for.
+const MAX_PACE: Duration = Duration::from_secs(3600);
+
 /// Redirects followed per request (reqwest's `previous()` holds the original URL too).
 const MAX_REDIRECTS: usize = 10;
 
@@ -258,7 +261,8 @@ impl Egress {
     /// Waits for this host's next slot under the per-host rate.
     async fn pace(&self, url: &url::Url) {
         let Some(rate) = self.options.max_rate_per_host else { return };
-        let interval = Duration::from_secs_f64(1.0 / rate);
+        // A rate too small to mean anything (or not a number) is one request an hour.
+        let interval = Duration::try_from_secs_f64(1.0 / rate).unwrap_or(MAX_PACE).min(MAX_PACE);
         let wait = {
             let mut slots = self.next_slot.lock().unwrap_or_else(|e| e.into_inner());
             let now = Instant::now();
@@ -380,6 +384,16 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_rate_too_small_to_mean_anything_does_not_panic() {
+        for rate in [1e-300, 0.0, -1.0, f64::NAN] {
+            let options = HttpOptions { max_rate_per_host: Some(rate), ..Default::default() };
+            let egress = Egress::new(EgressPolicy::default(), options).unwrap();
+            // The first request to a host goes at once; the next would wait at most an hour.
+            egress.pace(&"http://h/".parse().unwrap()).await;
+        }
+    }
 
     #[test]
     fn backoff_grows_and_is_capped() {

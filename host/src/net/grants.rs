@@ -28,21 +28,39 @@ impl HostPort {
             None => (false, original),
         };
         let text = text.trim_end_matches('/');
-        let (host, port) = if let Some(rest) = text.strip_prefix('[') {
-            let (host, after) = rest.split_once(']').ok_or_else(|| anyhow::anyhow!("unclosed [ in {original:?}"))?;
-            (format!("[{}]", host.to_ascii_lowercase()), after.strip_prefix(':'))
+        let not_a_host = || anyhow::anyhow!("{original:?} is not a host, host:port or *.domain pattern");
+        let (host, port) = if text.starts_with('[') {
+            let end = text.find(']').ok_or_else(|| anyhow::anyhow!("unclosed [ in {original:?}"))?;
+            let (host, after) = text.split_at(end + 1);
+            let port = match after {
+                "" => None,
+                _ => Some(after.strip_prefix(':').ok_or_else(not_a_host)?),
+            };
+            (host, port)
         } else {
             match text.rsplit_once(':') {
-                Some((h, p)) => (h.to_ascii_lowercase(), Some(p)),
-                None => (text.to_ascii_lowercase(), None),
+                Some((h, p)) => (h, Some(p)),
+                None => (text, None),
             }
         };
-        if host.is_empty() || host.contains(['/', '@', ' ', '?', '#']) || host[1..].contains('*') {
-            bail!("{original:?} is not a host, host:port or *.domain pattern");
-        }
         if host.starts_with('*') && !host.starts_with("*.") {
             bail!("{original:?}: a pattern must look like *.example.com");
         }
+        let (pattern, bare) = match host.strip_prefix("*.") {
+            Some(domain) => (true, domain),
+            None => (false, host),
+        };
+        if bare.is_empty() || bare.contains('*') {
+            return Err(not_a_host());
+        }
+        // The URL standard's host parser, as requests' URLs are parsed: names lower-cased and
+        // internationalised ones in their ASCII (punycode) form, addresses normalised.
+        let host = match url::Host::parse(bare).map_err(|e| anyhow::anyhow!("{}: {e}", not_a_host()))? {
+            url::Host::Domain(domain) => domain,
+            url::Host::Ipv4(ip) => ip.to_string(),
+            url::Host::Ipv6(ip) => format!("[{ip}]"),
+        };
+        let host = if pattern { format!("*.{host}") } else { host };
         let port = port
             .map(|p| p.parse::<u16>().map_err(|_| anyhow::anyhow!("{original:?} has an invalid port")))
             .transpose()?;
@@ -195,6 +213,14 @@ mod tests {
         assert!(HostPort::parse("a*.x.io").is_err());
         assert!(HostPort::parse("*x.io").is_err());
         assert!(HostPort::parse("x:99999").is_err());
+        assert!(HostPort::parse("[::1]x").is_err());
+        assert!(HostPort::parse("a b").is_err() && HostPort::parse("u@h").is_err() && HostPort::parse("h/p").is_err());
+        // Internationalised names are kept in the ASCII form requests' URLs use; no slicing
+        // inside a character.
+        assert_eq!(HostPort::parse("Bücher.example:8443").unwrap(), hp("xn--bcher-kva.example", Some(8443), false));
+        assert_eq!(HostPort::parse("*.bücher.example").unwrap().host, "*.xn--bcher-kva.example");
+        assert!(HostPort::parse("é").is_ok());
+        assert!(HostPort::parse("*é").is_err());
     }
 
     #[test]
@@ -258,6 +284,13 @@ mod tests {
         for ip in ["8.8.8.8", "1.1.1.1", "2606:4700::1111", "64:ff9b::808:808", "2002:808:808::1"] {
             assert!(!is_internal(ip.parse().unwrap()), "{ip}");
         }
+    }
+
+    #[test]
+    fn an_internationalised_grant_matches_its_url() {
+        let p = policy(&["bücher.example"], &["BÜCHER.example"]);
+        assert!(p.check(&"https://bücher.example/x".parse().unwrap()).is_ok());
+        assert!(p.ungranted().is_empty());
     }
 
     #[test]

@@ -77,17 +77,28 @@ pub async fn read_streams(
         jobs: jobs.clone(),
     };
     let mut tasks = JoinSet::new();
+    let mut streams_by_task = std::collections::HashMap::new();
     for (index, stream) in streams.into_iter().enumerate() {
-        let shared = shared.clone();
-        tasks.spawn(async move { (index, read_stream(shared, stream).await) });
+        let (task_shared, name) = (shared.clone(), stream.stream.name.clone());
+        let handle = tasks.spawn(async move { (index, read_stream(task_shared, stream).await) });
+        streams_by_task.insert(handle.id(), (index, name));
     }
     let mut summaries = Vec::new();
     loop {
         tokio::select! {
-            joined = tasks.join_next() => {
+            joined = tasks.join_next_with_id() => {
                 let Some(joined) = joined else { break };
-                let (index, result) = joined.expect("stream tasks do not panic");
-                summaries.push((index, result?));
+                match joined {
+                    Ok((_, (index, result))) => summaries.push((index, result?)),
+                    // A stream task that panicked fails its stream; the others go on.
+                    Err(e) => {
+                        let (index, name) = streams_by_task.remove(&e.id()).unwrap_or_default();
+                        let message = format!("stream {name}: the host failed while reading it: {e}");
+                        shared.out.error(&message, FailureType::System, Some(&name)).await?;
+                        shared.out.status(&name, StreamStatus::Incomplete).await?;
+                        summaries.push((index, StreamSummary { name, failed: true, ..Default::default() }));
+                    }
+                }
             }
             // Asked to stop (SIGINT/SIGTERM, or the embedder): stop reading, and let no report
             // job outlive the run.
@@ -242,15 +253,27 @@ impl StreamRead {
         let task =
             PartitionTask { shared: self.shared.clone(), partition, range, track, running: self.running.clone() };
         let (done_tx, stream_permits) = (self.done_tx.clone(), self.stream_permits.clone());
-        tokio::spawn(async move {
-            let finished = match permits {
-                Some(permits) => {
-                    let finished = task.run().await;
-                    drop(permits);
-                    finished
+        let (partition, range) = (task.partition.clone(), task.range.clone());
+        let reading = tokio::spawn({
+            let done_tx = done_tx.clone();
+            async move {
+                match permits {
+                    Some(permits) => {
+                        let finished = task.run().await;
+                        drop(permits);
+                        finished
+                    }
+                    None => task.run_job(saved, stream_permits, &done_tx).await,
                 }
-                None => task.run_job(saved, stream_permits, &done_tx).await,
-            };
+            }
+        });
+        // A partition task that panics still reports back (as a failed partition), so its
+        // stream does not wait for it forever.
+        tokio::spawn(async move {
+            let finished = reading.await.unwrap_or_else(|e| {
+                let result = Err(CallError::Trap(format!("the host failed while reading this partition: {e}")));
+                Ok(Finished { partition, range, result })
+            });
             let _ = done_tx.send(TaskEvent::Finished(Box::new(finished)));
         });
     }
