@@ -194,6 +194,20 @@ fn a_panic_in_any_export_is_contained() {
     assert!(spec.stderr().contains("spec failed: the connector crashed"), "{}", spec.stderr());
 }
 
+/// `check` on a connector whose `spec` traps answers a FAILED status naming the crash (exit 0,
+/// as every failed check), not a TRACE and exit 1.
+#[test]
+fn check_reports_a_crash_in_spec_as_a_failed_check() {
+    let files = Files::new();
+    let config = files.json("config.json", &json!({"mode": "request"}));
+    let check = host(&["check"]).arg(plugin("hostile-panic-spec")).arg("--config").arg(&config).run();
+    assert!(check.success(), "{}", check.explain());
+    let status = &check.of_type("CONNECTION_STATUS")[0]["connectionStatus"];
+    assert_eq!(status["status"], "FAILED", "{}", check.explain());
+    assert!(status["message"].as_str().unwrap().contains("spec failed: the connector crashed"), "{status}");
+    assert!(check.errors().is_empty(), "{}", check.explain());
+}
+
 #[test]
 fn secrets_are_masked_in_logs_and_errors() {
     let files = Files::new();

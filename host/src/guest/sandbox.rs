@@ -209,9 +209,9 @@ impl wasmtime::ResourceLimiter for GuestLimiter {
     fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         if desired > self.max_memory {
             let message = format!(
-                "the connector exceeded its memory limit: it asked for {} MiB, the limit is {} MiB",
-                desired >> 20,
-                self.max_memory >> 20
+                "the connector exceeded its memory limit: it asked for {}, the limit is {}",
+                mib(desired),
+                mib(self.max_memory)
             );
             self.exceeded = Some(message.clone());
             return Err(wasmtime::format_err!("{message}"));
@@ -222,5 +222,30 @@ impl wasmtime::ResourceLimiter for GuestLimiter {
 
     fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         Ok(desired <= 1_000_000)
+    }
+}
+
+/// Bytes in MiB, exact when whole and with two decimals otherwise (so 64 MiB and 64 KiB more
+/// never reads as "64 MiB").
+fn mib(bytes: usize) -> String {
+    match bytes % (1 << 20) {
+        0 => format!("{} MiB", bytes >> 20),
+        _ => format!("{:.2} MiB", bytes as f64 / (1 << 20) as f64),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime::ResourceLimiter;
+
+    #[test]
+    fn a_memory_refusal_says_how_much_was_asked_beyond_the_limit() {
+        let mut limiter = GuestLimiter::new(64 << 20);
+        assert!(limiter.memory_growing(0, 64 << 20, None).unwrap());
+        assert!(limiter.memory_growing(0, (64 << 20) + (64 << 10), None).is_err());
+        let message = limiter.exceeded.unwrap();
+        assert!(message.contains("asked for 64.06 MiB, the limit is 64 MiB"), "{message}");
+        assert_eq!(limiter.peak_memory, 64 << 20);
     }
 }

@@ -144,13 +144,13 @@ async fn act(runtime: &Runtime, out: &Output, request: RunRequest, record_http: 
         Action::Check => {
             let connector = match session::open(plugin, config, &policy, http, out, false).await {
                 Ok(c) => c,
-                // A config that cannot even be read is a failed check, not a crash.
-                Err(e) if e.failure == FailureType::Config => {
+                // A config the connector cannot take, or a connector that crashes in `spec` or
+                // `capabilities`, is a failed check (as the Airbyte CDK reports it), not a crash.
+                Err(e) => {
                     let message = out.secrets.mask(&e.message);
                     out.message(&airbyte::connection_status(Err(message.clone()))).await?;
                     return Ok(Outcome::Check(Err(message)));
                 }
-                Err(e) => return Err(e),
             };
             let mut instance =
                 connector.instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
