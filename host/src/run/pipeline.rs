@@ -42,19 +42,22 @@ pub(crate) async fn execute(runtime: &Runtime, mut request: RunRequest) -> RunRe
         }
         act(runtime, &work_out, request, record_http).await
     });
-    // The stop first: the read watches it too, and must not be taken for a plain failure.
+    let stopped_by = |reason: &str| RunError { message: reason.to_string(), failure: FailureType::Transient };
     let (result, stopped) = tokio::select! {
         biased;
-        _ = stop.requested() => {
-            let reason = stop.reason().unwrap_or_else(|| "stopped".into());
+        reason = stop.requested() => {
             // A read stops itself (ending its partitions, aborting its report jobs) within a
             // bounded grace; anything else just ends.
             if is_read {
                 let _ = tokio::time::timeout(STOP_GRACE, &mut work).await;
             }
-            (Err(RunError { message: reason.clone(), failure: FailureType::Transient }), Some(reason))
+            (Err(stopped_by(&reason)), Some(reason))
         }
-        result = &mut work => (result, None),
+        // The read watches the stop too, and may see it first: its error is then the stop's.
+        result = &mut work => match (result, stop.reason()) {
+            (Err(_), Some(reason)) => (Err(stopped_by(&reason)), Some(reason)),
+            (result, _) => (result, None),
+        },
     };
     drop(work);
     let result = result.map_err(|e| RunError { message: out.secrets.mask(&e.message), ..e });

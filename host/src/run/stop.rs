@@ -37,10 +37,12 @@ impl Stop {
         self.0.borrow().clone()
     }
 
-    /// Resolves once the run was asked to stop.
-    pub async fn requested(&self) {
+    /// Resolves once the run was asked to stop, with the reason.
+    pub async fn requested(&self) -> String {
         let mut receiver = self.0.subscribe();
-        let _ = receiver.wait_for(Option::is_some).await;
+        // The sender lives in `self`, so the channel cannot close while this waits.
+        let reason = receiver.wait_for(Option::is_some).await.ok().and_then(|reason| reason.clone());
+        reason.unwrap_or_default()
     }
 }
 
@@ -58,9 +60,9 @@ mod tests {
         assert_eq!(stop.reason(), None);
         stop.request("SIGINT");
         stop.request("SIGTERM");
-        waiter.await.unwrap();
+        assert_eq!(waiter.await.unwrap(), "SIGINT");
         assert_eq!(stop.reason().as_deref(), Some("SIGINT"));
         // Asked after the fact, it resolves at once.
-        stop.requested().await;
+        assert_eq!(stop.requested().await, "SIGINT");
     }
 }
