@@ -4,7 +4,7 @@
 
 use super::args::{Cli, Command, ConfiguredArgs, InspectArgs, PluginArgs, ReadOptions, RecordingCommand, ReplayArgs};
 use crate::data::catalog;
-use crate::data::protocol::{FailureType, Format, Output, airbyte};
+use crate::data::protocol::{Format, Output, airbyte};
 use crate::data::state::InputState;
 use crate::guest::connector::Connector;
 use crate::guest::engine::ComponentCache;
@@ -14,7 +14,6 @@ use crate::run::request::{Action, Outcome, RunError, RunRequest, Selection};
 use crate::run::runtime::{Runtime, RuntimeOptions};
 use crate::run::schedule::Concurrency;
 use crate::run::session;
-use crate::run::stop::Stop;
 use crate::storage::replay::ReplayOptions;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
@@ -45,14 +44,14 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
             run_request(&args, request, Format::Airbyte, sink).await
         }
         Command::Check(args) => {
-            let request = configured(&args, Action::Check);
-            // A config that cannot even be read is a failed check, not a crash.
-            if let Err(fatal) = &request
-                && fatal.failure == FailureType::Config
-            {
-                return failed_check(&fatal.message, sink).await;
+            // A config or policy that cannot even be read is a failed check, not a crash.
+            match configured(&args, Action::Check) {
+                Ok(request) => run_request(&args.plugin, Ok(request), Format::Airbyte, sink).await,
+                Err(fatal) => match write_alone(sink, &airbyte::connection_status(Err(fatal.message))).await {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(_) => ExitCode::FAILURE,
+                },
             }
-            run_request(&args.plugin, request, Format::Airbyte, sink).await
         }
         Command::Discover(args) => {
             let request = configured(&args, Action::Discover);
@@ -133,35 +132,31 @@ async fn run_request(
     format: Format,
     sink: Box<dyn Write + Send>,
 ) -> ExitCode {
-    let runtime = match &request {
-        Ok(request) => runtime_for(args, &request.policy),
-        Err(_) => Err(Fatal::system("unreachable")),
-    };
-    let (mut request, runtime) = match (request, runtime) {
-        (Ok(request), Ok(runtime)) => (request, runtime),
-        (Err(fatal), _) | (_, Err(fatal)) => return early_failure(&fatal, format, sink).await,
+    let runtime = request.and_then(|request| Ok((runtime_for(args, &request.policy)?, request)));
+    let (runtime, mut request) = match runtime {
+        Ok(both) => both,
+        Err(fatal) => return early_failure(&fatal, format, sink).await,
     };
     request.sink = sink;
-    let stop = Stop::new();
-    request.stop = stop.clone();
-    let signal = std::sync::Arc::new(std::sync::Mutex::new(None));
-    let watcher = tokio::spawn({
-        let signal = signal.clone();
-        async move {
-            let received = super::signals::shutdown().await;
-            let message = format!("interrupted by {}: stopping; what was written so far is kept", received.name());
-            eprintln!("{message}");
-            *signal.lock().unwrap_or_else(|e| e.into_inner()) = Some(received);
-            stop.request(message);
-        }
+    let stop = request.stop.clone();
+    let watcher = tokio::spawn(async move {
+        let received = super::signals::shutdown().await;
+        let message = format!("interrupted by {}: stopping; what was written so far is kept", received.name());
+        eprintln!("{message}");
+        stop.request(message);
+        received
     });
     let report = runtime.run(request).await;
-    watcher.abort();
-    let code = match (&report.stopped, &report.result) {
-        (Some(_), _) => {
-            let received = *signal.lock().unwrap_or_else(|e| e.into_inner());
-            received.map_or(ExitCode::FAILURE, |s| ExitCode::from(s.exit_code()))
+    // Only the watcher stops a command's run: when it did, it is ending with its signal.
+    let received = match report.stopped {
+        Some(_) => watcher.await.ok(),
+        None => {
+            watcher.abort();
+            None
         }
+    };
+    let code = match (&report.stopped, &report.result) {
+        (Some(_), _) => received.map_or(ExitCode::FAILURE, |s| ExitCode::from(s.exit_code())),
         (None, Err(fatal)) => {
             eprintln!("error: {}", fatal.message);
             ExitCode::FAILURE
@@ -189,23 +184,17 @@ async fn run_request(
 async fn early_failure(fatal: &Fatal, format: Format, sink: Box<dyn Write + Send>) -> ExitCode {
     eprintln!("error: {}", fatal.message);
     if format == Format::Airbyte {
-        let (out, writer) = Output::spawn(format, sink);
-        let _ = out.error(&fatal.message, fatal.failure, None).await;
-        drop(out);
-        let _ = tokio::task::spawn_blocking(move || writer.finish()).await;
+        let _ = write_alone(sink, &airbyte::trace_error(&fatal.message, None, fatal.failure, None)).await;
     }
     ExitCode::FAILURE
 }
 
-/// `check` with a config it cannot read: a FAILED status, exit 0.
-async fn failed_check(message: &str, sink: Box<dyn Write + Send>) -> ExitCode {
+/// One protocol message written to `sink` when no run is there to write it.
+async fn write_alone(sink: Box<dyn Write + Send>, message: &Value) -> std::io::Result<()> {
     let (out, writer) = Output::spawn(Format::Airbyte, sink);
-    let _ = out.message(&airbyte::connection_status(Err(message.to_string()))).await;
+    out.message(message).await.map_err(std::io::Error::other)?;
     drop(out);
-    match tokio::task::spawn_blocking(move || writer.finish()).await {
-        Ok(Ok(())) => ExitCode::SUCCESS,
-        _ => ExitCode::FAILURE,
-    }
+    tokio::task::spawn_blocking(move || writer.finish()).await.map_err(std::io::Error::other)?
 }
 
 /// `host test`: the conformance kit, through the library.

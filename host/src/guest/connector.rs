@@ -122,14 +122,14 @@ impl Connector {
         });
         self.usage.instances.fetch_add(1, Ordering::Relaxed);
         let pre = self.plugin.pre.instance_pre();
-        let instance = guarded(&mut store, &self.limits, &self.usage, r#"{"call":"instantiate"}"#, async |store| {
-            pre.instantiate_async(store).await
-        })
-        .await
-        .map_err(|e| match e {
-            CallError::Trap(m) => CallError::Trap(format!("cannot instantiate: {m}")),
-            other => other,
-        })?;
+        let context = r#"{"call":"instantiate"}"#.to_string();
+        let instance =
+            guarded(&mut store, &self.limits, &self.usage, context, async |store| pre.instantiate_async(store).await)
+                .await
+                .map_err(|e| match e {
+                    CallError::Trap(m) => CallError::Trap(format!("cannot instantiate: {m}")),
+                    other => other,
+                })?;
         let loaded = self.plugin.indices.load(&mut store, &instance).and_then(|bindings| {
             let jobs = self.plugin.jobs.as_ref().map(|j| j.load(&mut store, &instance)).transpose()?;
             Ok((bindings, jobs))
@@ -139,6 +139,19 @@ impl Connector {
     }
 }
 
+/// A call of an exported interface `exports`: [`guarded`], with the connector's own error
+/// apart from a trap.
+async fn export_call<I, T>(
+    store: &mut Store<GuestState>,
+    limits: &Limits,
+    usage: &Usage,
+    context: String,
+    exports: &I,
+    call: impl AsyncFnOnce(&I, &mut Store<GuestState>) -> wasmtime::Result<Result<T, GuestError>>,
+) -> Result<T, CallError> {
+    guarded(store, limits, usage, context, async |store| call(exports, store).await).await?.map_err(CallError::Guest)
+}
+
 /// Runs one guest call under the instance's limits: CPU budget and wall-clock limit from zero,
 /// `context` (JSON) labelling its HTTP requests in recordings, its guest time counted; a trap
 /// becomes a clear error naming the limit that stopped the guest.
@@ -146,12 +159,12 @@ async fn guarded<T>(
     store: &mut Store<GuestState>,
     limits: &Limits,
     usage: &Usage,
-    context: &str,
+    context: String,
     call: impl AsyncFnOnce(&mut Store<GuestState>) -> wasmtime::Result<T>,
 ) -> Result<T, CallError> {
     let state = store.data_mut();
     state.cpu_ticks = 0;
-    state.context = context.to_string();
+    state.context = context;
     state.call_started = std::time::Instant::now();
     state.not_guest = Duration::ZERO;
     let outcome = tokio::time::timeout(limits.call_timeout(), call(store)).await;
@@ -204,43 +217,44 @@ impl Instance {
     /// A call of the `source` interface.
     async fn source<T>(
         &mut self,
-        context: &str,
+        context: String,
         call: impl AsyncFnOnce(&bindings::Source, &mut Store<GuestState>) -> wasmtime::Result<Result<T, GuestError>>,
     ) -> Result<T, CallError> {
         let Instance { store, bindings, limits, usage, .. } = self;
-        let source = bindings.sluice_connector_source();
-        guarded(store, limits, usage, context, async |store| call(source, store).await).await?.map_err(CallError::Guest)
+        export_call(store, limits, usage, context, bindings.sluice_connector_source(), call).await
     }
 
     /// A call of the `async-jobs` interface; an error for plugins without it.
     async fn job_call<T>(
         &mut self,
-        context: &str,
+        context: String,
         call: impl AsyncFnOnce(&bindings::AsyncJobs, &mut Store<GuestState>) -> wasmtime::Result<Result<T, GuestError>>,
     ) -> Result<T, CallError> {
         let Instance { store, jobs, limits, usage, .. } = self;
         let jobs = jobs
             .as_ref()
             .ok_or_else(|| CallError::Guest(GuestError::System("the connector does not export async-jobs".into())))?;
-        guarded(store, limits, usage, context, async |store| call(jobs, store).await).await?.map_err(CallError::Guest)
+        export_call(store, limits, usage, context, jobs, call).await
     }
 
     pub async fn spec(&mut self) -> Result<String, CallError> {
         let Instance { store, bindings, limits, usage, .. } = self;
         let source = bindings.sluice_connector_source();
-        guarded(store, limits, usage, r#"{"call":"spec"}"#, async |store| source.call_spec(store).await).await
+        let context = r#"{"call":"spec"}"#.to_string();
+        guarded(store, limits, usage, context, async |store| source.call_spec(store).await).await
     }
 
     pub async fn capabilities(&mut self, config: &String) -> Result<Capabilities, CallError> {
-        self.source(r#"{"call":"capabilities"}"#, async |s, store| s.call_capabilities(store, config).await).await
+        self.source(r#"{"call":"capabilities"}"#.into(), async |s, store| s.call_capabilities(store, config).await)
+            .await
     }
 
     pub async fn check(&mut self, config: &String) -> Result<(), CallError> {
-        self.source(r#"{"call":"check"}"#, async |s, store| s.call_check(store, config).await).await
+        self.source(r#"{"call":"check"}"#.into(), async |s, store| s.call_check(store, config).await).await
     }
 
     pub async fn discover(&mut self, config: &String) -> Result<Vec<Stream>, CallError> {
-        self.source(r#"{"call":"discover"}"#, async |s, store| s.call_discover(store, config).await).await
+        self.source(r#"{"call":"discover"}"#.into(), async |s, store| s.call_discover(store, config).await).await
     }
 
     pub async fn partitions(
@@ -251,7 +265,7 @@ impl Instance {
         token: Option<&String>,
     ) -> Result<PartitionBatch, CallError> {
         let context = serde_json::json!({"stream": stream, "listing": true}).to_string();
-        self.source(&context, async |s, store| s.call_partitions(store, config, stream, state, token).await).await
+        self.source(context, async |s, store| s.call_partitions(store, config, stream, state, token).await).await
     }
 
     pub async fn read_page(
@@ -262,7 +276,7 @@ impl Instance {
     ) -> Result<Page, CallError> {
         let key: serde_json::Value = serde_json::from_str(&partition.key).unwrap_or(serde_json::Value::Null);
         let context = serde_json::json!({"stream": partition.stream, "partition": key}).to_string();
-        self.source(&context, async |s, store| s.call_read_page(store, config, partition, token).await).await
+        self.source(context, async |s, store| s.call_read_page(store, config, partition, token).await).await
     }
 
     /// Which streams are read through jobs; `None` for connectors without `async-jobs`.
@@ -270,14 +284,14 @@ impl Instance {
         if self.jobs.is_none() {
             return Ok(None);
         }
-        self.job_call(r#"{"call":"job-settings"}"#, async |j, store| j.call_settings(store, config).await)
+        self.job_call(r#"{"call":"job-settings"}"#.into(), async |j, store| j.call_settings(store, config).await)
             .await
             .map(Some)
     }
 
     pub async fn create_job(&mut self, config: &String, partition: &Partition) -> Result<String, CallError> {
         let context = job_context(partition, "create");
-        self.job_call(&context, async |j, store| j.call_create_job(store, config, partition).await).await
+        self.job_call(context, async |j, store| j.call_create_job(store, config, partition).await).await
     }
 
     pub async fn poll_job(
@@ -287,7 +301,7 @@ impl Instance {
         job: &String,
     ) -> Result<bindings::JobStatus, CallError> {
         let context = job_context(partition, "poll");
-        self.job_call(&context, async |j, store| j.call_poll_job(store, config, job).await).await
+        self.job_call(context, async |j, store| j.call_poll_job(store, config, job).await).await
     }
 
     pub async fn read_result(
@@ -299,7 +313,7 @@ impl Instance {
         token: Option<&String>,
     ) -> Result<Page, CallError> {
         let context = job_context(partition, "read-result");
-        self.job_call(&context, async |j, store| j.call_read_result(store, config, job, download, token).await).await
+        self.job_call(context, async |j, store| j.call_read_result(store, config, job, download, token).await).await
     }
 
     /// Aborts (`abort`) or deletes a job.
@@ -312,8 +326,8 @@ impl Instance {
     ) -> Result<(), CallError> {
         let context = job_context(partition, if abort { "abort" } else { "delete" });
         match abort {
-            true => self.job_call(&context, async |j, store| j.call_abort_job(store, config, job).await).await,
-            false => self.job_call(&context, async |j, store| j.call_delete_job(store, config, job).await).await,
+            true => self.job_call(context, async |j, store| j.call_abort_job(store, config, job).await).await,
+            false => self.job_call(context, async |j, store| j.call_delete_job(store, config, job).await).await,
         }
     }
 }

@@ -186,11 +186,10 @@ impl Egress {
         let method = reqwest::Method::from_bytes(req.method.to_ascii_uppercase().as_bytes())
             .map_err(|_| HttpError::InvalidRequest(format!("invalid method {:?}", req.method)))?;
         let idempotent = matches!(method.as_str(), "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS");
-        let method_name = method.as_str().to_string();
         let mut attempt = 1;
         loop {
             let (started, clock) = (SystemTime::now(), Instant::now());
-            let this = Attempt { context, number: attempt, method: &method_name, url: &url, request: &req };
+            let this = Attempt { context, number: attempt, method: method.as_str(), url: &url, request: &req };
             let outcome = match self.hooks.iter().find_map(|h| h.answer(&this)) {
                 Some(answer) => self.answered(answer),
                 None if self.offline() => Err(Failure::Other(HttpError::Denied(format!(

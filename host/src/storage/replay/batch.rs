@@ -44,21 +44,6 @@ impl BatchWriter {
         })
     }
 
-    /// Record data lines of `stream`; returns a BATCH line when the stream's file is full.
-    pub fn add(&mut self, stream: &str, data_lines: &[u8], records: u64) -> Result<Option<Vec<u8>>> {
-        let (buf, count) = self.pending.entry(stream.to_string()).or_default();
-        buf.extend_from_slice(data_lines);
-        *count += records;
-        if *count >= self.max_records { self.flush(stream).map(Some) } else { Ok(None) }
-    }
-
-    /// Writes every stream's pending records; the BATCH lines to emit, in stream order.
-    pub fn flush_all(&mut self) -> Result<Vec<Vec<u8>>> {
-        let streams: Vec<String> =
-            self.pending.iter().filter(|(_, (b, _))| !b.is_empty()).map(|(s, _)| s.clone()).collect();
-        streams.iter().map(|s| self.flush(s)).collect()
-    }
-
     fn flush(&mut self, stream: &str) -> Result<Vec<u8>> {
         let (data, _) = self.pending.remove(stream).unwrap_or_default();
         let (suffix, bytes, compression) = match self.compression {
@@ -92,10 +77,18 @@ fn sanitize(stream: &str) -> String {
 }
 
 impl crate::data::protocol::Batcher for BatchWriter {
+    /// Record data lines of `stream`; returns a BATCH line when the stream's file is full.
     fn add(&mut self, stream: &str, data_lines: &[u8], records: u64) -> Result<Option<Vec<u8>>> {
-        BatchWriter::add(self, stream, data_lines, records)
+        let (buf, count) = self.pending.entry(stream.to_string()).or_default();
+        buf.extend_from_slice(data_lines);
+        *count += records;
+        if *count >= self.max_records { self.flush(stream).map(Some) } else { Ok(None) }
     }
+
+    /// Writes every stream's pending records; the BATCH lines to emit, in stream order.
     fn flush_all(&mut self) -> Result<Vec<Vec<u8>>> {
-        BatchWriter::flush_all(self)
+        let streams: Vec<String> =
+            self.pending.iter().filter(|(_, (b, _))| !b.is_empty()).map(|(s, _)| s.clone()).collect();
+        streams.iter().map(|s| self.flush(s)).collect()
     }
 }

@@ -44,11 +44,6 @@ pub struct Opened {
 }
 
 impl StorageOptions {
-    /// True when nothing is stored.
-    pub fn is_empty(&self) -> bool {
-        self.replay_to.is_none() && !self.batch && self.batch_to.is_none() && !self.record_http && !self.hold_state
-    }
-
     /// Opens the stores (and the run's folder). Blocking: call it outside async code.
     pub fn open(&self) -> anyhow::Result<Opened> {
         if self.hold_state && self.replay_to.is_none() {
@@ -92,6 +87,7 @@ impl StorageOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::protocol::Sink;
     use std::time::Duration;
 
     fn schema(stream: &str) -> Vec<u8> {

@@ -10,6 +10,7 @@
 
 use super::manifest::{self, MANIFEST, Manifest, PluginInfo, Segment};
 use super::store::Location;
+use crate::data::protocol::Sink as RunSink;
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
@@ -154,54 +155,6 @@ impl LakeWriter {
         &self.run
     }
 
-    pub fn is_continual(&self) -> bool {
-        self.continual
-    }
-
-    /// Records what produced the run, in the manifest.
-    pub fn describe(&mut self, plugin: PluginInfo) -> Result<()> {
-        self.manifest.plugin = Some(plugin);
-        self.write_manifest()
-    }
-
-    /// A stream's SCHEMA line: written in place and repeated at the start of later segments.
-    pub fn schema(&mut self, stream: &str, line: &[u8]) -> Result<()> {
-        self.ensure_open()?;
-        match self.schemas.iter_mut().find(|(s, _)| s == stream) {
-            Some((_, known)) => *known = line.to_vec(),
-            None => self.schemas.push((stream.to_string(), line.to_vec())),
-        }
-        self.append(line, 0, Some(stream))
-    }
-
-    /// Messages in stream order: `records` of them RECORD lines of `stream`.
-    pub fn write(&mut self, bytes: &[u8], records: u64, stream: Option<&str>) -> Result<()> {
-        self.ensure_open()?;
-        self.append(bytes, records, stream)?;
-        if self.open.as_ref().is_some_and(|o| o.info.bytes >= self.options.max_segment_bytes) {
-            self.cut()?;
-        }
-        Ok(())
-    }
-
-    /// A STATE line; the segment is cut after it when the minimum interval has passed.
-    pub fn state(&mut self, line: &[u8]) -> Result<()> {
-        self.write(line, 0, None)?;
-        if self.open.is_some() && self.last_cut.elapsed() >= self.options.min_interval {
-            self.cut()?;
-        }
-        Ok(())
-    }
-
-    /// A recorded HTTP exchange (one JSON line); stored with the next cut.
-    pub fn exchange(&mut self, line: &[u8]) -> Result<()> {
-        self.exchanges.extend_from_slice(line);
-        if self.exchanges.len() as u64 >= self.options.max_segment_bytes {
-            self.store_exchanges()?;
-        }
-        Ok(())
-    }
-
     fn store_exchanges(&mut self) -> Result<()> {
         if self.exchanges.is_empty() {
             return Ok(());
@@ -210,36 +163,6 @@ impl LakeWriter {
         let http = self.run.child(manifest::HTTP_FOLDER)?;
         let bytes = std::mem::take(&mut self.exchanges);
         self.rt.block_on(http.create(&format!("{id}.jsonl"), bytes))
-    }
-
-    /// Makes everything written so far durable (continual: fsync; batched: upload).
-    pub fn sync(&mut self) -> Result<()> {
-        if !self.continual {
-            return self.cut();
-        }
-        if let Some(open) = self.open.as_mut().filter(|o| o.unsynced)
-            && let Sink::File(file) = &open.sink
-        {
-            file.sync_data().with_context(|| format!("cannot sync {}", self.run.uri_of(&open.name)))?;
-            open.unsynced = false;
-        }
-        Ok(())
-    }
-
-    /// Whether everything written so far is durable.
-    pub fn is_durable(&self) -> bool {
-        match &self.open {
-            None => true,
-            Some(open) => self.continual && !open.unsynced,
-        }
-    }
-
-    /// Seals the open segment and records how the run ended.
-    pub fn finish(&mut self, outcome: &str) -> Result<()> {
-        self.cut()?;
-        self.manifest.outcome = Some(outcome.to_string());
-        self.manifest.finished_at = Some(now_rfc3339());
-        self.write_manifest()
     }
 
     fn ensure_open(&mut self) -> Result<()> {
@@ -335,32 +258,82 @@ fn gzip(text: &[u8]) -> Result<Vec<u8>> {
 }
 
 /// The lake is the output writer's keeping sink.
-impl crate::data::protocol::Sink for LakeWriter {
-    fn schema(&mut self, stream: &str, line: &[u8]) -> Result<()> {
-        LakeWriter::schema(self, stream, line)
-    }
-    fn write(&mut self, lines: &[u8], records: u64, stream: Option<&str>) -> Result<()> {
-        LakeWriter::write(self, lines, records, stream)
-    }
-    fn state(&mut self, line: &[u8]) -> Result<()> {
-        LakeWriter::state(self, line)
-    }
-    fn describe(&mut self, plugin: PluginInfo) -> Result<()> {
-        LakeWriter::describe(self, plugin)
-    }
-    fn exchange(&mut self, line: &[u8]) -> Result<()> {
-        LakeWriter::exchange(self, line)
-    }
+impl RunSink for LakeWriter {
     fn is_continual(&self) -> bool {
-        LakeWriter::is_continual(self)
+        self.continual
     }
+
+    /// Records what produced the run, in the manifest.
+    fn describe(&mut self, plugin: PluginInfo) -> Result<()> {
+        self.manifest.plugin = Some(plugin);
+        self.write_manifest()
+    }
+
+    /// A stream's SCHEMA line: written in place and repeated at the start of later segments.
+    fn schema(&mut self, stream: &str, line: &[u8]) -> Result<()> {
+        self.ensure_open()?;
+        match self.schemas.iter_mut().find(|(s, _)| s == stream) {
+            Some((_, known)) => *known = line.to_vec(),
+            None => self.schemas.push((stream.to_string(), line.to_vec())),
+        }
+        self.append(line, 0, Some(stream))
+    }
+
+    /// Messages in stream order: `records` of them RECORD lines of `stream`.
+    fn write(&mut self, bytes: &[u8], records: u64, stream: Option<&str>) -> Result<()> {
+        self.ensure_open()?;
+        self.append(bytes, records, stream)?;
+        if self.open.as_ref().is_some_and(|o| o.info.bytes >= self.options.max_segment_bytes) {
+            self.cut()?;
+        }
+        Ok(())
+    }
+
+    /// A STATE line; the segment is cut after it when the minimum interval has passed.
+    fn state(&mut self, line: &[u8]) -> Result<()> {
+        self.write(line, 0, None)?;
+        if self.open.is_some() && self.last_cut.elapsed() >= self.options.min_interval {
+            self.cut()?;
+        }
+        Ok(())
+    }
+
+    /// A recorded HTTP exchange (one JSON line); stored with the next cut.
+    fn exchange(&mut self, line: &[u8]) -> Result<()> {
+        self.exchanges.extend_from_slice(line);
+        if self.exchanges.len() as u64 >= self.options.max_segment_bytes {
+            self.store_exchanges()?;
+        }
+        Ok(())
+    }
+
+    /// Makes everything written so far durable (continual: fsync; batched: upload).
     fn sync(&mut self) -> Result<()> {
-        LakeWriter::sync(self)
+        if !self.continual {
+            return self.cut();
+        }
+        if let Some(open) = self.open.as_mut().filter(|o| o.unsynced)
+            && let Sink::File(file) = &open.sink
+        {
+            file.sync_data().with_context(|| format!("cannot sync {}", self.run.uri_of(&open.name)))?;
+            open.unsynced = false;
+        }
+        Ok(())
     }
+
+    /// Whether everything written so far is durable.
     fn is_durable(&self) -> bool {
-        LakeWriter::is_durable(self)
+        match &self.open {
+            None => true,
+            Some(open) => self.continual && !open.unsynced,
+        }
     }
+
+    /// Seals the open segment and records how the run ended.
     fn finish(&mut self, outcome: &str) -> Result<()> {
-        LakeWriter::finish(self, outcome)
+        self.cut()?;
+        self.manifest.outcome = Some(outcome.to_string());
+        self.manifest.finished_at = Some(now_rfc3339());
+        self.write_manifest()
     }
 }
