@@ -186,7 +186,7 @@ async fn native_report(base_url: &str, expected: u64, page: u64) -> (Duration, u
         let stamp = out.stamp();
         let mut rendered = out.page(body.len() + lines.len() * 80);
         for line in &lines {
-            let checked = checked_record(line, 16 << 20).unwrap();
+            let checked = checked_record(line, 16 << 20, 64).unwrap();
             out.push_record(&mut rendered, &stream_json, &checked, &stamp);
         }
         out.records("report_items", rendered, lines.len() as u64).await.unwrap();
@@ -444,7 +444,7 @@ async fn write_page(out: &Output, stream_json: &str, records: &[Box<serde_json::
     let stream: String = serde_json::from_str(stream_json).unwrap();
     let mut lines = out.page(records.iter().map(|r| r.get().len() + 80).sum());
     for record in records {
-        let checked = checked_record(record.get(), 16 << 20).unwrap();
+        let checked = checked_record(record.get(), 16 << 20, 64).unwrap();
         out.push_record(&mut lines, stream_json, &checked, &stamp);
     }
     out.records(&stream, lines, records.len() as u64).await.unwrap();

@@ -151,7 +151,7 @@ fn internal_addresses_need_an_address_grant() {
 
 #[test]
 fn a_100_mb_record_is_refused() {
-    let run = hostile("big-record", json!({}), &["--memory-mb", "512"]);
+    let run = hostile("big-record", json!({}), &["--memory-mb", "512", "--cpu-ms-per-call", "10000"]);
     let message = contained(&run);
     assert!(message.contains("exceeds the limit of 16777216 bytes"), "{message}");
 }
@@ -254,4 +254,290 @@ fn an_internationalised_declared_host_is_parsed_not_a_panic() {
     assert_eq!(errors.len(), 1, "{}", run.explain());
     assert!(errors[0]["message"].as_str().unwrap().contains("xn--bcher-kva.example"), "{}", errors[0]);
     assert_eq!(errors[0]["failure_type"], "config_error");
+}
+
+/// The run summary's figures: records read, guest time (s) and peak guest memory (MiB).
+fn summary(run: &HostRun) -> (u64, f64, f64) {
+    let line = run.logs().into_iter().rfind(|l| l.starts_with("read ")).expect("a summary");
+    let after = |label: &str| -> f64 {
+        let rest = &line[line.find(label).unwrap_or_else(|| panic!("{label} in {line}")) + label.len()..];
+        rest.trim_start().split(|c: char| !(c.is_ascii_digit() || c == '.')).next().unwrap().parse().unwrap()
+    };
+    (after("read ") as u64, after("guest time "), after("peak guest memory "))
+}
+
+/// The hostile plugin with core modules appended, in `files`.
+fn hostile_plugin_with(files: &Files, name: &str, modules: &[Vec<u8>]) -> std::path::PathBuf {
+    let base = std::fs::read(plugin("hostile")).unwrap();
+    files.text(name, &sluice_tests::components::with_core_modules(&base, modules))
+}
+
+fn run_plugin(path: &std::path::Path, config: Value, args: &[&str]) -> HostRun {
+    let files = Files::new();
+    host(&["run"])
+        .args(args.iter().map(|s| s.to_string()))
+        .arg(path)
+        .arg("--config")
+        .arg(files.json("c.json", &config))
+        .run()
+}
+
+/// Guest work between import calls that return at once (here a request denied with no I/O) is
+/// charged: the import used to reset the accounting, so the call ran until the wall-clock limit.
+#[test]
+fn guest_time_between_import_calls_is_charged_to_the_cpu_budget() {
+    let run = hostile(
+        "spin-send",
+        json!({"target": "http://198.51.100.7/x"}),
+        &["--cpu-ms-per-call", "300", "--call-timeout-ms", "120000", "--deny-ungranted"],
+    );
+    let message = contained(&run);
+    assert!(message.contains("CPU budget of 300 ms"), "{message}");
+    let (_, guest_secs, _) = summary(&run);
+    assert!(guest_secs < 0.6, "stopped within twice the budget: {guest_secs}s");
+}
+
+/// A start function that never returns is stopped by the CPU budget while instantiating, with
+/// the limit named and no wasm backtrace.
+#[test]
+fn a_cpu_stop_while_instantiating_names_the_budget() {
+    let files = Files::new();
+    let looping =
+        hostile_plugin_with(&files, "looping-start.wasm", &[sluice_tests::components::looping_start_module()]);
+    let run = run_plugin(&looping, json!({"mode": "request"}), &["--cpu-ms-per-call", "200"]);
+    assert!(!run.success());
+    let message = run.errors()[0]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("cannot instantiate") && message.contains("CPU budget of 200 ms"), "{message}");
+    let everything = format!("{}{}", run.stdout(), run.stderr());
+    assert!(!everything.contains("backtrace") && !everything.contains("wasm function"), "{everything}");
+}
+
+#[test]
+fn the_memory_limit_covers_all_memories_of_an_instance_together() {
+    use sluice_tests::components::memory_module;
+    let files = Files::new();
+    // Four memories of 16 MiB: each far below 64 MiB, together above it.
+    let four = hostile_plugin_with(&files, "four.wasm", &vec![memory_module(256); 4]);
+    let run = run_plugin(&four, json!({"mode": "request"}), &["--memory-mb", "64"]);
+    assert!(!run.success());
+    let message = run.errors()[0]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("exceeded its memory limit") && message.contains("memories and tables"), "{message}");
+    assert!(message.contains("the limit is 64 MiB"), "{message}");
+    // Two of 8 MiB fit, and the summary reports their total, not the largest one.
+    let two = hostile_plugin_with(&files, "two.wasm", &vec![memory_module(128); 2]);
+    let run = run_plugin(&two, json!({"mode": "env"}), &["--memory-mb", "64"]);
+    assert!(run.success(), "{}", run.explain());
+    let (_, _, peak_mib) = summary(&run);
+    assert!(peak_mib >= 16.0, "the peak counts every memory: {peak_mib} MiB");
+    // More memories than an instance may have, however small: refused by count.
+    let many = hostile_plugin_with(&files, "many.wasm", &vec![memory_module(0); 9]);
+    let run = run_plugin(&many, json!({"mode": "env"}), &[]);
+    assert!(!run.success());
+    let message = run.errors()[0]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("cannot instantiate") && message.contains("memory"), "{message}");
+}
+
+/// Tens of thousands of headers used to panic a host task inside the HTTP client, and the run
+/// never ended.
+#[test]
+fn a_header_flood_is_an_invalid_request() {
+    let api = demo_api(DemoApiConfig::default());
+    let config = json!({"target": format!("{}/echo", api.base_url()), "declare": [grant(&api)], "count": 25000});
+    let message = contained(&hostile("header-flood", config, &["--allow-host", &grant(&api)]));
+    assert!(
+        message.contains("invalid request") && message.contains("25000 headers are more than the 100"),
+        "{message}"
+    );
+    assert_eq!(api.stats().requests, 0);
+}
+
+fn echo(api: &DemoApi, target: String, headers: Value, args: &[&str]) -> HostRun {
+    let mut all = vec!["--allow-host".to_string(), grant(api)];
+    all.extend(args.iter().map(|s| s.to_string()));
+    let config = json!({"target": target, "declare": [grant(api)], "headers": headers});
+    hostile("request", config, &all.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+#[test]
+fn a_connector_cannot_set_routing_or_hop_by_hop_headers() {
+    let api = demo_api(DemoApiConfig::default());
+    for name in ["Host", "Connection", "Transfer-Encoding", "Proxy-Authorization"] {
+        let run = echo(&api, format!("{}/echo", api.base_url()), json!([[name, "x"]]), &[]);
+        let message = contained(&run);
+        assert!(message.contains(&format!("the {name} header is the host's to set")), "{name}: {message}");
+    }
+    assert_eq!(api.stats().requests, 0);
+}
+
+/// On a redirect to another origin the connector's headers stay behind (an API key for one API
+/// never reaches another), and no Referer carries the original query anywhere.
+#[test]
+fn a_cross_origin_redirect_drops_the_connectors_headers() {
+    let api = demo_api(DemoApiConfig::default());
+    let other = demo_api(DemoApiConfig::default());
+    let headers = json!([["x-api-key", "k3y-for-the-first-api"]]);
+    let both = |run: &HostRun| -> Value {
+        assert!(run.success(), "{}", run.explain());
+        attempt_body(run)
+    };
+    let to_other = format!("{}/redirect?to={}/echo&key=abc", api.base_url(), other.base_url());
+    let args = ["--allow-host", &grant(&other)];
+    let config = json!({"target": to_other, "declare": [grant(&api), grant(&other)], "headers": headers});
+    let grants = ["--allow-host", &grant(&api), "--allow-host", &grant(&other)];
+    let seen = both(&hostile("request", config.clone(), &grants));
+    assert!(seen.get("x-api-key").is_none(), "{seen}");
+    assert!(seen.get("referer").is_none(), "{seen}");
+    // Unless the operator says to keep them.
+    let mut kept_args = grants.to_vec();
+    kept_args.push("--http-forward-headers-on-redirect");
+    let seen = both(&hostile("request", config, &kept_args));
+    assert_eq!(seen["x-api-key"], "k3y-for-the-first-api", "{seen}");
+    // The same origin keeps them.
+    let same = format!("{}/redirect?to={}/echo", api.base_url(), api.base_url());
+    let seen = both(&echo(&api, same, headers, &args));
+    assert_eq!(seen["x-api-key"], "k3y-for-the-first-api", "{seen}");
+    assert!(seen.get("referer").is_none(), "{seen}");
+}
+
+/// The headers the echo endpoint saw, from the hostile partition's record.
+fn attempt_body(run: &HostRun) -> Value {
+    let record = run.records("numbers").into_iter().find(|r| r.get("status").is_some()).unwrap().clone();
+    assert_eq!(record["status"], 200, "{record}");
+    record["body"]["headers"].clone()
+}
+
+/// Log calls are cut to the message limit as they arrive and bounded in bytes per call: 150
+/// messages of 10 MiB used to be held whole (1.5 GiB) until the call ended.
+#[test]
+fn large_log_messages_are_cut_on_arrival_and_bounded_per_call() {
+    let run = hostile("log-bomb", json!({"count": 150, "size": 10 << 20}), &["--cpu-ms-per-call", "20000"]);
+    assert!(run.success(), "{}", run.explain());
+    let kept: Vec<String> = run.logs().into_iter().filter(|l| l.starts_with("yyyy")).collect();
+    // As many 64 KiB messages (and the mark of the cut) as 1 MiB per call holds.
+    let cut = (64 << 10) + "… (truncated)".len();
+    assert_eq!(kept.len(), (1 << 20) / cut);
+    assert!(kept.iter().all(|l| l.len() == cut), "{}", kept[0].len());
+    let dropped = format!("{} more log messages from the connector were dropped", 150 - kept.len());
+    assert!(run.logs().iter().any(|l| l.contains(&dropped)), "{:?}", run.logs());
+}
+
+#[test]
+fn a_long_log_message_is_cut_to_the_limit() {
+    let long = "é".repeat(100);
+    let run = hostile("say", json!({"say": [long]}), &["--max-log-bytes", "51"]);
+    assert!(run.success(), "{}", run.explain());
+    let said = run.logs().into_iter().find(|l| l.starts_with('é')).unwrap();
+    assert_eq!(said, format!("{}… (truncated)", "é".repeat(25)), "cut on a character boundary");
+}
+
+fn listing_error(mode: &str, args: &[&str]) -> String {
+    let run = hostile(mode, json!({}), args);
+    assert!(!run.success());
+    let errors = run.errors();
+    assert_eq!(errors.len(), 1, "{}", run.explain());
+    let message = errors[0]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("cannot list the partitions of stream numbers"), "{message}");
+    assert_eq!(run.statuses("numbers").last().unwrap(), "INCOMPLETE");
+    message
+}
+
+#[test]
+fn a_listing_that_never_ends_is_stopped() {
+    let message = listing_error("list-forever", &["--max-listing-calls-per-stream", "500"]);
+    assert!(message.contains("did not end after 500 calls"), "{message}");
+    let message = listing_error("list-same", &[]);
+    assert!(message.contains("returned partition {\"p\":0} twice"), "{message}");
+    let message = listing_error("list-repeat", &[]);
+    assert!(message.contains("repeated the token \"again\""), "{message}");
+    let run = hostile("env", json!({"partitions": 5}), &["--max-partitions-per-stream", "4"]);
+    assert!(
+        run.errors()[0]["message"].as_str().unwrap().contains("listed more than 4 partitions"),
+        "{}",
+        run.explain()
+    );
+}
+
+#[test]
+fn records_nested_too_deep_are_refused() {
+    for depth in [200, 100_000] {
+        let message = contained(&hostile("deep-record", json!({"depth": depth}), &["--cpu-ms-per-call", "5000"]));
+        assert!(message.contains(&format!("nested {} levels deep exceeds the limit of 64", depth + 1)), "{message}");
+    }
+    let fits = hostile("deep-record", json!({"depth": 20}), &["--max-record-depth", "21"]);
+    assert!(fits.success(), "{}", fits.explain());
+}
+
+#[test]
+fn a_page_with_too_many_records_is_refused() {
+    let message = contained(&hostile("many-records", json!({"count": 11}), &["--max-records-per-page", "10"]));
+    assert!(message.contains("a page of 11 records exceeds the limit of 10 records per page"), "{message}");
+}
+
+/// A partition that paginates forever is stopped at the page limit, and the records it wrote
+/// before count in the summary (it used to count only partitions that succeeded).
+#[test]
+fn a_partition_that_never_ends_is_stopped_at_the_page_limit() {
+    let run = hostile("endless-pages", json!({}), &["--max-pages-per-partition", "5"]);
+    assert!(!run.success());
+    let errors = run.errors();
+    let message = errors[0]["message"].as_str().unwrap();
+    assert!(message.contains("partition {\"p\":1}") && message.contains("did not end after 5 pages"), "{message}");
+    assert_eq!(sorted(run.ids("numbers")), [0, 2, 100, 101, 102, 103, 104]);
+    let written = run.records("numbers").len() as u64;
+    assert_eq!(summary(&run).0, written, "{:?}", run.logs().last());
+}
+
+#[test]
+fn a_call_past_its_wall_clock_limit_is_stopped() {
+    let api = demo_api(DemoApiConfig::default());
+    let run = echo(&api, format!("{}/stall?ms=20000", api.base_url()), json!([]), &["--call-timeout-ms", "500"]);
+    let message = contained(&run);
+    assert!(message.contains("longer than its wall-clock limit of 500 ms"), "{message}");
+}
+
+#[test]
+fn a_response_over_the_size_cap_is_refused() {
+    let api = demo_api(DemoApiConfig::default());
+    let run = echo(&api, format!("{}/bytes?n=2000", api.base_url()), json!([]), &["--http-max-response-bytes", "1000"]);
+    let message = contained(&run);
+    assert!(message.contains("answered more than 1000 bytes"), "{message}");
+    let fits =
+        echo(&api, format!("{}/bytes?n=1000", api.base_url()), json!([]), &["--http-max-response-bytes", "1000"]);
+    assert!(fits.success(), "{}", fits.explain());
+}
+
+#[test]
+fn the_retry_budget_bounds_retries_across_the_run() {
+    let api = demo_api(DemoApiConfig { error_every: 1, retry_after_secs: 0, ..Default::default() });
+    let args = ["--http-retry-budget", "2", "--http-max-attempts", "10", "--http-backoff-ms", "1"];
+    let run = echo(&api, format!("{}/items", api.base_url()), json!([]), &args);
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(api.stats().requests, 3, "the first attempt and two retries");
+    assert!(run.logs().last().unwrap().contains("3 requests, 2 retries"), "{:?}", run.logs().last());
+}
+
+#[test]
+fn a_response_that_stalls_hits_the_read_timeout() {
+    let api = demo_api(DemoApiConfig::default());
+    let args = ["--http-read-timeout", "0.3", "--http-max-attempts", "1"];
+    let message = contained(&echo(&api, format!("{}/stall?ms=20000", api.base_url()), json!([]), &args));
+    assert!(message.contains("timed out"), "{message}");
+}
+
+/// A listener whose accept queue is full answers no SYN: the connect timeout ends the wait.
+#[test]
+fn a_connection_that_is_never_accepted_hits_the_connect_timeout() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    // SAFETY: plain libc calls on a socket this test owns.
+    unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&listener), 0) };
+    // Fill the accept queue; nothing accepts.
+    let _held: Vec<_> = (0..8)
+        .filter_map(|_| std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(200)).ok())
+        .collect();
+    let grant = format!("http://{addr}");
+    let config = json!({"target": format!("{grant}/x"), "declare": [grant]});
+    let args = ["--allow-host", grant.as_str(), "--http-connect-timeout", "0.3", "--http-max-attempts", "1"];
+    let message = contained(&hostile("request", config, &args));
+    assert!(message.contains("failed") && message.to_lowercase().contains("connect"), "{message}");
 }

@@ -291,3 +291,45 @@ async fn a_slow_plugin_load_does_not_hold_up_other_tenants() {
     assert!(slow.ok(), "{}", slow.summary_line());
     assert_eq!(slow_sink.ids("items"), (1..=RECORDS).collect::<Vec<_>>());
 }
+
+/// An embedder's hook that panics for the requests of one partition.
+struct PanicsFor(&'static str);
+
+impl HttpHooks for PanicsFor {
+    fn answer(&self, attempt: &Attempt<'_>) -> Option<sluice_host::Answer> {
+        if attempt.context.contains(self.0) {
+            panic!("a hook panicked on purpose");
+        }
+        None
+    }
+}
+
+/// A panic in a partition's task (here in an embedder's hook) fails that partition with a
+/// system error; its stream's other partitions, the other streams and the run all finish. (A
+/// panicking task used to leave its stream waiting for it forever.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_in_a_partition_task_fails_that_partition_only() {
+    let api = demo_api(DemoApiConfig { records: RECORDS, ..Default::default() });
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = Runtime::new(cache.path().to_path_buf(), false).unwrap();
+    let sink = Shared::default();
+    let mut request = tenant(&api, sink.clone());
+    request.http_hooks.push(Arc::new(PanicsFor(r#""partition":{"account_id":3}"#)));
+    let report = runtime.run(request).await.read().unwrap();
+    assert!(!report.ok());
+    let by_name = |name: &str| report.streams.iter().find(|s| s.name == name).unwrap().clone();
+    assert!(by_name("items").complete(), "{}", report.summary_line());
+    let account_items = by_name("account_items");
+    assert_eq!((account_items.partitions, account_items.failed_partitions), (5, 1), "{}", report.summary_line());
+    // Accounts 1, 2, 4 and 5 are read whole: items of account 3 (ids 3, 8, ...) are missing.
+    let expected: Vec<u64> = (1..=RECORDS).filter(|id| (id - 1) % 5 != 2).collect();
+    assert_eq!(sink.ids("account_items"), expected);
+    let output = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+    let error = output
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|m| m["type"] == "TRACE" && m["trace"]["type"] == "ERROR")
+        .expect("an error trace");
+    assert_eq!(error["trace"]["error"]["failure_type"], "system_error", "{error}");
+    assert!(error["trace"]["error"]["message"].as_str().unwrap().contains("account_id"), "{error}");
+}

@@ -78,6 +78,24 @@ pub struct SandboxArgs {
     /// Largest record accepted, bytes [default: 16 MiB].
     #[arg(long, value_name = "BYTES")]
     pub max_record_bytes: Option<usize>,
+    /// Deepest nesting of objects and arrays a record may have [default: 64].
+    #[arg(long, value_name = "N")]
+    pub max_record_depth: Option<usize>,
+    /// Records one page may hold [default: 100000].
+    #[arg(long, value_name = "N")]
+    pub max_records_per_page: Option<usize>,
+    /// Pages one partition may take before it counts as endless [default: 10000000].
+    #[arg(long, value_name = "N")]
+    pub max_pages_per_partition: Option<u64>,
+    /// Partitions one stream may list [default: 1000000].
+    #[arg(long, value_name = "N")]
+    pub max_partitions_per_stream: Option<u64>,
+    /// Calls one stream's partition listing may take [default: 1000000].
+    #[arg(long, value_name = "N")]
+    pub max_listing_calls_per_stream: Option<u64>,
+    /// Longest log message kept, bytes; longer ones are cut [default: 65536].
+    #[arg(long, value_name = "BYTES")]
+    pub max_log_bytes: Option<usize>,
     /// Log messages kept per call; the rest are counted and dropped [default: 1000].
     #[arg(long, value_name = "N")]
     pub max_logs_per_call: Option<usize>,
@@ -349,7 +367,8 @@ pub struct HttpArgs {
     /// Longest wait for response bytes, seconds.
     #[arg(long, default_value_t = 60.0, value_name = "SECS")]
     pub http_read_timeout: f64,
-    /// Attempts per request, the first included (429, 5xx and connection errors are retried).
+    /// Attempts per request, the first included. 429 answers and failures to connect are retried
+    /// for any method; 5xx answers and timeouts only for GET, HEAD, PUT, DELETE and OPTIONS.
     #[arg(long, default_value_t = 5, value_name = "N")]
     pub http_max_attempts: u32,
     /// Retries allowed in the whole run.
@@ -367,6 +386,11 @@ pub struct HttpArgs {
     /// Requests per second to any one host [default: no limit].
     #[arg(long, value_name = "N")]
     pub http_max_rate: Option<f64>,
+    /// Keep the connector's own headers when a response redirects to another origin (scheme,
+    /// host or port). Without it they are dropped there, so an API key meant for one API never
+    /// reaches another.
+    #[arg(long)]
+    pub http_forward_headers_on_redirect: bool,
     /// Answer the connector's requests from the HTTP recording of a run (its folder, as
     /// printed when it ran with --record-http) instead of the network; nothing leaves the
     /// machine, and a request the recording cannot answer is denied.
@@ -385,6 +409,7 @@ impl HttpArgs {
             max_response_bytes: self.http_max_response_bytes,
             max_in_flight: self.http_max_in_flight.max(1) as usize,
             max_rate_per_host: self.http_max_rate.filter(|r| *r > 0.0),
+            forward_headers_on_redirect: self.http_forward_headers_on_redirect,
             ..HttpOptions::default()
         }
     }
@@ -412,6 +437,24 @@ impl SandboxArgs {
         }
         if let Some(n) = self.max_logs_per_call {
             limits.max_logs_per_call = n;
+        }
+        if let Some(n) = self.max_record_depth {
+            limits.max_record_depth = n;
+        }
+        if let Some(n) = self.max_records_per_page {
+            limits.max_records_per_page = n;
+        }
+        if let Some(n) = self.max_pages_per_partition {
+            limits.max_pages_per_partition = n;
+        }
+        if let Some(n) = self.max_partitions_per_stream {
+            limits.max_partitions_per_stream = n;
+        }
+        if let Some(n) = self.max_listing_calls_per_stream {
+            limits.max_listing_calls_per_stream = n;
+        }
+        if let Some(n) = self.max_log_bytes {
+            limits.max_log_bytes = n;
         }
         if let Some(kib) = self.wasm_stack_kib {
             limits.wasm_stack_bytes = (kib as usize) << 10;

@@ -334,16 +334,7 @@ async fn inspect(args: InspectArgs) -> Result<ExitCode, Fatal> {
         "declared_hosts": declared.as_deref().map(show),
         "granted_hosts": show(&granted),
         "missing_grants": if declared.is_some() { json!(missing) } else { Value::Null },
-        "limits": {
-            "memory_bytes": policy.limits.memory_bytes,
-            "cpu_ms_per_call": policy.limits.cpu_ms_per_call,
-            "call_timeout_ms": policy.limits.call_timeout_ms,
-            "max_record_bytes": policy.limits.max_record_bytes,
-            "max_records_per_page": policy.limits.max_records_per_page,
-            "max_log_bytes": policy.limits.max_log_bytes,
-            "max_logs_per_call": policy.limits.max_logs_per_call,
-            "max_pages_per_partition": policy.limits.max_pages_per_partition,
-        },
+        "limits": serde_json::to_value(&policy.limits).expect("limits serialize"),
         "sandbox": "no files, no environment, no sockets; HTTP only through the host's egress policy",
     });
     if args.json {

@@ -239,7 +239,7 @@ async fn read_partition(
         }
         for (index, text) in page.records.iter().enumerate() {
             let place = Place { stream, partition, page: page_no, record: index };
-            let checked = match protocol::checked_record(text, limits.max_record_bytes) {
+            let checked = match protocol::checked_record(text, limits.max_record_bytes, limits.max_record_depth) {
                 Ok(c) => c,
                 Err(e) => {
                     let message = format!("record {index} is refused by the host: {e}");

@@ -5,7 +5,7 @@
 use crate::bindings::{self, Capabilities, GuestError, Page, Partition, PartitionBatch, Stream};
 use crate::data::protocol::FailureType;
 use crate::guest::engine::Plugin;
-use crate::guest::limits::{EPOCH_TICK, Limits};
+use crate::guest::limits::Limits;
 use crate::guest::sandbox::{GuestLog, GuestState};
 use crate::net::Egress;
 use std::sync::Arc;
@@ -45,9 +45,9 @@ impl std::fmt::Display for CallError {
     }
 }
 
-/// CPU ticks a call may use at full speed; after that it runs one tick in `1 + BUSY_PAUSE_TICKS`.
-const BUSY_GRACE_TICKS: u64 = 3;
-const BUSY_PAUSE_TICKS: u32 = 9;
+/// Guest time a call may use at full speed; after that it runs one epoch tick in ten.
+const BUSY_GRACE: Duration = Duration::from_millis(30);
+const BUSY_PAUSE: Duration = Duration::from_millis(90);
 
 /// A plugin with a config, ready to make instances.
 pub struct Connector {
@@ -62,11 +62,10 @@ pub struct Connector {
 /// What a run's guests used, for the run summary and the library API.
 #[derive(Debug, Default)]
 pub struct Usage {
-    /// Time spent in guest code, in nanoseconds: calls' wall-clock time less their HTTP
-    /// requests and throttling pauses. (The CPU budget counts epoch ticks instead, which is
-    /// coarse: fine for stopping a loop, too coarse to report.)
+    /// Time spent in guest code, in nanoseconds: the guest clock of every call, the same
+    /// measure the CPU budget is charged in.
     pub guest_nanos: AtomicU64,
-    /// The largest linear memory any one instance grew to, bytes.
+    /// The most memory (all its memories and tables together) any one instance held, bytes.
     pub peak_memory_bytes: AtomicU64,
     pub instances: AtomicU64,
 }
@@ -97,28 +96,32 @@ impl Connector {
     pub async fn instance(&self) -> Result<Instance, CallError> {
         let mut store = Store::new(self.plugin.pre.engine(), GuestState::new(self.egress.clone(), &self.limits));
         store.limiter(|state| &mut state.limiter);
-        // The CPU budget: every epoch tick spent in guest code counts; between ticks the guest
-        // yields, so one busy guest cannot hold a worker thread. A call that keeps computing past
-        // a grace period is paused between ticks as well, so an endless loop takes a small share
-        // of the machine until its budget runs out instead of a whole core.
-        let budget = self.limits.cpu_ticks_per_call();
+        // The CPU budget: the guest clock runs whenever guest code does. At every epoch tick the
+        // guest yields, so one busy guest cannot hold a worker thread; a call that keeps
+        // computing past a grace period is paused between ticks as well, so an endless loop takes
+        // a small share of the machine until its budget runs out instead of a whole core. The
+        // clock stops while the guest is yielded or paused and restarts when it runs again.
+        let budget = self.limits.cpu_budget();
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |mut ctx| {
             let state = ctx.data_mut();
-            // The tick that passed while the host worked (HTTP) or while paused is not the guest's.
-            if std::mem::take(&mut state.back_from_host) || std::mem::take(&mut state.paused) {
-                return Ok(UpdateDeadline::Yield(1));
-            }
-            state.cpu_ticks += 1;
-            if state.cpu_ticks > budget {
+            let spent = state.clock.suspend();
+            if spent > budget {
+                state.cpu_exceeded = true;
                 return Err(wasmtime::format_err!("CPU budget exceeded"));
             }
-            if state.cpu_ticks > BUSY_GRACE_TICKS {
-                state.paused = true;
-                state.not_guest += EPOCH_TICK * BUSY_PAUSE_TICKS;
-                return Ok(UpdateDeadline::YieldCustom(1, Box::pin(tokio::time::sleep(EPOCH_TICK * BUSY_PAUSE_TICKS))));
-            }
-            Ok(UpdateDeadline::Yield(1))
+            let clock = state.clock.clone();
+            let pause = (spent > BUSY_GRACE).then_some(BUSY_PAUSE);
+            Ok(UpdateDeadline::YieldCustom(
+                1,
+                Box::pin(async move {
+                    match pause {
+                        Some(pause) => tokio::time::sleep(pause).await,
+                        None => tokio::task::yield_now().await,
+                    }
+                    clock.resume();
+                }),
+            ))
         });
         self.usage.instances.fetch_add(1, Ordering::Relaxed);
         let pre = self.plugin.pre.instance_pre();
@@ -163,13 +166,12 @@ async fn guarded<T>(
     call: impl AsyncFnOnce(&mut Store<GuestState>) -> wasmtime::Result<T>,
 ) -> Result<T, CallError> {
     let state = store.data_mut();
-    state.cpu_ticks = 0;
+    state.cpu_exceeded = false;
     state.context = context;
-    state.call_started = std::time::Instant::now();
-    state.not_guest = Duration::ZERO;
+    state.clock.restart();
     let outcome = tokio::time::timeout(limits.call_timeout(), call(store)).await;
     let state = store.data();
-    let guest = state.call_started.elapsed().saturating_sub(state.not_guest);
+    let guest = state.clock.suspend();
     usage.guest_nanos.fetch_add(guest.as_nanos() as u64, Ordering::Relaxed);
     match outcome {
         Ok(Ok(value)) => Ok(value),
@@ -180,7 +182,7 @@ async fn guarded<T>(
         Ok(Err(e)) => {
             let message = if let Some(memory) = &state.limiter.exceeded {
                 memory.clone()
-            } else if state.cpu_ticks > limits.cpu_ticks_per_call() {
+            } else if state.cpu_exceeded {
                 format!(
                     "the connector used more than its CPU budget of {} ms in one call (an endless loop?)",
                     limits.cpu_ms_per_call

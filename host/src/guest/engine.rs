@@ -6,7 +6,7 @@
 
 use crate::bindings::{AsyncJobsIndices, ConnectorIndices, ConnectorPre, WIT_PACKAGE, WIT_VERSION};
 use crate::guest::limits::Limits;
-use crate::guest::sandbox::GuestState;
+use crate::guest::sandbox::{GuestState, MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES};
 use anyhow::{Context, Result, anyhow, bail};
 use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
@@ -90,7 +90,12 @@ impl Engine {
                 .total_memories(POOLED_INSTANCES * 2)
                 .total_tables(POOLED_INSTANCES * 4)
                 .total_stacks(POOLED_INSTANCES)
-                .max_memory_size(POOLED_MAX_MEMORY);
+                .max_memory_size(POOLED_MAX_MEMORY)
+                // The same per-instance counts the store's limiter allows, so one tenant's many
+                // memories cannot drain the pool's slots for everyone else.
+                .max_memories_per_component(MAX_MEMORIES as u32)
+                .max_tables_per_component(MAX_TABLES as u32)
+                .max_core_instances_per_component(MAX_CORE_INSTANCES as u32);
             config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
         }
         config.wasm_component_model(true);

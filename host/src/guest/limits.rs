@@ -1,11 +1,11 @@
 //! What a run's guests may consume. Safe defaults; set by CLI flags, a policy file, or the
 //! library API.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// Limits for every guest instance of one run.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
     /// Linear memory one instance may grow to, bytes.
@@ -17,13 +17,21 @@ pub struct Limits {
     pub call_timeout_ms: u64,
     /// Largest record, bytes.
     pub max_record_bytes: usize,
+    /// Deepest nesting of objects and arrays in a record (the record itself is level 1).
+    pub max_record_depth: usize,
     pub max_records_per_page: usize,
-    /// Longest log message kept (longer ones are cut), bytes.
+    /// Longest log message kept (longer ones are cut as they arrive), bytes.
     pub max_log_bytes: usize,
     /// Log messages kept per call; the rest are counted and dropped.
     pub max_logs_per_call: usize,
+    /// Bytes of log messages kept per call; the rest are counted and dropped.
+    pub max_log_bytes_per_call: usize,
     /// Pages per partition: a guard against a connector that never ends one.
     pub max_pages_per_partition: u64,
+    /// Partitions one stream may list, and calls its listing may take: guards against a
+    /// listing that never ends.
+    pub max_partitions_per_stream: u64,
+    pub max_listing_calls_per_stream: u64,
     /// The WebAssembly stack of a guest, bytes. An engine setting: the same for every run an
     /// engine serves (a runtime refuses runs that ask for another).
     pub wasm_stack_bytes: usize,
@@ -36,10 +44,14 @@ impl Default for Limits {
             cpu_ms_per_call: 30_000,
             call_timeout_ms: 600_000,
             max_record_bytes: 16 << 20,
+            max_record_depth: 64,
             max_records_per_page: 100_000,
             max_log_bytes: 64 << 10,
             max_logs_per_call: 1000,
+            max_log_bytes_per_call: 1 << 20,
             max_pages_per_partition: 10_000_000,
+            max_partitions_per_stream: 1_000_000,
+            max_listing_calls_per_stream: 1_000_000,
             wasm_stack_bytes: 512 << 10,
         }
     }
@@ -49,8 +61,10 @@ impl Default for Limits {
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 impl Limits {
-    pub fn cpu_ticks_per_call(&self) -> u64 {
-        (self.cpu_ms_per_call / EPOCH_TICK.as_millis() as u64).max(1)
+    /// Guest time one call may use; it is checked at every epoch tick, so a call is stopped
+    /// at most a tick past it.
+    pub fn cpu_budget(&self) -> Duration {
+        Duration::from_millis(self.cpu_ms_per_call.max(1))
     }
     pub fn call_timeout(&self) -> Duration {
         Duration::from_millis(self.call_timeout_ms.max(1))

@@ -9,6 +9,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
@@ -30,24 +31,99 @@ pub struct GuestState {
     table: ResourceTable,
     egress: Arc<Egress>,
     logs: Vec<GuestLog>,
+    /// Bytes of `logs`, bounded by `max_log_bytes_per_call`.
+    log_bytes: usize,
     dropped_logs: usize,
     max_logs: usize,
+    max_log_bytes: usize,
+    max_log_bytes_per_call: usize,
     stdout: Capture,
     stderr: Capture,
     pub limiter: GuestLimiter,
-    /// Epoch ticks the current call has spent executing guest code.
-    pub cpu_ticks: u64,
-    /// Set when a host call (HTTP) returns: the tick that passed while the host worked is not
-    /// the guest's.
-    pub back_from_host: bool,
-    /// Set while a long-running call is paused to let other work run.
-    pub paused: bool,
-    /// When the current call started, and how much of it was not the guest's (HTTP requests,
-    /// pauses): the difference is the call's guest time.
-    pub call_started: std::time::Instant,
-    pub not_guest: std::time::Duration,
+    /// Time the current call has spent in guest code.
+    pub clock: GuestClock,
+    /// Set when the CPU budget stopped the guest.
+    pub cpu_exceeded: bool,
     /// What the current call is for (JSON), to label its HTTP requests in recordings.
     pub context: String,
+}
+
+/// Measures the time a call spends running guest code: it runs from the start of the call and
+/// stops whenever control is with the host (an HTTP request, a pause between epoch ticks, a
+/// yield to the scheduler), so no pattern of import calls can hide guest work from the budget.
+/// Each stretch is measured in the CPU time of the thread that runs it, so a guest is not
+/// charged for time the operating system gave to other work; a stretch that ends on another
+/// thread (the guest waited inside a WASI call) is charged its wall-clock time instead.
+/// Clones share one clock: the futures a paused guest waits on restart it when they finish.
+#[derive(Clone, Default)]
+pub struct GuestClock(Arc<Mutex<ClockState>>);
+
+#[derive(Default)]
+struct ClockState {
+    spent: Duration,
+    running_since: Option<Stretch>,
+}
+
+/// Where a stretch of guest execution started.
+struct Stretch {
+    wall: Instant,
+    thread: std::thread::ThreadId,
+    cpu: Option<Duration>,
+}
+
+impl Stretch {
+    fn now() -> Self {
+        Stretch { wall: Instant::now(), thread: std::thread::current().id(), cpu: thread_cpu_time() }
+    }
+
+    fn elapsed(&self) -> Duration {
+        match (self.cpu, thread_cpu_time()) {
+            (Some(start), Some(now)) if std::thread::current().id() == self.thread => now.saturating_sub(start),
+            _ => self.wall.elapsed(),
+        }
+    }
+}
+
+/// CPU time of the calling thread.
+#[cfg(unix)]
+fn thread_cpu_time() -> Option<Duration> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid out-pointer for the duration of the call.
+    let ok = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0;
+    ok.then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+}
+
+#[cfg(not(unix))]
+fn thread_cpu_time() -> Option<Duration> {
+    None
+}
+
+impl GuestClock {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ClockState> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new call: nothing spent, the guest running.
+    pub fn restart(&self) {
+        *self.lock() = ClockState { spent: Duration::ZERO, running_since: Some(Stretch::now()) };
+    }
+
+    /// Control returns to the guest.
+    pub fn resume(&self) {
+        let mut clock = self.lock();
+        if clock.running_since.is_none() {
+            clock.running_since = Some(Stretch::now());
+        }
+    }
+
+    /// Control passes to the host; what the guest spent so far.
+    pub fn suspend(&self) -> Duration {
+        let mut clock = self.lock();
+        if let Some(since) = clock.running_since.take() {
+            clock.spent += since.elapsed();
+        }
+        clock.spent
+    }
 }
 
 impl GuestState {
@@ -61,22 +137,27 @@ impl GuestState {
             table: ResourceTable::new(),
             egress,
             logs: Vec::new(),
+            log_bytes: 0,
             dropped_logs: 0,
             max_logs: limits.max_logs_per_call,
+            max_log_bytes: limits.max_log_bytes,
+            max_log_bytes_per_call: limits.max_log_bytes_per_call,
             stdout,
             stderr,
             limiter: GuestLimiter::new(limits.memory_bytes),
-            cpu_ticks: 0,
-            back_from_host: false,
-            paused: false,
-            call_started: std::time::Instant::now(),
-            not_guest: std::time::Duration::ZERO,
+            clock: GuestClock::default(),
+            cpu_exceeded: false,
             context: "null".to_string(),
         }
     }
 
-    fn push_log(&mut self, log: GuestLog) {
-        if self.logs.len() < self.max_logs {
+    /// Keeps a message, cut to the size limit here at the point of entry, while the call's count
+    /// and bytes allow; the rest are counted. So the host never holds more than the per-call
+    /// budget of a guest's logs, however many or large its calls.
+    fn push_log(&mut self, mut log: GuestLog) {
+        truncate_message(&mut log.message, self.max_log_bytes);
+        if self.logs.len() < self.max_logs && self.log_bytes + log.message.len() <= self.max_log_bytes_per_call {
+            self.log_bytes += log.message.len();
             self.logs.push(log);
         } else {
             self.dropped_logs += 1;
@@ -87,6 +168,7 @@ impl GuestState {
     /// the per-call limit of log calls (the rest are counted).
     pub fn take_logs(&mut self) -> Vec<GuestLog> {
         let mut logs = std::mem::take(&mut self.logs);
+        self.log_bytes = 0;
         if self.dropped_logs > 0 {
             let message =
                 format!("{} more log messages from the connector were dropped (log rate limit)", self.dropped_logs);
@@ -113,10 +195,9 @@ impl bindings::sluice::connector::types::Host for GuestState {}
 impl bindings::sluice::connector::http::Host for GuestState {
     async fn send(&mut self, req: Request) -> Result<Response, HttpError> {
         let egress = self.egress.clone();
-        let sent = std::time::Instant::now();
+        self.clock.suspend();
         let result = egress.send(req, &self.context).await;
-        self.not_guest += sent.elapsed();
-        self.back_from_host = true;
+        self.clock.resume();
         if let Err(HttpError::Denied(why)) = &result {
             self.push_log(GuestLog { level: Level::Warn, message: format!("request denied: {why}") });
         }
@@ -189,39 +270,98 @@ impl tokio::io::AsyncWrite for Capture {
     }
 }
 
-/// Enforces the memory limit and remembers the peak, so a failed growth can be named as the
-/// limit (wasmtime's error for it is not a `Trap`).
+/// Cuts `message` to at most `max` bytes (on a character boundary), saying so.
+pub fn truncate_message(message: &mut String, max: usize) {
+    if message.len() > max {
+        let mut end = max;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push_str("… (truncated)");
+    }
+}
+
+/// Enforces the memory limit over everything an instance allocates (every linear memory and
+/// every table, counted together: a component may hold many core instances, each with its own
+/// memory) and remembers the peak, so a failed growth can be named as the limit (wasmtime's error
+/// for it is not a `Trap`).
 pub struct GuestLimiter {
-    max_memory: usize,
-    /// The largest memory any instance of this store asked for and got.
+    max_bytes: usize,
+    /// Bytes of all memories and tables now.
+    total: usize,
+    /// The most the instance's memories and tables held together.
     pub peak_memory: usize,
     /// Set when the memory limit stopped the guest.
     pub exceeded: Option<String>,
 }
 
+/// Most memories, tables and core instances one guest instance may create; the pooling
+/// allocator's per-component settings agree.
+pub const MAX_MEMORIES: usize = 8;
+pub const MAX_TABLES: usize = 64;
+pub const MAX_CORE_INSTANCES: usize = 256;
+
+/// What one table element costs the host (a pointer), for the memory limit.
+const TABLE_ELEMENT_BYTES: usize = 8;
+
 impl GuestLimiter {
     fn new(max_memory: u64) -> Self {
-        GuestLimiter { max_memory: usize::try_from(max_memory).unwrap_or(usize::MAX), peak_memory: 0, exceeded: None }
+        GuestLimiter {
+            max_bytes: usize::try_from(max_memory).unwrap_or(usize::MAX),
+            total: 0,
+            peak_memory: 0,
+            exceeded: None,
+        }
     }
-}
 
-impl wasmtime::ResourceLimiter for GuestLimiter {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        if desired > self.max_memory {
+    /// Grows the total by `desired - current`, or refuses when that passes the limit.
+    fn grow(&mut self, current: usize, desired: usize, what: &str) -> wasmtime::Result<bool> {
+        let total = self.total.saturating_sub(current).saturating_add(desired);
+        if total > self.max_bytes {
             let message = format!(
-                "the connector exceeded its memory limit: it asked for {}, the limit is {}",
-                mib(desired),
-                mib(self.max_memory)
+                "the connector exceeded its memory limit: {what} would bring its memories and tables to {}, the limit is {}",
+                mib(total),
+                mib(self.max_bytes)
             );
             self.exceeded = Some(message.clone());
             return Err(wasmtime::format_err!("{message}"));
         }
-        self.peak_memory = self.peak_memory.max(desired);
+        self.total = total;
+        self.peak_memory = self.peak_memory.max(total);
         Ok(true)
     }
+}
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        Ok(desired <= 1_000_000)
+impl wasmtime::ResourceLimiter for GuestLimiter {
+    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let what = if current == 0 {
+            format!("a memory of {}", mib(desired))
+        } else {
+            format!("growing a memory to {}", mib(desired))
+        };
+        self.grow(current, desired, &what)
+    }
+
+    fn table_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let bytes = |elements: usize| elements.saturating_mul(TABLE_ELEMENT_BYTES);
+        let what = format!("a table of {desired} elements");
+        self.grow(bytes(current), bytes(desired), &what)
+    }
+
+    // Counts as well as bytes: every memory, table and core instance costs the host bookkeeping
+    // (and address space) even when empty. Connectors built by the SDKs have one memory, two
+    // tables and up to 14 core instances (Python).
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
+    }
+
+    fn instances(&self) -> usize {
+        MAX_CORE_INSTANCES
     }
 }
 
@@ -242,10 +382,26 @@ mod tests {
     #[test]
     fn a_memory_refusal_says_how_much_was_asked_beyond_the_limit() {
         let mut limiter = GuestLimiter::new(64 << 20);
-        assert!(limiter.memory_growing(0, 64 << 20, None).unwrap());
-        assert!(limiter.memory_growing(0, (64 << 20) + (64 << 10), None).is_err());
+        assert!(limiter.memory_growing(0, 32 << 20, None).unwrap());
+        assert!(limiter.memory_growing(32 << 20, 64 << 20, None).unwrap());
+        assert!(limiter.memory_growing(64 << 20, (64 << 20) + (64 << 10), None).is_err());
         let message = limiter.exceeded.unwrap();
-        assert!(message.contains("asked for 64.06 MiB, the limit is 64 MiB"), "{message}");
+        assert!(message.contains("to 64.06 MiB, the limit is 64 MiB"), "{message}");
         assert_eq!(limiter.peak_memory, 64 << 20);
+    }
+
+    #[test]
+    fn memories_and_tables_count_together() {
+        let mut limiter = GuestLimiter::new(64 << 20);
+        for _ in 0..3 {
+            assert!(limiter.memory_growing(0, 20 << 20, None).unwrap());
+        }
+        assert_eq!(limiter.peak_memory, 60 << 20);
+        // A fourth memory passes the limit though each one is far below it.
+        assert!(limiter.memory_growing(0, 20 << 20, None).is_err());
+        // So does a table that would take the rest.
+        assert!(limiter.table_growing(0, 1 << 20, None).is_err());
+        assert!(limiter.table_growing(0, 1000, None).unwrap());
+        assert_eq!(limiter.peak_memory, (60 << 20) + 8000);
     }
 }

@@ -39,6 +39,9 @@ pub struct HttpOptions {
     pub max_in_flight: usize,
     /// Requests per second to any one host.
     pub max_rate_per_host: Option<f64>,
+    /// Keep the connector's headers on a redirect to another origin (scheme, host, port). Off by
+    /// default: a credential header meant for one API never reaches another.
+    pub forward_headers_on_redirect: bool,
 }
 
 impl Default for HttpOptions {
@@ -55,6 +58,7 @@ impl Default for HttpOptions {
             max_response_bytes: 64 << 20,
             max_in_flight: 32,
             max_rate_per_host: None,
+            forward_headers_on_redirect: false,
         }
     }
 }
@@ -119,13 +123,75 @@ impl std::error::Error for Denial {}
 /// The longest wait between two requests to one host that a per-host rate can ask for.
 const MAX_PACE: Duration = Duration::from_secs(3600);
 
-/// Redirects followed per request (reqwest's `previous()` holds the original URL too).
+/// Redirects followed per request.
 const MAX_REDIRECTS: usize = 10;
+
+/// Most headers a guest request may carry, and their total bytes (names and values), as HTTP
+/// servers commonly accept; beyond that the request is invalid (the client library panics on
+/// tens of thousands).
+pub const MAX_REQUEST_HEADERS: usize = 100;
+pub const MAX_REQUEST_HEADER_BYTES: usize = 64 << 10;
+
+/// The most of a declared Content-Length reserved before the bytes arrive: a server's claim
+/// costs nothing until it sends the data.
+const MAX_PREALLOCATION: u64 = 1 << 20;
+
+/// Headers a connector may not set, as in wasi-http: hop-by-hop headers belong to the host's
+/// connection, and `Host` would point a granted address at any virtual host behind it.
+const FORBIDDEN_HEADERS: [&str; 9] = [
+    "host",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "http2-settings",
+];
+
+/// Checks a guest's headers before anything is sent.
+fn check_headers(headers: &[(String, String)]) -> Result<(), HttpError> {
+    if headers.len() > MAX_REQUEST_HEADERS {
+        return Err(HttpError::InvalidRequest(format!(
+            "{} headers are more than the {MAX_REQUEST_HEADERS} a request may carry",
+            headers.len()
+        )));
+    }
+    let bytes: usize = headers.iter().map(|(n, v)| n.len() + v.len()).sum();
+    if bytes > MAX_REQUEST_HEADER_BYTES {
+        return Err(HttpError::InvalidRequest(format!(
+            "the headers take {bytes} bytes, more than the {MAX_REQUEST_HEADER_BYTES} a request may carry"
+        )));
+    }
+    for (name, value) in headers {
+        let lower = name.to_ascii_lowercase();
+        if FORBIDDEN_HEADERS.contains(&lower.as_str()) || lower.starts_with("proxy-") {
+            return Err(HttpError::InvalidRequest(format!(
+                "the {name} header is the host's to set, not the connector's"
+            )));
+        }
+        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return Err(HttpError::InvalidRequest(format!(
+                "invalid header name {:?}",
+                name.chars().take(64).collect::<String>()
+            )));
+        }
+        if reqwest::header::HeaderValue::from_str(value).is_err() {
+            return Err(HttpError::InvalidRequest(format!("invalid value for header {name}")));
+        }
+    }
+    Ok(())
+}
+
+/// True when `a` and `b` share scheme, host and port.
+fn same_origin(a: &url::Url, b: &url::Url) -> bool {
+    a.scheme() == b.scheme() && a.host() == b.host() && a.port_or_known_default() == b.port_or_known_default()
+}
 
 impl Egress {
     pub fn new(policy: EgressPolicy, options: HttpOptions) -> Result<Self> {
         let policy = Arc::new(policy);
-        let redirect_policy = policy.clone();
         let client = reqwest::Client::builder()
             .connect_timeout(options.connect_timeout)
             .read_timeout(options.read_timeout)
@@ -134,18 +200,10 @@ impl Egress {
             .no_proxy()
             .user_agent(concat!("sluice/", env!("CARGO_PKG_VERSION")))
             .dns_resolver(Arc::new(CheckedResolver))
-            .redirect(reqwest::redirect::Policy::custom(move |attempt| {
-                if attempt.previous().len() > MAX_REDIRECTS {
-                    return attempt.error(Denial(format!("more than {MAX_REDIRECTS} redirects")));
-                }
-                match redirect_policy.check(attempt.url()) {
-                    Ok(()) => attempt.follow(),
-                    Err(why) => {
-                        let to = attempt.url().to_string();
-                        attempt.error(Denial(format!("the redirect to {to} is denied: {why}")))
-                    }
-                }
-            }))
+            // Redirects are followed in `attempt`, hop by hop, so each hop is checked against
+            // the policy and the connector's headers stay with the origin they were meant for.
+            .redirect(reqwest::redirect::Policy::none())
+            .referer(false)
             .build()?;
         Ok(Egress {
             client,
@@ -185,6 +243,7 @@ impl Egress {
         }
         let method = reqwest::Method::from_bytes(req.method.to_ascii_uppercase().as_bytes())
             .map_err(|_| HttpError::InvalidRequest(format!("invalid method {:?}", req.method)))?;
+        check_headers(&req.headers)?;
         let idempotent = matches!(method.as_str(), "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS");
         let mut attempt = 1;
         loop {
@@ -273,19 +332,57 @@ impl Egress {
         tokio::time::sleep(wait).await;
     }
 
+    /// One attempt: the request and the redirects it leads to, each hop checked against the
+    /// policy. On a hop to another origin the connector's headers are dropped (unless the
+    /// options keep them); 303, and 301/302 after a POST, continue as a GET without the body.
     async fn attempt(&self, method: &reqwest::Method, url: &url::Url, req: &Request) -> Result<Response, Failure> {
         self.pace(url).await;
         let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
-        let mut builder = self.client.request(method.clone(), url.clone());
-        for (name, value) in &req.headers {
-            builder = builder.header(name.as_str(), value.as_str());
-        }
-        if let Some(body) = &req.body {
-            self.stats.bytes_out.fetch_add(body.len() as u64, Ordering::Relaxed);
-            builder = builder.body(body.clone());
-        }
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
-        let mut resp = builder.send().await.map_err(classify)?;
+        let (mut method, mut url, mut body) = (method.clone(), url.clone(), req.body.clone());
+        let mut forward_headers = true;
+        let mut hops = 0;
+        loop {
+            let mut builder = self.client.request(method.clone(), url.clone());
+            if forward_headers {
+                for (name, value) in &req.headers {
+                    builder = builder.header(name.as_str(), value.as_str());
+                }
+            }
+            if let Some(body) = &body {
+                self.stats.bytes_out.fetch_add(body.len() as u64, Ordering::Relaxed);
+                builder = builder.body(body.clone());
+            }
+            let resp = builder.send().await.map_err(classify)?;
+            let location = resp.headers().get(reqwest::header::LOCATION).filter(|_| resp.status().is_redirection());
+            let Some(location) = location else { return self.read_body(resp, &url).await };
+            if hops == MAX_REDIRECTS {
+                return Err(Failure::Other(HttpError::Denied(format!("more than {MAX_REDIRECTS} redirects"))));
+            }
+            hops += 1;
+            let next =
+                std::str::from_utf8(location.as_bytes()).ok().and_then(|l| url.join(l).ok()).ok_or_else(|| {
+                    Failure::Other(HttpError::Connection(format!("{url} redirected to an invalid location")))
+                })?;
+            if let Err(why) = self.policy.check(&next) {
+                return Err(Failure::Other(HttpError::Denied(format!("the redirect to {next} is denied: {why}"))));
+            }
+            if !same_origin(&url, &next) {
+                forward_headers &= self.options.forward_headers_on_redirect;
+            }
+            let status = resp.status().as_u16();
+            if status == 303 && method != reqwest::Method::HEAD
+                || matches!(status, 301 | 302) && method == reqwest::Method::POST
+            {
+                method = reqwest::Method::GET;
+                body = None;
+            }
+            url = next;
+        }
+    }
+
+    /// A response's status, headers and body, the body capped in bytes.
+    async fn read_body(&self, mut resp: reqwest::Response, url: &url::Url) -> Result<Response, Failure> {
         let cap = self.options.max_response_bytes;
         let too_large = || Failure::Other(HttpError::TooLarge(format!("{url} answered more than {cap} bytes")));
         if resp.content_length().is_some_and(|len| len > cap) {
@@ -297,7 +394,8 @@ impl Egress {
             .iter()
             .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
             .collect();
-        let mut body = Vec::with_capacity(resp.content_length().unwrap_or(0) as usize);
+        let reserve = resp.content_length().unwrap_or(0).min(MAX_PREALLOCATION);
+        let mut body = Vec::with_capacity(reserve as usize);
         while let Some(chunk) = resp.chunk().await.map_err(classify)? {
             if (body.len() + chunk.len()) as u64 > cap {
                 return Err(too_large());
@@ -383,6 +481,21 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn guests_cannot_set_routing_headers_or_flood() {
+        let h = |n: &str| vec![(n.to_string(), "x".to_string())];
+        for name in ["Host", "connection", "Transfer-Encoding", "Proxy-Authorization", "upgrade"] {
+            let err = check_headers(&h(name)).unwrap_err();
+            assert!(matches!(&err, HttpError::InvalidRequest(m) if m.contains(name)), "{name}: {err:?}");
+        }
+        assert!(check_headers(&h("x-api-key")).is_ok());
+        let many: Vec<_> = (0..101).map(|i| (format!("x-{i}"), "v".to_string())).collect();
+        assert!(matches!(check_headers(&many), Err(HttpError::InvalidRequest(m)) if m.contains("101 headers")));
+        let big = vec![("x-big".to_string(), "v".repeat(70 << 10))];
+        assert!(matches!(check_headers(&big), Err(HttpError::InvalidRequest(m)) if m.contains("bytes")));
+        assert!(check_headers(&h("bad name")).is_err());
+    }
 
     #[tokio::test]
     async fn a_rate_too_small_to_mean_anything_does_not_panic() {

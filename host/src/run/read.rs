@@ -52,14 +52,7 @@ pub async fn emit_logs(out: &Output, logs: Vec<GuestLog>, limits: &Limits) -> Re
             crate::bindings::Level::Error => "ERROR",
         };
         let mut message = log.message;
-        if message.len() > limits.max_log_bytes {
-            let mut end = limits.max_log_bytes;
-            while !message.is_char_boundary(end) {
-                end -= 1;
-            }
-            message.truncate(end);
-            message.push_str("… (truncated)");
-        }
+        crate::guest::sandbox::truncate_message(&mut message, limits.max_log_bytes);
         out.log(level, &message).await?;
     }
     Ok(())
@@ -109,7 +102,8 @@ pub async fn list_partitions(
     let state = selected.saved_state.as_ref().map(Value::to_string);
     let mut token: Option<String> = None;
     let mut seen = TokenGuard::default();
-    loop {
+    let mut keys = KeyGuard::default();
+    for _ in 0..limits.max_listing_calls_per_stream {
         let result = instance.partitions(&connector.config, name, state.as_ref(), token.as_ref()).await;
         let batch = match forward_logs(out, limits, &mut instance, result).await? {
             Ok(b) => b,
@@ -119,11 +113,17 @@ pub async fn list_partitions(
             if &p.stream != name {
                 return Ok(Err(contract(format!("a partition of stream {name} names stream {:?}", p.stream))));
             }
-            if let Err(e) = serde_json::from_str::<Value>(&p.key) {
-                return Ok(Err(contract(format!(
-                    "partition key is not valid JSON ({e}): {}",
-                    protocol::preview(&p.key)
-                ))));
+            let key = match serde_json::from_str::<Value>(&p.key) {
+                Ok(key) => key,
+                Err(e) => {
+                    return Ok(Err(contract(format!(
+                        "partition key is not valid JSON ({e}): {}",
+                        protocol::preview(&p.key)
+                    ))));
+                }
+            };
+            if let Err(e) = keys.check(&key, limits.max_partitions_per_stream) {
+                return Ok(Err(e));
             }
             if partitions.send(Listed::Partition(p)).await.is_err() {
                 // The stream stopped listening (it is shutting down); nothing more to do.
@@ -145,11 +145,36 @@ pub async fn list_partitions(
             }
         }
     }
+    Ok(Err(contract(format!("the partition listing did not end after {} calls", limits.max_listing_calls_per_stream))))
+}
+
+/// Catches a listing that repeats itself: each partition key once per stream, and at most the
+/// policy's number of partitions. It keeps a 64-bit hash per key (8 bytes, a million keys at
+/// most by default).
+#[derive(Default)]
+struct KeyGuard(HashSet<u64>);
+
+impl KeyGuard {
+    fn check(&mut self, key: &Value, max: u64) -> Result<(), CallError> {
+        if self.0.len() as u64 >= max {
+            return Err(contract(format!("the stream listed more than {max} partitions")));
+        }
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        key.to_string().hash(&mut h);
+        if !self.0.insert(h.finish()) {
+            return Err(contract(format!(
+                "the listing returned partition {} twice: each partition key may appear once per stream",
+                protocol::preview(&key.to_string())
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// The pagination loop of one partition in a fresh instance. `cursor_field` asks for the largest
 /// cursor value written; `on_first_records` runs once, before the first records are sent. With
 /// `job` (a completed report job's handle and download), its result is read instead of pages.
+/// `done` says what was written, also when the partition fails part way.
 #[allow(clippy::too_many_arguments)]
 pub async fn read_partition(
     connector: &Connector,
@@ -159,8 +184,9 @@ pub async fn read_partition(
     job: Option<(&String, &String)>,
     cursor_field: Option<&[String]>,
     progress: &Progress,
+    done: &mut PartitionDone,
     on_first_records: impl AsyncFnOnce() -> Result<(), OutputClosed>,
-) -> Result<Result<PartitionDone, CallError>, OutputClosed> {
+) -> Result<Result<(), CallError>, OutputClosed> {
     let mut instance = match connector.instance().await {
         Ok(i) => i,
         Err(e) => return Ok(Err(e)),
@@ -169,7 +195,6 @@ pub async fn read_partition(
     let cursor_field: Option<Arc<[String]>> = cursor_field.map(Arc::from);
     let mut token: Option<String> = None;
     let mut seen = TokenGuard::default();
-    let mut done = PartitionDone::default();
     let mut on_first_records = Some(on_first_records);
     // The previous page is checked and rendered on a blocking thread while the guest fetches
     // the next one; pages are still sent in order, each before anything after it.
@@ -182,7 +207,7 @@ pub async fn read_partition(
             }
         };
         if let Some(previous) = rendering.take()
-            && let Err(e) = send_rendered(previous, out, partition, progress, &mut done, &mut on_first_records).await?
+            && let Err(e) = send_rendered(previous, out, partition, progress, done, &mut on_first_records).await?
         {
             return Ok(Err(e));
         }
@@ -198,15 +223,15 @@ pub async fn read_partition(
             ))));
         }
         let (out_for_page, stream_json, field) = (out.clone(), stream_json.clone(), cursor_field.clone());
-        let max_record_bytes = limits.max_record_bytes;
+        let bounds = (limits.max_record_bytes, limits.max_record_depth);
         let records = page.records;
         let job = tokio::task::spawn_blocking(move || {
-            render_page(&out_for_page, &records, &stream_json, field.as_deref(), max_record_bytes)
+            render_page(&out_for_page, &records, &stream_json, field.as_deref(), bounds)
         });
         match page.next_token {
             None => {
-                return match send_rendered(job, out, partition, progress, &mut done, &mut on_first_records).await? {
-                    Ok(()) => Ok(Ok(done)),
+                return match send_rendered(job, out, partition, progress, done, &mut on_first_records).await? {
+                    Ok(()) => Ok(Ok(())),
                     Err(e) => Ok(Err(e)),
                 };
             }
@@ -219,7 +244,7 @@ pub async fn read_partition(
                             out,
                             partition,
                             progress,
-                            &mut done,
+                            done,
                             &mut on_first_records,
                         )
                         .await?
@@ -234,7 +259,7 @@ pub async fn read_partition(
         }
     }
     if let Some(previous) = rendering.take()
-        && let Err(e) = send_rendered(previous, out, partition, progress, &mut done, &mut on_first_records).await?
+        && let Err(e) = send_rendered(previous, out, partition, progress, done, &mut on_first_records).await?
     {
         return Ok(Err(e));
     }
@@ -254,15 +279,15 @@ fn render_page(
     records: &[String],
     stream_json: &str,
     cursor_field: Option<&[String]>,
-    max_record_bytes: usize,
+    (max_bytes, max_depth): (usize, usize),
 ) -> Result<Rendered, String> {
     let stamp = out.stamp();
     let mut lines = out.page(records.iter().map(|r| r.len() + 80).sum());
     let mut max_cursor: Option<Value> = None;
     for record in records {
         let (checked, cursor) = match cursor_field {
-            None => (protocol::checked_record(record, max_record_bytes)?, None),
-            Some(field) => protocol::checked_record_with_cursor(record, max_record_bytes, field)?,
+            None => (protocol::checked_record(record, max_bytes, max_depth)?, None),
+            Some(field) => protocol::checked_record_with_cursor(record, max_bytes, max_depth, field)?,
         };
         if let Some(v) = cursor
             && max_cursor.as_ref().is_none_or(|m| state::compare(&v, m) == Ordering::Greater)
@@ -312,8 +337,22 @@ fn contract(message: String) -> CallError {
 }
 
 /// Catches a pagination loop: a token must be valid JSON and never repeat within a partition.
+/// Memory is bounded: the first [`EXACT_TOKENS`] tokens are remembered exactly (any repeat is
+/// caught); after that Brent's cycle detection keeps one token, which catches a loop of any
+/// period within two periods of its start. A token sequence that never repeats is stopped by the
+/// page limit.
 #[derive(Default)]
-struct TokenGuard(HashSet<u64>);
+struct TokenGuard {
+    exact: HashSet<u64>,
+    /// Brent's checkpoint: a token, and how many more tokens to compare with it before the next
+    /// checkpoint (twice as many each time).
+    checkpoint: Option<u64>,
+    left: u64,
+    power: u64,
+}
+
+/// Tokens remembered exactly: 64 KiB of hashes per partition or listing.
+const EXACT_TOKENS: usize = 4096;
 
 impl TokenGuard {
     fn check(&mut self, token: &str) -> Result<(), CallError> {
@@ -322,7 +361,21 @@ impl TokenGuard {
         }
         let mut h = std::collections::hash_map::DefaultHasher::new();
         token.hash(&mut h);
-        if !self.0.insert(h.finish()) {
+        let hash = h.finish();
+        let repeated = if self.exact.len() < EXACT_TOKENS {
+            !self.exact.insert(hash)
+        } else if self.exact.contains(&hash) || self.checkpoint == Some(hash) {
+            true
+        } else {
+            if self.left == 0 {
+                self.power = (self.power * 2).max(EXACT_TOKENS as u64);
+                self.left = self.power;
+                self.checkpoint = Some(hash);
+            }
+            self.left -= 1;
+            false
+        };
+        if repeated {
             return Err(contract(format!(
                 "pagination repeated the token {}: the connector would loop forever",
                 protocol::preview(token)
@@ -371,6 +424,31 @@ mod tests {
         assert!(g.check("2").is_ok());
         assert!(g.check("\"a\"").unwrap_err().message().contains("repeated"));
         assert!(g.check("{").unwrap_err().message().contains("not valid JSON"));
+    }
+
+    #[test]
+    fn token_guard_catches_long_loops_in_bounded_memory() {
+        // A loop with a period far beyond the exact set, entered after 10,000 distinct tokens.
+        let mut g = TokenGuard::default();
+        let token = |n: u64| if n < 10_000 { n } else { 10_000 + (n - 10_000) % 50_000 };
+        let caught = (0..1_000_000u64).find(|&n| g.check(&token(n).to_string()).is_err());
+        let caught = caught.expect("the loop is caught");
+        assert!(caught < 10_000 + 3 * 50_000, "caught after {caught} tokens");
+        assert_eq!(g.exact.len(), EXACT_TOKENS);
+        // Distinct tokens are never refused.
+        let mut g = TokenGuard::default();
+        assert!((0..200_000u64).all(|n| g.check(&n.to_string()).is_ok()));
+    }
+
+    #[test]
+    fn a_listing_may_not_repeat_a_key_or_run_past_its_cap() {
+        let mut keys = KeyGuard::default();
+        assert!(keys.check(&serde_json::json!({"p": 1}), 3).is_ok());
+        let twice = keys.check(&serde_json::json!({"p": 1}), 3).unwrap_err().message();
+        assert!(twice.contains("partition {\"p\":1} twice"), "{twice}");
+        assert!(keys.check(&serde_json::json!({"p": 2}), 3).is_ok());
+        assert!(keys.check(&serde_json::json!({"p": 3}), 3).is_ok());
+        assert!(keys.check(&serde_json::json!({"p": 4}), 3).unwrap_err().message().contains("more than 3 partitions"));
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::run::read::{self, Listed, PartitionDone, SelectedStream, StreamSummar
 use crate::run::stop::Stop;
 use serde_json::Value;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
@@ -152,6 +152,8 @@ struct StreamRead {
     lowest_start: Option<Option<Value>>,
     /// The stream is RUNNING (from its first record).
     running: Arc<AtomicBool>,
+    /// Records its partitions wrote, failed ones included.
+    written: Arc<AtomicU64>,
     stream_permits: Option<Arc<Semaphore>>,
     done_tx: mpsc::UnboundedSender<TaskEvent>,
 }
@@ -195,6 +197,7 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
         in_flight: 0,
         lowest_start: None,
         running: Arc::new(AtomicBool::new(false)),
+        written: Arc::default(),
         shared,
         name,
         summary,
@@ -250,8 +253,14 @@ impl StreamRead {
             false => None,
         };
         let track = if range.is_none() { self.cursor.as_ref().map(|c| c.field().to_vec()) } else { None };
-        let task =
-            PartitionTask { shared: self.shared.clone(), partition, range, track, running: self.running.clone() };
+        let task = PartitionTask {
+            shared: self.shared.clone(),
+            partition,
+            range,
+            track,
+            running: self.running.clone(),
+            written: self.written.clone(),
+        };
         let (done_tx, stream_permits) = (self.done_tx.clone(), self.stream_permits.clone());
         let (partition, range) = (task.partition.clone(), task.range.clone());
         let reading = tokio::spawn({
@@ -295,7 +304,6 @@ impl StreamRead {
         self.shared.progress.partition_done(name);
         match finished.result {
             Ok(done) => {
-                self.summary.records += done.records;
                 if let Some(cursor) = self.cursor.as_mut() {
                     match &finished.range {
                         Some((start, end)) => cursor.complete_range(start.as_ref(), end),
@@ -393,6 +401,7 @@ impl StreamRead {
 
     /// The stream's last state and its final status.
     async fn finish(mut self) -> Result<StreamSummary, OutputClosed> {
+        self.summary.records = self.written.load(Ordering::Relaxed);
         self.emit_state().await?;
         let status = if self.summary.complete() { StreamStatus::Complete } else { StreamStatus::Incomplete };
         self.shared.out.status(&self.name, status).await?;
@@ -484,6 +493,7 @@ struct PartitionTask {
     /// Track the largest value of this cursor field (open-ended incremental partitions).
     track: Option<Vec<String>>,
     running: Arc<AtomicBool>,
+    written: Arc<AtomicU64>,
 }
 
 impl PartitionTask {
@@ -530,6 +540,17 @@ impl PartitionTask {
     /// Reads the partition's pages (or, with `job`, a completed job's result); the stream is
     /// RUNNING from its first record.
     async fn read(&self, job: Option<(&String, &String)>) -> Result<Result<PartitionDone, CallError>, OutputClosed> {
+        let mut done = PartitionDone::default();
+        let result = self.read_into(job, &mut done).await?;
+        self.written.fetch_add(done.records, Ordering::Relaxed);
+        Ok(result.map(|()| done))
+    }
+
+    async fn read_into(
+        &self,
+        job: Option<(&String, &String)>,
+        done: &mut PartitionDone,
+    ) -> Result<Result<(), CallError>, OutputClosed> {
         let shared = &self.shared;
         let name = &self.partition.stream;
         let running = &self.running;
@@ -541,6 +562,7 @@ impl PartitionTask {
             job,
             self.track.as_deref(),
             &shared.progress,
+            done,
             async || {
                 if !running.swap(true, Ordering::SeqCst) {
                     shared.out.status(name, StreamStatus::Running).await?;

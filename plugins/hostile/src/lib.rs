@@ -4,7 +4,7 @@
 //! `panic-<export>` modes panic in that export instead.
 
 use serde::Deserialize;
-use sluice_guest::{Error, Page, Partition, Result, Source, Stream, Value, http, json, log};
+use sluice_guest::{Error, Page, Partition, PartitionBatch, Result, Source, Stream, Value, http, json, log};
 use std::hint::black_box;
 
 #[derive(Deserialize)]
@@ -20,9 +20,26 @@ struct Config {
     partitions: u64,
     #[serde(default = "one")]
     hostile_partition: u64,
-    /// For `recursion-depth`: how deep to recurse.
+    /// For `recursion-depth` and `deep-record`: how deep to go.
     #[serde(default)]
     depth: u64,
+    /// Headers the request modes send.
+    #[serde(default)]
+    headers: Vec<(String, String)>,
+    /// For `header-flood`, `log-bomb`, `big-page`, `many-records`: how many.
+    #[serde(default)]
+    count: u64,
+    /// For `log-bomb` and `big-page`: bytes of each message or record.
+    #[serde(default)]
+    size: u64,
+    /// Text the `say` mode logs, one message each; `secret` is the spec's secret field.
+    #[serde(default)]
+    say: Vec<String>,
+    /// For `secret-stream`: a suffix of the stream's name.
+    #[serde(default)]
+    stream_suffix: String,
+    #[serde(default)]
+    token: String,
 }
 
 fn three() -> u64 {
@@ -90,7 +107,8 @@ impl Source for Hostile {
 
     fn streams(config: &Config) -> Result<Vec<Stream>> {
         panic_in(config, "discover");
-        Ok(vec![Stream::new("numbers", json!({"type": "object"})).primary_key("id")])
+        let name = format!("numbers{}", config.stream_suffix);
+        Ok(vec![Stream::new(&name, json!({"type": "object"})).primary_key("id")])
     }
 
     fn partitions(config: &Config, stream: &str, _: Option<&Value>) -> Result<Vec<Partition>> {
@@ -98,7 +116,27 @@ impl Source for Hostile {
         (0..config.partitions).map(|p| Partition::keyed(stream, json!({"p": p}))).collect()
     }
 
-    fn read_page(config: &Config, partition: &Partition, _token: Option<Value>) -> Result<Page> {
+    fn partition_batch(
+        config: &Config,
+        stream: &str,
+        state: Option<&Value>,
+        token: Option<Value>,
+    ) -> Result<PartitionBatch> {
+        let n = token.as_ref().and_then(Value::as_u64).unwrap_or(0);
+        match config.mode.as_str() {
+            // Empty batches, each with a new token, forever.
+            "list-forever" => Ok(PartitionBatch::new(vec![]).next(Some(json!(n + 1)))),
+            // The same partition in every batch, forever.
+            "list-same" => {
+                Ok(PartitionBatch::new(vec![Partition::keyed(stream, json!({"p": 0}))?]).next(Some(json!(n + 1))))
+            }
+            // The same token forever.
+            "list-repeat" => Ok(PartitionBatch::new(vec![]).next(Some(json!("again")))),
+            _ => Ok(PartitionBatch::new(Self::partitions(config, stream, state)?)),
+        }
+    }
+
+    fn read_page(config: &Config, partition: &Partition, token: Option<Value>) -> Result<Page> {
         panic_in(config, "read");
         let p = partition.key["p"].as_u64().unwrap_or(0);
         if p != config.hostile_partition {
@@ -125,8 +163,60 @@ impl Source for Hostile {
             "env" => json!({"id": 1, "vars": std::env::vars().count(), "home": std::env::var("HOME").ok()}).to_string(),
             "socket" => outcome("connect", std::net::TcpStream::connect(target()?.as_str())),
             "request" => {
-                let answer = http::get(target()?).send()?;
+                let mut request = http::get(target()?);
+                for (name, value) in &config.headers {
+                    request = request.header(name, value.clone());
+                }
+                let answer = request.send()?;
+                let body: Value = serde_json::from_slice(&answer.body).unwrap_or(Value::Null);
+                json!({"id": 1, "status": answer.status, "body": body}).to_string()
+            }
+            // Guest work between import calls that return at once (a denied request): all of it
+            // must be charged to the CPU budget.
+            "spin-send" => loop {
+                let started = std::time::Instant::now();
+                while started.elapsed() < std::time::Duration::from_millis(1) {
+                    black_box(started);
+                }
+                let _ = http::get(target()?).send();
+            },
+            "header-flood" => {
+                let mut request = http::get(target()?);
+                for i in 0..config.count {
+                    request = request.header(&format!("x-flood-{i}"), "v");
+                }
+                let answer = request.send()?;
                 json!({"id": 1, "status": answer.status}).to_string()
+            }
+            "log-bomb" => {
+                let message = "y".repeat(config.size as usize);
+                for _ in 0..config.count {
+                    log::info(message.clone());
+                }
+                json!({"id": 1}).to_string()
+            }
+            "say" => {
+                for text in &config.say {
+                    log::info(text.replace("{secret}", &config.token));
+                }
+                json!({"id": 1}).to_string()
+            }
+            "deep-record" => {
+                let depth = config.depth as usize;
+                format!("{{\"id\": 1, \"deep\": {}{}}}", "[".repeat(depth), "]".repeat(depth))
+            }
+            "big-page" => {
+                let blob = "z".repeat(config.size as usize);
+                let records = (0..config.count).map(|i| json!({"id": 100 + i, "blob": blob}).to_string()).collect();
+                return Ok(Page { records, next_token: None });
+            }
+            "many-records" => {
+                let records = (0..config.count).map(|i| json!({"id": 100 + i}).to_string()).collect();
+                return Ok(Page { records, next_token: None });
+            }
+            "endless-pages" => {
+                let n = token.as_ref().and_then(Value::as_u64).unwrap_or(0);
+                return Ok(Page { records: vec![json!({"id": 100 + n}).to_string()], next_token: Some(json!(n + 1)) });
             }
             "big-record" => format!("{{\"id\": 1, \"blob\": \"{}\"}}", "x".repeat(100 << 20)),
             "invalid-utf8" => {

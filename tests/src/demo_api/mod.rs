@@ -20,6 +20,9 @@
 //! - `GET /reports/{id}/download` → NDJSON items (409 until completed)
 //! - `DELETE /reports/{id}` → 204
 //! - `GET /redirect?to=URL` → 302 to `URL` (for redirect policy tests)
+//! - `GET /echo` → `{"headers": {...}}`: the headers the request arrived with
+//! - `GET /bytes?n=N` → a body of `N` bytes; `GET /stall?ms=N` → one byte, then the rest after
+//!   `N` ms (for response-size and read-timeout tests)
 //! - `GET /_stats` → [`Stats`] (not counted, never delayed or failed)
 //!
 //! Item `i` was updated at 2024-01-01T00:00:00Z plus `i` minutes (see [`data::item`]), so the

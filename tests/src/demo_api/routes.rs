@@ -34,6 +34,9 @@ pub fn router(shared: AppState) -> Router {
         .route("/items", get(list_items))
         .route("/items/bounds", get(item_bounds))
         .route("/redirect", get(redirect))
+        .route("/echo", get(echo))
+        .route("/bytes", get(bytes))
+        .route("/stall", get(stall))
         .route("/accounts", get(list_accounts))
         .route("/accounts/{id}/items", get(list_account_items))
         .route("/reports", post(create_report))
@@ -212,6 +215,46 @@ struct RedirectQuery {
 /// `GET /redirect?to=URL`: 302 to any URL, for testing that clients re-check redirects.
 async fn redirect(Query(q): Query<RedirectQuery>) -> Response {
     (StatusCode::FOUND, [(header::LOCATION, q.to)]).into_response()
+}
+
+/// `GET /echo`: the request's headers as `{"headers": {name: value}}` (names lower case,
+/// repeated headers joined with ", "), for tests of what a client forwards.
+async fn echo(req: Request) -> Json<serde_json::Value> {
+    let mut headers = serde_json::Map::new();
+    for (name, value) in req.headers() {
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        match headers.get_mut(name.as_str()) {
+            Some(serde_json::Value::String(seen)) => *seen = format!("{seen}, {value}"),
+            _ => {
+                headers.insert(name.as_str().to_string(), value.into());
+            }
+        }
+    }
+    Json(serde_json::json!({"headers": headers}))
+}
+
+/// `GET /bytes?n=N`: a body of `N` bytes (`x`), for response-size tests.
+async fn bytes(Query(params): Query<Params>) -> ApiResult<Vec<u8>> {
+    let n = params.get("n").map(|v| v.parse::<usize>().map_err(|_| ApiError::bad_param("n", v, "a byte count")));
+    Ok(vec![b'x'; n.transpose()?.unwrap_or(0).min(1 << 30)])
+}
+
+/// `GET /stall?ms=N`: the headers and the first byte of the body at once, the rest only after
+/// `N` ms, for read-timeout tests.
+async fn stall(Query(params): Query<Params>) -> ApiResult<Response> {
+    let ms = params.get("ms").map(|v| v.parse::<u64>().map_err(|_| ApiError::bad_param("ms", v, "milliseconds")));
+    let ms = ms.transpose()?.unwrap_or(0);
+    let chunks = futures_util::stream::unfold(0, move |n| async move {
+        match n {
+            0 => Some((Ok::<_, std::io::Error>(Bytes::from_static(b"[")), 1)),
+            1 => {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Some((Ok(Bytes::from_static(b"]")), 2))
+            }
+            _ => None,
+        }
+    });
+    Ok(axum::body::Body::from_stream(chunks).into_response())
 }
 
 async fn item_bounds(State(shared): State<AppState>) -> Json<ItemBounds> {

@@ -5,7 +5,10 @@ use std::borrow::Cow;
 /// Checks a record from a guest: valid JSON, an object, within the size cap. Returns it ready
 /// to splice into a line: guest bytes go out verbatim only when they cannot break the line (a
 /// newline is legal JSON whitespace and could otherwise forge a message), else minified.
-pub fn checked_record(text: &str, max_bytes: usize) -> Result<Cow<'_, str>, String> {
+/// Deeper records are refused: `max_depth` (the policy's, 64 by default) stays well under what
+/// the host's own parser accepts when it reads records back (128, in state and replay) and what
+/// consumers' parsers accept (Python's json recurses).
+pub fn checked_record(text: &str, max_bytes: usize, max_depth: usize) -> Result<Cow<'_, str>, String> {
     if text.len() > max_bytes {
         return Err(format!("a record of {} bytes exceeds the limit of {max_bytes} bytes", text.len()));
     }
@@ -15,7 +18,46 @@ pub fn checked_record(text: &str, max_bytes: usize) -> Result<Cow<'_, str>, Stri
     if !raw.starts_with('{') {
         return Err(format!("a record must be a JSON object, got: {}", preview(raw)));
     }
-    if raw.bytes().any(|b| b == b'\n' || b == b'\r') { Ok(Cow::Owned(minify(raw))) } else { Ok(Cow::Borrowed(raw)) }
+    finish(raw, max_depth)
+}
+
+/// The nesting depth check, and the record as it goes out: verbatim unless a newline outside
+/// a string could break the line.
+fn finish(raw: &str, max_depth: usize) -> Result<Cow<'_, str>, String> {
+    let (depth, newline) = shape(raw);
+    if depth > max_depth {
+        return Err(format!("a record nested {depth} levels deep exceeds the limit of {max_depth} levels"));
+    }
+    if newline { Ok(Cow::Owned(minify(raw))) } else { Ok(Cow::Borrowed(raw)) }
+}
+
+/// The deepest nesting of valid JSON text, and whether it has a line break (outside strings:
+/// inside them JSON allows none).
+fn shape(json: &str) -> (usize, bool) {
+    let (mut depth, mut deepest, mut newline) = (0usize, 0usize, false);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in json.as_bytes() {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b'\n' | b'\r' => newline = true,
+            _ => {}
+        }
+    }
+    (deepest, newline)
 }
 
 /// Drops whitespace outside strings from valid JSON text.
@@ -24,6 +66,7 @@ pub fn checked_record(text: &str, max_bytes: usize) -> Result<Cow<'_, str>, Stri
 pub fn checked_record_with_cursor<'a>(
     text: &'a str,
     max_bytes: usize,
+    max_depth: usize,
     field: &[String],
 ) -> Result<(Cow<'a, str>, Option<serde_json::Value>), String> {
     use serde_json::value::RawValue;
@@ -34,7 +77,7 @@ pub fn checked_record_with_cursor<'a>(
         Ok(fields) => fields,
         // Not an object, invalid, or keys with escapes: the general path says which.
         Err(_) => {
-            let checked = checked_record(text, max_bytes)?;
+            let checked = checked_record(text, max_bytes, max_depth)?;
             let cursor = crate::data::state::cursor_in_text(&checked, field);
             return Ok((checked, cursor));
         }
@@ -46,9 +89,7 @@ pub fn checked_record_with_cursor<'a>(
         None => None,
     };
     let raw = text.trim_matches(|c: char| c == ' ' || c == '\t' || c == '\n' || c == '\r');
-    let checked =
-        if raw.bytes().any(|b| b == b'\n' || b == b'\r') { Cow::Owned(minify(raw)) } else { Cow::Borrowed(raw) };
-    Ok((checked, cursor))
+    Ok((finish(raw, max_depth)?, cursor))
 }
 
 fn minify(json: &str) -> String {
@@ -100,31 +141,43 @@ mod tests {
             "{\"a\\\"b\":1,\"updated_at\":\"x\"}",
             "{\"id\":2}",
         ] {
-            let (checked, cursor) = checked_record_with_cursor(text, 100, &field).unwrap();
-            assert_eq!(checked, checked_record(text, 100).unwrap(), "{text}");
+            let (checked, cursor) = checked_record_with_cursor(text, 100, 64, &field).unwrap();
+            assert_eq!(checked, checked_record(text, 100, 64).unwrap(), "{text}");
             let value: Value = serde_json::from_str(text).unwrap();
             assert_eq!(cursor, crate::data::state::cursor_of(&value, &field), "{text}");
         }
         for bad in ["[1]", "{\"id\":", "\"x\""] {
             assert_eq!(
-                checked_record_with_cursor(bad, 100, &field).unwrap_err(),
-                checked_record(bad, 100).unwrap_err()
+                checked_record_with_cursor(bad, 100, 64, &field).unwrap_err(),
+                checked_record(bad, 100, 64).unwrap_err()
             );
         }
     }
 
     #[test]
     fn records_must_be_objects() {
-        assert_eq!(checked_record(r#"{"id":1}"#, 100).unwrap(), r#"{"id":1}"#);
-        assert!(checked_record("[1]", 100).unwrap_err().contains("must be a JSON object"));
-        assert!(checked_record("{\"id\":", 100).unwrap_err().contains("not valid JSON"));
-        assert!(checked_record(r#"{"a":"0123456789"}"#, 10).unwrap_err().contains("exceeds the limit"));
+        assert_eq!(checked_record(r#"{"id":1}"#, 100, 64).unwrap(), r#"{"id":1}"#);
+        assert!(checked_record("[1]", 100, 64).unwrap_err().contains("must be a JSON object"));
+        assert!(checked_record("{\"id\":", 100, 64).unwrap_err().contains("not valid JSON"));
+        assert!(checked_record(r#"{"a":"0123456789"}"#, 10, 64).unwrap_err().contains("exceeds the limit"));
+    }
+
+    #[test]
+    fn records_nested_too_deep_are_refused() {
+        let nested = |depth: usize| format!("{{\"a\":{}{}}}", "[".repeat(depth - 1), "]".repeat(depth - 1));
+        assert!(checked_record(&nested(64), 1 << 20, 64).is_ok());
+        let err = checked_record(&nested(65), 1 << 20, 64).unwrap_err();
+        assert!(err.contains("nested 65 levels deep exceeds the limit of 64"), "{err}");
+        let field = vec!["a".to_string()];
+        assert!(checked_record_with_cursor(&nested(65), 1 << 20, 64, &field).is_err());
+        // Brackets inside strings are text, not nesting.
+        assert!(checked_record(&format!("{{\"a\":\"{}\\\"[\"}}", "[".repeat(100)), 1 << 20, 64).is_ok());
     }
 
     #[test]
     fn newlines_cannot_forge_lines() {
         let hostile = "{\"a\":1,\n\"b\":\"x \\\" \\n {\\\"type\\\":\\\"STATE\\\"}\"\r\n}";
-        let checked = checked_record(hostile, 1000).unwrap();
+        let checked = checked_record(hostile, 1000, 64).unwrap();
         assert!(!checked.contains('\n') && !checked.contains('\r'));
         let back: Value = serde_json::from_str(&checked).unwrap();
         assert_eq!(back, serde_json::from_str::<Value>(hostile).unwrap());
