@@ -541,3 +541,60 @@ fn a_connection_that_is_never_accepted_hits_the_connect_timeout() {
     let message = contained(&hostile("request", config, &args));
     assert!(message.contains("failed") && message.to_lowercase().contains("connect"), "{message}");
 }
+
+/// A secret in a stream name would go out in every message kind (records, states, statuses)
+/// and into the lake: such a stream is refused, and the secret appears nowhere.
+#[test]
+fn a_stream_named_after_a_secret_is_refused() {
+    let secret = "str3am-s3cr3t";
+    let run = hostile("env", json!({"token": secret, "stream_suffix": format!("-{secret}")}), &[]);
+    assert!(!run.success());
+    let everything = format!("{}{}", run.stdout(), run.stderr());
+    assert!(!everything.contains(secret), "{everything}");
+    assert!(everything.contains("holds a secret value from the config"), "{everything}");
+}
+
+/// The forms a secret takes besides its raw text are masked too: URL-encoded with %20, base64
+/// inside a Basic credential, and split over two messages.
+#[test]
+fn encoded_and_split_secrets_are_masked() {
+    use base64::Engine as _;
+    let secret = "open sesame 42";
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("user:{secret}"));
+    let (first, second) = secret.split_at(7);
+    let say = json!([
+        "url /x?key=open%20sesame%2042",
+        format!("header Authorization: Basic {basic}"),
+        format!("part one {first}"),
+        format!("{second} part two"),
+    ]);
+    let run = hostile("say", json!({"token": secret, "say": say}), &[]);
+    assert!(run.success(), "{}", run.explain());
+    let everything = format!("{}{}", run.stdout(), run.stderr());
+    for leak in [secret, "open%20sesame%2042", &basic[8..], first, second] {
+        assert!(!everything.contains(leak), "{leak} leaked: {everything}");
+    }
+    let masked = run.logs().iter().filter(|l| l.contains("**********")).count();
+    assert_eq!(masked, 4, "{:?}", run.logs());
+}
+
+#[test]
+fn a_secret_too_short_to_mask_is_warned_about() {
+    let run = hostile("env", json!({"token": "ab7"}), &[]);
+    assert!(run.success(), "{}", run.explain());
+    let warning = run.logs().into_iter().find(|l| l.contains("too short to mask")).expect("a warning");
+    assert!(warning.contains("token") && !warning.contains("ab7"), "{warning}");
+}
+
+/// In Singer format logs go to stderr as text: a connector's newlines, carriage returns and
+/// terminal escapes are shown escaped, so it cannot forge lines or drive the terminal.
+#[test]
+fn connector_text_cannot_steer_the_terminal() {
+    let say = json!(["one\nERROR forged line\r\u{1b}[2J\u{7}done"]);
+    let run = hostile("say", json!({"say": say}), &["--format", "singer"]);
+    assert!(run.success(), "{}", run.explain());
+    let stderr = run.stderr();
+    assert!(!stderr.contains('\u{1b}') && !stderr.contains('\u{7}') && !stderr.contains('\r'), "{stderr:?}");
+    assert!(!stderr.lines().any(|l| l.starts_with("ERROR forged")), "{stderr}");
+    assert!(stderr.contains("one\\nERROR forged line\\r\\u{1b}[2J\\u{7}done"), "{stderr}");
+}

@@ -4,7 +4,7 @@
 
 use super::args::{Cli, Command, ConfiguredArgs, InspectArgs, PluginArgs, ReadOptions, RecordingCommand, ReplayArgs};
 use crate::data::catalog;
-use crate::data::protocol::{Format, Output, airbyte};
+use crate::data::protocol::{Format, Output, airbyte, printable};
 use crate::data::state::InputState;
 use crate::guest::connector::Connector;
 use crate::guest::engine::ComponentCache;
@@ -158,12 +158,12 @@ async fn run_request(
     let code = match (&report.stopped, &report.result) {
         (Some(_), _) => received.map_or(ExitCode::FAILURE, |s| ExitCode::from(s.exit_code())),
         (None, Err(fatal)) => {
-            eprintln!("error: {}", fatal.message);
+            eprintln!("error: {}", printable(&fatal.message));
             ExitCode::FAILURE
         }
         (None, Ok(Outcome::Read(read))) => {
             if std::io::IsTerminal::is_terminal(&std::io::stderr()) && format == Format::Airbyte {
-                eprintln!("{}", read.summary_line());
+                eprintln!("{}", printable(&read.summary_line()));
             }
             if read.ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
         }
@@ -182,7 +182,7 @@ async fn run_request(
 /// A command that fails before its run starts (an unreadable config, catalog or state), or
 /// outside a run (`inspect`): one line on stderr and, in Airbyte format, a TRACE error.
 async fn early_failure(fatal: &Fatal, format: Format, sink: Box<dyn Write + Send>) -> ExitCode {
-    eprintln!("error: {}", fatal.message);
+    eprintln!("error: {}", printable(&fatal.message));
     if format == Format::Airbyte {
         let _ = write_alone(sink, &airbyte::trace_error(&fatal.message, None, fatal.failure, None)).await;
     }

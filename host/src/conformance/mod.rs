@@ -81,7 +81,7 @@ pub async fn test(runtime: &Runtime, request: TestRequest) -> Report {
     let opened = runtime
         .open(&request.plugin, request.config.to_string(), &request.policy, request.http, request.http_replay, &quiet)
         .await
-        .map_err(|e| quiet.secrets.mask(&e.message));
+        .map_err(|e| quiet.secrets.mask_text(&e.message));
     report.secrets = quiet.secrets.clone();
     drop(quiet);
     let _ = writer.finish();

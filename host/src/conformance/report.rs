@@ -133,7 +133,7 @@ impl Report {
     /// The report for a person (or as JSON), with every secret of the config masked.
     pub fn render(&self, json: bool) -> String {
         let text = if json { format!("{:#}\n", self.to_json()) } else { self.to_text() };
-        self.secrets.mask(&text)
+        self.secrets.mask_text(&text)
     }
 
     pub fn push(&mut self, check: CheckResult) {

@@ -60,7 +60,7 @@ pub(crate) async fn execute(runtime: &Runtime, mut request: RunRequest) -> RunRe
         },
     };
     drop(work);
-    let result = result.map_err(|e| RunError { message: out.secrets.mask(&e.message), ..e });
+    let result = result.map_err(|e| RunError { message: out.secrets.mask_text(&e.message), ..e });
     if let Err(e) = &result
         && format == Format::Airbyte
     {
@@ -150,7 +150,7 @@ async fn act(runtime: &Runtime, out: &Output, request: RunRequest, record_http: 
                 // A config the connector cannot take, or a connector that crashes in `spec` or
                 // `capabilities`, is a failed check (as the Airbyte CDK reports it), not a crash.
                 Err(e) => {
-                    let message = out.secrets.mask(&e.message);
+                    let message = out.secrets.mask_text(&e.message);
                     out.message(&airbyte::connection_status(Err(message.clone()))).await?;
                     return Ok(Outcome::Check(Err(message)));
                 }
@@ -159,7 +159,7 @@ async fn act(runtime: &Runtime, out: &Output, request: RunRequest, record_http: 
                 connector.instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
             let result = instance.check(&connector.config).await;
             emit_logs(out, instance.take_logs(), &connector.limits).await?;
-            let result = result.map_err(|e| out.secrets.mask(&e.message()));
+            let result = result.map_err(|e| out.secrets.mask_text(&e.message()));
             out.message(&airbyte::connection_status(result.clone())).await?;
             Ok(Outcome::Check(result))
         }

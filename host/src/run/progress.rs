@@ -1,6 +1,7 @@
 //! Progress on a terminal: streams, partitions done / listed, records and records/s. Nothing is
 //! drawn when stderr is not a terminal; the counters still feed the run summary.
 
+use crate::data::protocol::printable;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -41,8 +42,8 @@ impl Progress {
             let parts: Vec<String> = streams
                 .iter()
                 .map(|(name, p)| match p.estimate {
-                    Some(e) => format!("{name} {}/{} (~{e} records)", p.done, p.listed),
-                    None => format!("{name} {}/{}", p.done, p.listed),
+                    Some(e) => format!("{} {}/{} (~{e} records)", printable(name), p.done, p.listed),
+                    None => format!("{} {}/{}", printable(name), p.done, p.listed),
                 })
                 .collect();
             let records = self.records.load(Ordering::Relaxed);

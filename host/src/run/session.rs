@@ -136,6 +136,16 @@ pub async fn open(
         && let (Ok(spec), Ok(config)) = (serde_json::from_str::<Value>(spec), serde_json::from_str::<Value>(&config))
     {
         out.secrets.set_from(&spec, &config);
+        let short = out.secrets.too_short();
+        if !short.is_empty() {
+            let message = format!(
+                "config field(s) {} are marked secret but shorter than {} characters: too short to mask \
+                 reliably, so they are not masked in logs and errors",
+                short.join(", "),
+                crate::data::secrets::MIN_MASKED_CHARS
+            );
+            out.log("WARN", &message).await?;
+        }
     }
     let caps = instance.capabilities(&config).await;
     emit_logs(out, instance.take_logs(), &policy.limits).await?;
@@ -211,6 +221,15 @@ pub async fn discover(connector: &Connector, out: &Output) -> Result<Vec<Stream>
         }
         if !names.insert(s.name.as_str()) {
             return Err(RunError::system(format!("the connector offers stream {} twice", s.name)));
+        }
+        // Names and schemas go out in every kind of message (and into the lake): one that holds a
+        // secret is refused rather than masked, which would change the stream's identity.
+        let fields = s.primary_key.iter().chain(s.cursor_field.iter()).flatten();
+        if [&s.name, &s.json_schema].into_iter().chain(fields).any(|text| out.secrets.appear_in(text)) {
+            return Err(RunError::system(format!(
+                "stream {} holds a secret value from the config in its name, schema or fields",
+                out.secrets.mask(&s.name)
+            )));
         }
     }
     Ok(streams)

@@ -113,6 +113,19 @@ enum Event {
     Close(String),
 }
 
+impl Event {
+    /// What the event holds in memory, roughly: its bytes.
+    fn bytes(&self) -> usize {
+        match self {
+            Event::Records { lines, .. } => lines.stdout.len() + lines.singer.len(),
+            Event::Bytes(b) | Event::Exchange(b) => b.len(),
+            Event::Schema { line, .. } => line.len(),
+            Event::Stderr(s) => s.len(),
+            _ => 0,
+        }
+    }
+}
+
 /// What record lines a page renders: the stdout form, and the Singer form for the lake when
 /// stdout speaks Airbyte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,12 +146,23 @@ pub struct PageLines {
 /// A handle to the writer; clones share its channel.
 #[derive(Clone)]
 pub struct Output {
-    tx: mpsc::Sender<Event>,
+    tx: mpsc::Sender<Queued>,
+    /// Bytes the queue may hold: a producer waits for room, so a consumer that stops reading
+    /// holds the host to this much output, however large the pages.
+    room: Arc<tokio::sync::Semaphore>,
     format: Format,
     render: Render,
     /// Masked out of every log and error message.
     pub secrets: crate::data::secrets::Secrets,
 }
+
+/// An event and the queue room it holds until the writer is done with it.
+type Queued = (Event, Option<tokio::sync::OwnedSemaphorePermit>);
+
+/// Bytes of rendered output the queue holds at most (a larger event waits for the whole queue).
+pub const OUTPUT_QUEUE_BYTES: usize = 32 << 20;
+/// Events the queue holds at most.
+const OUTPUT_QUEUE_EVENTS: usize = 64;
 
 /// The writer thread; [`Writer::finish`] tells whether every byte reached the sink (and the lake).
 pub struct Writer {
@@ -181,7 +205,7 @@ impl Output {
             Sinks { keep: Some(_), .. } if format == Format::Airbyte => Render::StdoutAndSinger,
             _ => Render::Stdout,
         };
-        let (tx, mut rx) = mpsc::channel::<Event>(64);
+        let (tx, mut rx) = mpsc::channel::<Queued>(OUTPUT_QUEUE_EVENTS);
         let thread = std::thread::Builder::new()
             .name("sluice-writer".into())
             .spawn(move || {
@@ -194,12 +218,13 @@ impl Output {
                     written_since_state: false,
                 };
                 let mut outcome = "ended".to_string();
-                while let Some(event) = rx.blocking_recv() {
+                while let Some((event, room)) = rx.blocking_recv() {
                     if let Event::Close(how) = event {
                         outcome = how;
                         break;
                     }
                     pump.event(event)?;
+                    drop(room);
                     // Flush whenever nothing else is waiting: timely output, written in batches.
                     if rx.is_empty() {
                         pump.out.flush()?;
@@ -208,7 +233,8 @@ impl Output {
                 pump.finish(&outcome)
             })
             .expect("spawn the writer thread");
-        (Output { tx, format, render, secrets: Default::default() }, Writer { thread })
+        let room = Arc::new(tokio::sync::Semaphore::new(OUTPUT_QUEUE_BYTES));
+        (Output { tx, room, format, render, secrets: Default::default() }, Writer { thread })
     }
 
     pub fn format(&self) -> Format {
@@ -216,7 +242,12 @@ impl Output {
     }
 
     async fn send(&self, event: Event) -> Result<(), OutputClosed> {
-        self.tx.send(event).await.map_err(|_| OutputClosed)
+        let bytes = event.bytes().min(OUTPUT_QUEUE_BYTES);
+        let room = match bytes {
+            0 => None,
+            n => Some(self.room.clone().acquire_many_owned(n as u32).await.map_err(|_| OutputClosed)?),
+        };
+        self.tx.send((event, room)).await.map_err(|_| OutputClosed)
     }
 
     pub fn stamp(&self) -> Stamp {
@@ -274,7 +305,7 @@ impl Output {
     }
 
     pub async fn log(&self, level: &str, message: &str) -> Result<(), OutputClosed> {
-        let message = &self.secrets.mask(message);
+        let message = &self.secrets.mask_text(message);
         match self.format {
             Format::Airbyte => self.message(&airbyte::log(level, message)).await,
             Format::Singer => self.send(Event::Stderr(format!("{level} {message}"))).await,
@@ -282,7 +313,7 @@ impl Output {
     }
 
     pub async fn error(&self, message: &str, failure: FailureType, stream: Option<&str>) -> Result<(), OutputClosed> {
-        let message = &self.secrets.mask(message);
+        let message = &self.secrets.mask_text(message);
         match self.format {
             Format::Airbyte => self.message(&airbyte::trace_error(message, None, failure, stream)).await,
             Format::Singer => self.send(Event::Stderr(format!("ERROR ({}) {message}", failure.as_str()))).await,
@@ -377,7 +408,7 @@ impl Pump {
             Event::Seed(states) => self.bookmarks.extend(states),
             Event::Stderr(text) => {
                 self.out.flush()?;
-                eprintln!("{text}");
+                eprintln!("{}", super::printable(&text));
             }
             Event::Describe(plugin) => self.keep(|sink| sink.describe(plugin))?,
             Event::Exchange(line) => self.keep(|sink| sink.exchange(&line))?,
@@ -464,5 +495,58 @@ impl Writer {
     /// Waits until everything sent before every `Output` was dropped is written.
     pub fn finish(self) -> std::io::Result<()> {
         self.thread.join().unwrap_or_else(|_| Err(std::io::Error::other("writer thread panicked")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::Future;
+    use std::sync::mpsc as std_mpsc;
+
+    /// A consumer that stops reading: each write waits until the gate opens (is dropped).
+    struct Gated {
+        entered: std_mpsc::Sender<()>,
+        gate: std_mpsc::Receiver<()>,
+    }
+
+    impl Write for Gated {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let _ = self.entered.send(());
+            let _ = self.gate.recv();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn page(bytes: usize) -> PageLines {
+        PageLines { stdout: vec![b'x'; bytes], singer: Vec::new() }
+    }
+
+    /// Pages wait for room in the queue by their bytes, not only their count: with the consumer
+    /// stalled, the host holds the page being written plus at most the queue's bytes.
+    #[tokio::test]
+    async fn the_output_queue_is_bounded_in_bytes() {
+        let (entered_tx, entered) = std_mpsc::channel();
+        let (gate, gate_rx) = std_mpsc::channel::<()>();
+        let (out, writer) = Output::spawn(Format::Airbyte, Box::new(Gated { entered: entered_tx, gate: gate_rx }));
+        let eight = 8 << 20;
+        out.records("s", page(eight), 1).await.unwrap();
+        entered.recv().unwrap();
+        // The writer is stuck on the first page; three more fill the queue's 32 MiB with it.
+        for _ in 0..3 {
+            out.records("s", page(eight), 1).await.unwrap();
+        }
+        assert_eq!(out.room.available_permits(), 0);
+        let mut fifth = Box::pin(out.records("s", page(eight), 1));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(fifth.as_mut().poll(&mut cx).is_pending(), "a page beyond the queue's bytes waits");
+        drop(gate);
+        fifth.await.unwrap();
+        out.close("succeeded").await;
+        drop(out);
+        assert!(writer.finish().is_ok());
     }
 }
