@@ -77,13 +77,19 @@ fn discover_lists_streams_with_keys_and_cursors() {
     assert_eq!(streams[0]["supported_sync_modes"], json!(["full_refresh"]));
 }
 
+/// The compiled components in a cache directory (besides them it holds the cache's key).
+fn cache_entries(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let all = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path());
+    all.filter(|p| p.extension().is_some_and(|e| e == "cwasm")).collect()
+}
+
 #[test]
 fn second_load_uses_the_compiled_cache() {
     let cache = tempfile::tempdir().unwrap();
     let first = host(&["spec"]).arg(plugin("demo-source")).cache_dir(cache.path()).run();
     assert!(first.success(), "{}", first.stderr());
     assert!(first.logs()[0].contains("compiled in"), "{:?}", first.logs());
-    let cached: Vec<_> = std::fs::read_dir(cache.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    let cached = cache_entries(cache.path());
     assert_eq!(cached.len(), 1, "one compiled component: {cached:?}");
     assert!(cached[0].extension().is_some_and(|e| e == "cwasm"));
     let modified = std::fs::metadata(&cached[0]).unwrap().modified().unwrap();
@@ -99,7 +105,7 @@ fn second_load_uses_the_compiled_cache() {
 fn a_damaged_cache_entry_is_rebuilt() {
     let cache = tempfile::tempdir().unwrap();
     assert!(host(&["spec"]).arg(plugin("demo-source")).cache_dir(cache.path()).run().success());
-    let entry = std::fs::read_dir(cache.path()).unwrap().next().unwrap().unwrap().path();
+    let entry = cache_entries(cache.path()).remove(0);
     std::fs::write(&entry, b"garbage").unwrap();
     let run = host(&["spec"]).arg(plugin("demo-source")).cache_dir(cache.path()).run();
     assert!(run.success(), "{}", run.explain());

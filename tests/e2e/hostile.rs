@@ -598,3 +598,78 @@ fn connector_text_cannot_steer_the_terminal() {
     assert!(!stderr.lines().any(|l| l.starts_with("ERROR forged")), "{stderr}");
     assert!(stderr.contains("one\\nERROR forged line\\r\\u{1b}[2J\\u{7}done"), "{stderr}");
 }
+
+/// The cache entry of `plugin_path` in `cache` after one load.
+fn cache_entry_of(cache: &std::path::Path, plugin_path: &std::path::Path) -> std::path::PathBuf {
+    use sha2::Digest;
+    let sha = hex::encode(sha2::Sha256::digest(std::fs::read(plugin_path).unwrap()));
+    let entries = std::fs::read_dir(cache).unwrap().map(|e| e.unwrap().path());
+    entries.into_iter().find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&sha)).expect("an entry")
+}
+
+/// Compiled code planted in the cache under another plugin's name is never run: it used to be,
+/// while the log announced the other plugin's sha256. The planted entry (with the cache's own
+/// key beside it, even) fails its MAC, and the real plugin is compiled again.
+#[test]
+fn compiled_code_planted_in_the_cache_is_not_run() {
+    let cache = tempfile::tempdir().unwrap();
+    let spec_of = |name: &str| host(&["spec"]).arg(plugin(name)).cache_dir(cache.path()).run();
+    let demo_spec = spec_of("demo-source").of_type("SPEC")[0].clone();
+    let hostile_run = spec_of("hostile");
+    let demo_entry = cache_entry_of(cache.path(), &plugin("demo-source"));
+    let hostile_entry = cache_entry_of(cache.path(), &plugin("hostile"));
+    std::fs::copy(&hostile_entry, &demo_entry).unwrap();
+    let run = spec_of("demo-source");
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(run.of_type("SPEC")[0], &demo_spec, "demo-source's own code ran");
+    assert_ne!(run.of_type("SPEC")[0], hostile_run.of_type("SPEC")[0]);
+    assert!(run.logs()[0].contains("compiled in"), "{:?}", run.logs());
+}
+
+#[test]
+fn a_cache_directory_others_can_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let cache = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let run = host(&["spec"]).arg(plugin("demo-source")).cache_dir(cache.path()).run();
+    assert!(!run.success());
+    assert!(run.stderr().contains("is open to others (mode 777)"), "{}", run.stderr());
+    assert!(run.of_type("SPEC").is_empty());
+}
+
+fn refused_plugin(path: &std::path::Path, args: &[&str]) -> String {
+    let cache = tempfile::tempdir().unwrap();
+    let run = host(&["spec"]).args(args.iter().map(|s| s.to_string())).arg(path).cache_dir(cache.path()).run();
+    assert!(!run.success(), "{}", run.explain());
+    assert!(run.of_type("SPEC").is_empty());
+    run.stderr()
+}
+
+/// Components built to make compiling cost minutes and gigabytes are refused before Cranelift
+/// sees them: a size cap, and limits on the number and size of functions.
+#[test]
+fn plugins_too_costly_to_compile_are_refused_before_compiling() {
+    use sluice_tests::components::{big_function_module, many_functions_module};
+    let files = Files::new();
+    let big = hostile_plugin_with(&files, "big-function.wasm", &[big_function_module(3 << 20)]);
+    let message = refused_plugin(&big, &[]);
+    assert!(
+        message.contains("has a function of") && message.contains("more than the limit of 2097152 bytes"),
+        "{message}"
+    );
+    let many = hostile_plugin_with(&files, "many-functions.wasm", &[many_functions_module(200_001)]);
+    let message = refused_plugin(&many, &[]);
+    assert!(message.contains("more than 200000 functions"), "{message}");
+    let message = refused_plugin(&plugin("demo-source-py"), &["--max-plugin-mb", "1"]);
+    assert!(message.contains("larger than the limit of 1048576 bytes"), "{message}");
+}
+
+/// Compiling happens in a child process bounded in time and memory: the Python connector takes
+/// seconds and hundreds of MiB to compile, so tight bounds stop it with the limit named.
+#[test]
+fn compiling_is_bounded_in_time_and_memory() {
+    let message = refused_plugin(&plugin("demo-source-py"), &["--compile-timeout-s", "1"]);
+    assert!(message.contains("took longer than the limit of 1 s"), "{message}");
+    let message = refused_plugin(&plugin("demo-source-py"), &["--compile-memory-mb", "64"]);
+    assert!(message.contains("needed more memory than the limit of 64 MiB"), "{message}");
+}

@@ -54,8 +54,29 @@ pub struct PluginArgs {
     /// Where compiled components are cached [default: the user's cache dir, sluice/components].
     #[arg(long, env = "SLUICE_CACHE_DIR", value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// Largest plugin file accepted, MiB.
+    #[arg(long, default_value_t = 256, value_name = "MIB")]
+    pub max_plugin_mb: u64,
+    /// Longest compiling a plugin may take (in a child process), seconds.
+    #[arg(long, default_value_t = 300, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub compile_timeout_s: u64,
+    /// Memory compiling a plugin may use (in a child process), MiB.
+    #[arg(long, default_value_t = 4096, value_name = "MIB", value_parser = clap::value_parser!(u64).range(16..))]
+    pub compile_memory_mb: u64,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
+}
+
+impl PluginArgs {
+    /// Compiling in a child process of this program, bounded as the flags say.
+    pub fn compile_limits(&self) -> crate::guest::compile::CompileLimits {
+        crate::guest::compile::CompileLimits {
+            max_component_bytes: self.max_plugin_mb << 20,
+            timeout: Duration::from_secs(self.compile_timeout_s),
+            memory_bytes: self.compile_memory_mb << 20,
+            ..crate::guest::compile::CompileLimits::in_child_process()
+        }
+    }
 }
 
 /// Limits on what the connector may consume; flags override the policy file, which overrides

@@ -6,8 +6,8 @@ use super::args::{Cli, Command, ConfiguredArgs, InspectArgs, PluginArgs, ReadOpt
 use crate::data::catalog;
 use crate::data::protocol::{Format, Output, airbyte, printable};
 use crate::data::state::InputState;
+use crate::guest::cache::ComponentCache;
 use crate::guest::connector::Connector;
-use crate::guest::engine::ComponentCache;
 use crate::net::{EgressPolicy, HostPort};
 use crate::run::policy::Policy;
 use crate::run::request::{Action, Outcome, RunError, RunRequest, Selection};
@@ -120,7 +120,12 @@ fn read_options(request: &mut RunRequest, options: &ReadOptions) {
 /// The runtime of a command: one run in this process, with the policy's guest stack.
 fn runtime_for(args: &PluginArgs, policy: &Policy) -> Result<Runtime, Fatal> {
     let cache_dir = args.cache_dir.clone().unwrap_or_else(ComponentCache::default_dir);
-    let options = RuntimeOptions { cache_dir, pooling: false, wasm_stack_bytes: policy.limits.wasm_stack_bytes };
+    let options = RuntimeOptions {
+        cache_dir,
+        pooling: false,
+        wasm_stack_bytes: policy.limits.wasm_stack_bytes,
+        compile: args.compile_limits(),
+    };
     Runtime::with_options(options).map_err(|e| Fatal::system(format!("cannot start the engine: {e:#}")))
 }
 

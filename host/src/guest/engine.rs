@@ -5,11 +5,12 @@
 //! hash: a second run of the same plugin deserializes in milliseconds.
 
 use crate::bindings::{AsyncJobsIndices, ConnectorIndices, ConnectorPre, WIT_PACKAGE, WIT_VERSION};
+use crate::guest::cache::ComponentCache;
+use crate::guest::compile::CompileLimits;
 use crate::guest::limits::Limits;
 use crate::guest::sandbox::{GuestState, MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES};
 use anyhow::{Context, Result, anyhow, bail};
 use sha2::{Digest, Sha256};
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use wasmtime::component::{Component, Linker, types::ComponentItem};
@@ -19,6 +20,7 @@ pub struct Engine {
     engine: wasmtime::Engine,
     linker: Linker<GuestState>,
     cache: ComponentCache,
+    compile: CompileLimits,
     pooling: bool,
     wasm_stack_bytes: usize,
 }
@@ -81,8 +83,14 @@ impl Engine {
         self.wasm_stack_bytes
     }
 
+    /// Bounds compiling plugins (and where it happens).
+    pub fn with_compile(mut self, compile: CompileLimits) -> Self {
+        self.compile = compile;
+        self
+    }
+
     fn build(cache_dir: PathBuf, pooling: bool, wasm_stack_bytes: usize) -> Result<Self> {
-        let mut config = wasmtime::Config::new();
+        let mut config = engine_config(wasm_stack_bytes);
         if pooling {
             let mut pool = wasmtime::PoolingAllocationConfig::new();
             pool.total_component_instances(POOLED_INSTANCES)
@@ -98,18 +106,12 @@ impl Engine {
                 .max_core_instances_per_component(MAX_CORE_INSTANCES as u32);
             config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
         }
-        config.wasm_component_model(true);
-        // Guests get a bounded stack; async host calls need a larger fiber stack than that.
-        config.max_wasm_stack(wasm_stack_bytes);
-        // Host calls run on the same fiber as the guest: room for them beyond the guest's stack.
-        config.async_stack_size(wasm_stack_bytes + (3 << 19));
-        // CPU budgets: the epoch advances on a ticker thread; guests check it cheaply.
-        config.epoch_interruption(true);
         let engine = wasmtime::Engine::new(&config).map_err(|e| anyhow!("{e}"))?;
         start_epoch_ticker(&engine);
         let mut linker = Linker::new(&engine);
         crate::guest::sandbox::add_to_linker(&mut linker)?;
-        Ok(Engine { engine, linker, cache: ComponentCache::new(cache_dir), pooling, wasm_stack_bytes })
+        let cache = ComponentCache::new(cache_dir);
+        Ok(Engine { engine, linker, cache, compile: CompileLimits::default(), pooling, wasm_stack_bytes })
     }
 
     pub fn wasmtime(&self) -> &wasmtime::Engine {
@@ -121,13 +123,30 @@ impl Engine {
     pub fn load(&self, path: &Path) -> Result<Plugin> {
         let started = Instant::now();
         let shown = path.display();
-        let bytes = std::fs::read(path).with_context(|| format!("cannot read plugin {shown}"))?;
+        let bytes = read_capped(path, self.compile.max_component_bytes)
+            .with_context(|| format!("cannot read plugin {shown}"))?;
         check_component_header(&bytes).with_context(|| format!("{shown} cannot be loaded"))?;
         let sha256 = hex::encode(Sha256::digest(&bytes));
-        let (component, cache_hit, cache_file) = self
-            .cache
-            .load_or_compile(&self.engine, &bytes, &sha256)
-            .with_context(|| format!("{shown} is not a valid WebAssembly component"))?;
+        let cache_file = self.cache.file_for(&self.engine, &sha256);
+        let cached =
+            self.cache.load(&self.engine, &cache_file, &sha256).with_context(|| format!("cannot load {shown}"))?;
+        let cache_hit = cached.is_some();
+        let component = match cached {
+            Some(component) => component,
+            None => {
+                self.compile.check(&bytes).with_context(|| format!("{shown} is refused"))?;
+                let compiled = self
+                    .compile
+                    .compile(&self.engine, &bytes, self.wasm_stack_bytes)
+                    .with_context(|| format!("{shown} is not a valid WebAssembly component"))?;
+                self.cache.store(&cache_file, &sha256, &compiled)?;
+                // SAFETY: these bytes were produced by `precompile_component` for an engine
+                // configured as this one (here, or in the compile helper we started).
+                unsafe { Component::deserialize(&self.engine, &compiled) }
+                    .map_err(|e| anyhow!("{e:#}"))
+                    .with_context(|| format!("cannot load the compiled code of {shown}"))?
+            }
+        };
         let wit_version = self.check_wit_version(&component).with_context(|| format!("{shown} cannot be loaded"))?;
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
             anyhow!("{shown} needs an import Sluice does not provide (connectors may import only sluice:connector/http and /log, and WASI): {e}")
@@ -187,6 +206,32 @@ impl Engine {
     }
 }
 
+/// The engine settings that compiled code depends on, shared with the compile helper (its
+/// output must load in this engine).
+pub(crate) fn engine_config(wasm_stack_bytes: usize) -> wasmtime::Config {
+    let mut config = wasmtime::Config::new();
+    config.wasm_component_model(true);
+    // Guests get a bounded stack; async host calls need a larger fiber stack than that.
+    config.max_wasm_stack(wasm_stack_bytes);
+    // Host calls run on the same fiber as the guest: room for them beyond the guest's stack.
+    config.async_stack_size(wasm_stack_bytes + (3 << 19));
+    // CPU budgets: the epoch advances on a ticker thread; guests check it cheaply.
+    config.epoch_interruption(true);
+    config
+}
+
+/// Reads a file of at most `max` bytes; a larger one is refused before it is read.
+fn read_capped(path: &Path, max: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let mut bytes = Vec::new();
+    file.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        bail!("it is larger than the limit of {max} bytes for a plugin (--max-plugin-mb)");
+    }
+    Ok(bytes)
+}
+
 /// One OS thread per engine advances its epoch (a tokio task could be starved by busy workers).
 /// It stops once the engine is gone.
 fn start_epoch_ticker(engine: &wasmtime::Engine) {
@@ -230,76 +275,30 @@ fn check_component_header(bytes: &[u8]) -> Result<()> {
     }
 }
 
-/// Compiled components on disk. Only files this cache wrote are ever deserialized (a `.cwasm`
-/// is native code), and they are written atomically so a crash never leaves half a file.
-pub struct ComponentCache {
-    dir: PathBuf,
-}
-
-impl ComponentCache {
-    pub fn new(dir: PathBuf) -> Self {
-        ComponentCache { dir }
-    }
-
-    /// The default location: `$XDG_CACHE_HOME/sluice/components` or the platform's equivalent.
-    pub fn default_dir() -> PathBuf {
-        dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("sluice").join("components")
-    }
-
-    fn file_for(&self, engine: &wasmtime::Engine, sha256: &str) -> PathBuf {
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        engine.precompile_compatibility_hash().hash(&mut hasher);
-        self.dir.join(format!("{sha256}-{:016x}.cwasm", hasher.finish()))
-    }
-
-    fn load_or_compile(
-        &self,
-        engine: &wasmtime::Engine,
-        wasm: &[u8],
-        sha256: &str,
-    ) -> Result<(Component, bool, PathBuf)> {
-        let file = self.file_for(engine, sha256);
-        if file.exists() {
-            // SAFETY: the file is in our cache directory under a name only `store` writes, and it
-            // was produced by `precompile_component` of an engine with the same compatibility hash.
-            match unsafe { Component::deserialize_file(engine, &file) } {
-                Ok(component) => return Ok((component, true, file)),
-                // A damaged cache entry is rebuilt, never trusted.
-                Err(_) => {
-                    let _ = std::fs::remove_file(&file);
-                }
-            }
-        }
-        let compiled = engine.precompile_component(wasm).map_err(|e| anyhow!("{e:#}"))?;
-        self.store(&file, &compiled)?;
-        // SAFETY: these bytes were produced by `precompile_component` just above.
-        let component = unsafe { Component::deserialize(engine, &compiled) }.map_err(|e| anyhow!("{e:#}"))?;
-        Ok((component, false, file))
-    }
-
-    fn store(&self, file: &Path, bytes: &[u8]) -> Result<()> {
-        create_private_dir(&self.dir)?;
-        // Unique per writer, in this process and others; the rename makes the entry appear whole.
-        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let tmp = file.with_extension(format!("tmp{}-{n}", std::process::id()));
-        std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-        std::fs::rename(&tmp, file).with_context(|| format!("cannot write {}", file.display()))?;
-        Ok(())
-    }
-}
-
-fn create_private_dir(dir: &Path) -> Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir).with_context(|| format!("cannot create cache directory {}", dir.display()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The compile helper builds its engine without the pooling allocator: what it compiles must
+    /// load in a pooling engine as well.
+    #[test]
+    fn compiled_code_does_not_depend_on_the_allocator() {
+        use std::hash::{Hash, Hasher};
+        let hash = |engine: &wasmtime::Engine| {
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            engine.precompile_compatibility_hash().hash(&mut hasher);
+            hasher.finish()
+        };
+        let dir = std::env::temp_dir();
+        let stack = Limits::default().wasm_stack_bytes;
+        let helper = wasmtime::Engine::new(&engine_config(stack)).unwrap();
+        let pooled = Engine::with_pooling(dir.clone(), true).unwrap();
+        let on_demand = Engine::with_pooling(dir, false).unwrap();
+        assert_eq!(hash(&helper), hash(on_demand.wasmtime()));
+        if pooled.pooling() {
+            assert_eq!(hash(&helper), hash(pooled.wasmtime()));
+        }
+    }
 
     #[test]
     fn versions() {

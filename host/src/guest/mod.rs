@@ -1,7 +1,9 @@
-//! The guest runtime: the only part that touches wasmtime. [`engine`] compiles and caches
-//! components, [`sandbox`] is what a guest can see (its imports, memory limiter, logs),
+//! The guest runtime: the only part that touches wasmtime. [`engine`] loads components,
+//! [`compile`] bounds compiling them, [`cache`] keeps the compiled code, [`sandbox`] is what a guest can see (its imports, memory limiter, logs),
 //! [`limits`] what it may consume, and [`connector`] makes instances and calls them.
 
+pub mod cache;
+pub mod compile;
 pub mod connector;
 pub mod engine;
 pub mod limits;

@@ -6,8 +6,10 @@ use super::policy::Policy;
 use super::request::{RunError, RunReport, RunRequest};
 use super::session::{self, HttpSetup};
 use crate::data::protocol::Output;
+use crate::guest::cache::ComponentCache;
+use crate::guest::compile::CompileLimits;
 use crate::guest::connector::Connector;
-use crate::guest::engine::{ComponentCache, Engine, Plugin};
+use crate::guest::engine::{Engine, Plugin};
 use crate::guest::limits::Limits;
 use crate::net::HttpOptions;
 use std::collections::HashMap;
@@ -25,6 +27,9 @@ pub struct RuntimeOptions {
     pub pooling: bool,
     /// The guests' WebAssembly stack: an engine setting, the same for every run.
     pub wasm_stack_bytes: usize,
+    /// What compiling a plugin may cost, and where it happens (the default compiles in this
+    /// process; [`CompileLimits::in_child_process`] bounds its time and memory as well).
+    pub compile: CompileLimits,
 }
 
 impl Default for RuntimeOptions {
@@ -33,6 +38,7 @@ impl Default for RuntimeOptions {
             cache_dir: ComponentCache::default_dir(),
             pooling: false,
             wasm_stack_bytes: Limits::default().wasm_stack_bytes,
+            compile: CompileLimits::default(),
         }
     }
 }
@@ -59,7 +65,8 @@ impl Runtime {
     }
 
     pub fn with_options(options: RuntimeOptions) -> anyhow::Result<Self> {
-        let engine = Engine::with_options(options.cache_dir, options.pooling, options.wasm_stack_bytes)?;
+        let engine = Engine::with_options(options.cache_dir, options.pooling, options.wasm_stack_bytes)?
+            .with_compile(options.compile);
         Ok(Runtime { engine: Arc::new(engine), plugins: Mutex::new(HashMap::new()) })
     }
 
