@@ -12,6 +12,9 @@
 //! 6. Instances per second with and without the pooling allocator.
 //! 8. One report job of 100k rows (async jobs): the host's orchestrator vs a native reader on
 //!    the same poll schedule, and the time from the job's completion to its first record written.
+//! 9. Host memory under the hostile plugin's memory attacks (a memory bomb, 150 log calls of
+//!    10 MiB, 32 MiB pages to a consumer that stalls): the `host` process's peak RSS against an
+//!    idle run of the same plugin, with the guest limited to 64 MiB.
 //! 7. Replay storage: a 100k-record Singer run with `--replay-to file://…` (continual, and
 //!    batched with gzip) vs without; then `host replay` of that run.
 
@@ -76,6 +79,74 @@ fn main() {
     }
     if run("8") {
         report_job(&bench);
+    }
+    if run("9") {
+        memory_attacks(&bench);
+    }
+}
+
+/// Peak RSS of `host run` on the hostile plugin in `mode` (its only partition misbehaves),
+/// stdout read only after `stall`, in MiB: `wait4` gives this child's own figure.
+fn hostile_rss(bench: &Bench, host: &Path, mode: serde_json::Value, stall: Duration) -> f64 {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut config = serde_json::json!({"partitions": 1, "hostile_partition": 0});
+    config.as_object_mut().unwrap().extend(mode.as_object().unwrap().clone());
+    let path = bench.work.path().join("hostile.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let mut child = std::process::Command::new(host)
+        .args(["run", "--memory-mb", "64", "--cpu-ms-per-call", "20000", "--config"])
+        .arg(&path)
+        .arg("--cache-dir")
+        .arg(bench.cache.path())
+        .arg(root.join("target/plugins/hostile.wasm"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    std::thread::sleep(stall);
+    std::io::copy(&mut stdout, &mut std::io::sink()).unwrap();
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child, writing into the two values we pass.
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as libc::pid_t);
+    usage.ru_maxrss as f64 / 1024.0
+}
+
+fn memory_attacks(bench: &Bench) {
+    use serde_json::json;
+    let host = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("target/release/host");
+    if !host.exists() {
+        println!(
+            "\n[9] memory attacks: skipped, {} is missing (run `cargo build --release -p sluice-host`)",
+            host.display()
+        );
+        return;
+    }
+    let none = Duration::ZERO;
+    // Compile once, so no case counts the compile.
+    hostile_rss(bench, &host, json!({"mode": "env"}), none);
+    let mut idle: Vec<f64> = (0..3).map(|_| hostile_rss(bench, &host, json!({"mode": "env"}), none)).collect();
+    idle.sort_by(f64::total_cmp);
+    let idle = idle[1];
+    println!("\n[9] host peak RSS under memory attacks, guest limit 64 MiB (idle run: {idle:.1} MiB)");
+    let cases = [
+        ("memory bomb (grows until refused)", json!({"mode": "memory"}), none),
+        ("150 log calls of 10 MiB in one call", json!({"mode": "log-bomb", "count": 150, "size": 10 << 20}), none),
+        (
+            "8 pages of 4 x 4 MiB records, stdout unread for 5 s",
+            json!({"mode": "big-page", "count": 4, "size": 4 << 20, "pages": 8}),
+            Duration::from_secs(5),
+        ),
+    ];
+    for (name, mode, stall) in cases {
+        let peak = hostile_rss(bench, &host, mode, stall);
+        println!(
+            "    {name}: {peak:.1} MiB, {:.1} MiB over idle ({:.2}x the guest limit)",
+            peak - idle,
+            (peak - idle) / 64.0
+        );
     }
 }
 

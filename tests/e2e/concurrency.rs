@@ -133,11 +133,15 @@ fn partitions_run_concurrently_within_the_limit() {
     assert!(stats.max_in_flight <= 3, "at most 3 partitions at once: {}", stats.max_in_flight);
     assert!(stats.max_in_flight >= 2, "partitions overlapped: {}", stats.max_in_flight);
 
+    // A stream capped at one partition at a time reads them one by one, however many the run
+    // allows.
+    let api = demo_api(DemoApiConfig { records: 400, latency_ms: 30, ..Default::default() });
     let per_stream = host(&["run", "--streams", "windowed_items", "--concurrency", "8", "--stream-concurrency", "1"])
         .demo_source(&api, files.json("config.json", &windowed_config(&api, 10, 30)))
         .run();
     assert!(per_stream.success());
     assert_eq!(sorted(per_stream.ids("windowed_items")), (1..=400).collect::<Vec<_>>());
+    assert_eq!(api.stats().max_in_flight, 1, "one partition at a time");
 }
 
 /// Runs the host, kills it with SIGKILL after `lines` lines of output, and returns what it wrote.

@@ -74,6 +74,7 @@ async fn fifty_runs(hostile_mode: &str) {
         runs.spawn(async move { (Some(sink), runtime.run(request).await.read()) });
     }
     let mut good = 0;
+    let mut figures = std::collections::BTreeSet::new();
     while let Some(joined) = runs.join_next().await {
         match joined.unwrap() {
             (Some(sink), result) => {
@@ -89,8 +90,12 @@ async fn fifty_runs(hostile_mode: &str) {
                 assert_eq!(report.usage.requests, 8 + 1 + 4 * 2, "8 item pages, 1 account page, 2 pages per account");
                 assert!(report.usage.bytes_in > 2 * RECORDS * 50, "{:?}", report.usage);
                 assert!(report.usage.peak_memory_bytes >= 64 << 10, "{:?}", report.usage);
-                assert!(report.usage.instances >= 7, "{:?}", report.usage);
+                // The probe (spec, capabilities), discover, a listing per stream, 1 + 4 partitions.
+                assert_eq!(report.usage.instances, 1 + 1 + 2 + 5, "{:?}", report.usage);
+                assert_eq!((report.usage.retries, report.usage.denied, report.usage.bytes_out), (0, 0, 0));
                 assert!(!report.usage.guest_cpu.is_zero(), "the guests' time is accounted: {:?}", report.usage);
+                // Every tenant read the same: byte for byte the same answers, the same peak.
+                figures.insert((report.usage.bytes_in, report.usage.peak_memory_bytes));
                 good += 1;
             }
             (None, result) => {
@@ -115,6 +120,7 @@ async fn fifty_runs(hostile_mode: &str) {
         }
     }
     assert_eq!(good, 49);
+    assert_eq!(figures.len(), 1, "the tenants' accounting differs: {figures:?}");
     assert!(runtime.pooling(), "the pooling allocator is in use here");
 }
 

@@ -277,8 +277,8 @@ pub fn truncate_message(message: &mut String, max: usize) {
         while !message.is_char_boundary(end) {
             end -= 1;
         }
-        message.truncate(end);
-        message.push_str("… (truncated)");
+        // A new string: truncating in place would keep the whole allocation alive.
+        *message = format!("{}… (truncated)", &message[..end]);
     }
 }
 

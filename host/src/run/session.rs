@@ -24,8 +24,9 @@ use std::time::{Duration, Instant};
 /// What the guests of one run used, and what they read.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunUsage {
-    /// Time spent in guest code: the calls' wall-clock time less their HTTP requests and
-    /// throttling pauses (so it includes lifting and lowering the values they exchange).
+    /// Time spent in guest code, in the CPU time of the threads that ran it: HTTP requests and
+    /// throttling pauses excluded, lifting and lowering the values calls exchange included. The
+    /// CPU budget is charged in the same measure.
     pub guest_cpu: Duration,
     pub requests: u64,
     pub retries: u64,
@@ -33,7 +34,7 @@ pub struct RunUsage {
     pub bytes_in: u64,
     pub bytes_out: u64,
     pub records: u64,
-    /// The largest linear memory any one instance grew to.
+    /// The most memory any one instance held: all its memories and tables together.
     pub peak_memory_bytes: u64,
     pub instances: u64,
 }

@@ -32,6 +32,9 @@ struct Config {
     /// For `log-bomb` and `big-page`: bytes of each message or record.
     #[serde(default)]
     size: u64,
+    /// For `big-page`: how many pages.
+    #[serde(default = "one")]
+    pages: u64,
     /// Text the `say` mode logs, one message each; `secret` is the spec's secret field.
     #[serde(default)]
     say: Vec<String>,
@@ -137,8 +140,10 @@ impl Source for Hostile {
     }
 
     fn read_page(config: &Config, partition: &Partition, token: Option<Value>) -> Result<Page> {
-        panic_in(config, "read");
         let p = partition.key["p"].as_u64().unwrap_or(0);
+        if p == config.hostile_partition {
+            panic_in(config, "read");
+        }
         if p != config.hostile_partition {
             return Page::from_values([json!({"id": p})]);
         }
@@ -205,10 +210,15 @@ impl Source for Hostile {
                 let depth = config.depth as usize;
                 format!("{{\"id\": 1, \"deep\": {}{}}}", "[".repeat(depth), "]".repeat(depth))
             }
+            // `count` records of `size` bytes a page, for `pages` pages.
             "big-page" => {
+                let page = token.as_ref().and_then(Value::as_u64).unwrap_or(0);
                 let blob = "z".repeat(config.size as usize);
-                let records = (0..config.count).map(|i| json!({"id": 100 + i, "blob": blob}).to_string()).collect();
-                return Ok(Page { records, next_token: None });
+                let first = 100 + page * config.count;
+                let records =
+                    (first..first + config.count).map(|id| json!({"id": id, "blob": blob}).to_string()).collect();
+                let next_token = (page + 1 < config.pages).then(|| json!(page + 1));
+                return Ok(Page { records, next_token });
             }
             "many-records" => {
                 let records = (0..config.count).map(|i| json!({"id": 100 + i}).to_string()).collect();
