@@ -93,6 +93,7 @@ fn hostile_rss(bench: &Bench, host: &Path, mode: serde_json::Value, stall: Durat
     config.as_object_mut().unwrap().extend(mode.as_object().unwrap().clone());
     let path = bench.work.path().join("hostile.json");
     std::fs::write(&path, config.to_string()).unwrap();
+    #[allow(clippy::zombie_processes, reason = "reaped by wait4 below, which also gives its own rusage")]
     let mut child = std::process::Command::new(host)
         .args(["run", "--memory-mb", "64", "--cpu-ms-per-call", "20000", "--config"])
         .arg(&path)
