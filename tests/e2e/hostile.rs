@@ -345,12 +345,46 @@ fn the_memory_limit_covers_all_memories_of_an_instance_together() {
     assert!(run.success(), "{}", run.explain());
     let (_, _, peak_mib) = summary(&run);
     assert!(peak_mib >= 16.0, "the peak counts every memory: {peak_mib} MiB");
-    // More memories than an instance may have, however small: refused by count.
-    let many = hostile_plugin_with(&files, "many.wasm", &vec![memory_module(0); 9]);
-    let run = run_plugin(&many, json!({"mode": "env"}), &[]);
-    assert!(!run.success());
-    let message = run.errors()[0]["message"].as_str().unwrap().to_string();
-    assert!(message.contains("cannot instantiate") && message.contains("memory"), "{message}");
+    // More memories, tables or core instances than an instance may have, however small: refused
+    // by count (each costs the host bookkeeping and address space).
+    use sluice_tests::components::{empty_module, tables_module};
+    for (name, modules, what) in [
+        ("memories.wasm", vec![memory_module(0); 9], "memory"),
+        ("tables.wasm", vec![tables_module(65)], "table"),
+        ("instances.wasm", vec![empty_module(); 257], "instance"),
+    ] {
+        let many = hostile_plugin_with(&files, name, &modules);
+        let run = run_plugin(&many, json!({"mode": "env"}), &[]);
+        assert!(!run.success(), "{name}");
+        let message = run.errors()[0]["message"].as_str().unwrap().to_string();
+        assert!(message.contains("cannot instantiate") && message.contains(what), "{name}: {message}");
+    }
+}
+
+/// What a guest prints is kept up to 1 MiB per stream between calls; the rest is counted.
+#[test]
+fn printing_is_capped() {
+    let run = hostile("print-flood", json!({"count": 3000, "size": 1000}), &["--cpu-ms-per-call", "5000"]);
+    assert!(run.success(), "{}", run.explain());
+    let printed = run.logs().iter().filter(|l| l.starts_with("[stdout] ppp")).count();
+    // The lines within the first 1 MiB, the last of them cut there.
+    assert_eq!(printed, (1usize << 20).div_ceil(1001));
+    let dropped = format!("({} more bytes of output dropped)", 3000 * 1001 - (1 << 20));
+    assert!(run.logs().iter().any(|l| l.contains(&dropped)), "{dropped}");
+}
+
+/// A chain of more than 10 redirects is denied.
+#[test]
+fn a_redirect_chain_is_cut_after_ten() {
+    let api = demo_api(DemoApiConfig::default());
+    let mut target = format!("{}/echo", api.base_url());
+    for _ in 0..11 {
+        let encoded: String = url::form_urlencoded::byte_serialize(target.as_bytes()).collect();
+        target = format!("{}/redirect?to={encoded}", api.base_url());
+    }
+    let message = contained(&echo(&api, target, json!([]), &[]));
+    assert!(message.contains("more than 10 redirects"), "{message}");
+    assert_eq!(api.stats().requests, 11, "the first request and ten redirects");
 }
 
 /// Tens of thousands of headers used to panic a host task inside the HTTP client, and the run

@@ -24,6 +24,21 @@ pub fn memory_module(pages: u32) -> Vec<u8> {
     module(&[(5, memory)])
 }
 
+/// A core module with `count` empty funcref tables.
+pub fn tables_module(count: u32) -> Vec<u8> {
+    let mut tables = Vec::new();
+    leb(&mut tables, count);
+    for _ in 0..count {
+        tables.extend_from_slice(&[0x70, 0x00, 0x00]);
+    }
+    module(&[(4, tables)])
+}
+
+/// A core module with nothing in it.
+pub fn empty_module() -> Vec<u8> {
+    module(&[])
+}
+
 /// A core module whose start function loops forever.
 pub fn looping_start_module() -> Vec<u8> {
     // loop (block type empty) br 0 end end

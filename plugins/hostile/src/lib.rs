@@ -193,6 +193,14 @@ impl Source for Hostile {
                 let answer = request.send()?;
                 json!({"id": 1, "status": answer.status}).to_string()
             }
+            // Prints `count` lines of `size` bytes to stdout.
+            "print-flood" => {
+                let line = "p".repeat(config.size as usize);
+                for _ in 0..config.count {
+                    println!("{line}");
+                }
+                json!({"id": 1}).to_string()
+            }
             "log-bomb" => {
                 let message = "y".repeat(config.size as usize);
                 for _ in 0..config.count {
