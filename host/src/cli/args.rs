@@ -444,42 +444,24 @@ impl SandboxArgs {
             None => Policy::default(),
         };
         let limits = &mut policy.limits;
-        if let Some(mb) = self.memory_mb {
-            limits.memory_bytes = mb << 20;
+        // A flag that is given wins over the file.
+        fn set<T>(flag: Option<T>, limit: &mut T) {
+            if let Some(value) = flag {
+                *limit = value;
+            }
         }
-        if let Some(ms) = self.cpu_ms_per_call {
-            limits.cpu_ms_per_call = ms;
-        }
-        if let Some(ms) = self.call_timeout_ms {
-            limits.call_timeout_ms = ms;
-        }
-        if let Some(bytes) = self.max_record_bytes {
-            limits.max_record_bytes = bytes;
-        }
-        if let Some(n) = self.max_logs_per_call {
-            limits.max_logs_per_call = n;
-        }
-        if let Some(n) = self.max_record_depth {
-            limits.max_record_depth = n;
-        }
-        if let Some(n) = self.max_records_per_page {
-            limits.max_records_per_page = n;
-        }
-        if let Some(n) = self.max_pages_per_partition {
-            limits.max_pages_per_partition = n;
-        }
-        if let Some(n) = self.max_partitions_per_stream {
-            limits.max_partitions_per_stream = n;
-        }
-        if let Some(n) = self.max_listing_calls_per_stream {
-            limits.max_listing_calls_per_stream = n;
-        }
-        if let Some(n) = self.max_log_bytes {
-            limits.max_log_bytes = n;
-        }
-        if let Some(kib) = self.wasm_stack_kib {
-            limits.wasm_stack_bytes = (kib as usize) << 10;
-        }
+        set(self.memory_mb.map(|mb| mb << 20), &mut limits.memory_bytes);
+        set(self.cpu_ms_per_call, &mut limits.cpu_ms_per_call);
+        set(self.call_timeout_ms, &mut limits.call_timeout_ms);
+        set(self.max_record_bytes, &mut limits.max_record_bytes);
+        set(self.max_logs_per_call, &mut limits.max_logs_per_call);
+        set(self.max_record_depth, &mut limits.max_record_depth);
+        set(self.max_records_per_page, &mut limits.max_records_per_page);
+        set(self.max_pages_per_partition, &mut limits.max_pages_per_partition);
+        set(self.max_partitions_per_stream, &mut limits.max_partitions_per_stream);
+        set(self.max_listing_calls_per_stream, &mut limits.max_listing_calls_per_stream);
+        set(self.max_log_bytes, &mut limits.max_log_bytes);
+        set(self.wasm_stack_kib.map(|kib| (kib as usize) << 10), &mut limits.wasm_stack_bytes);
         Ok(policy)
     }
 }
