@@ -69,6 +69,27 @@ fn failed_jobs_are_retried_and_give_exact_records() {
     let stats = api.stats();
     assert!(stats.jobs_created >= 8, "failed jobs were not retried: {} created", stats.jobs_created);
     assert_eq!(stats.jobs_kept, 0, "failed and completed jobs are deleted");
+    // Every retry is logged, naming the partition and the reason, and counted in the summary.
+    let retried = stats.jobs_created - 6;
+    let logged: Vec<String> = run.logs().into_iter().filter(|l| l.starts_with("report job attempt")).collect();
+    assert_eq!(logged.len() as u64, retried, "{logged:?}");
+    assert!(logged.iter().all(|l| l.contains("partition {\"account_id\":") && l.contains("failed")), "{logged:?}");
+    let summary = run.logs().last().unwrap().clone();
+    assert!(summary.contains(&format!("{retried} report job(s) created again")), "{summary}");
+}
+
+/// A job's first poll goes at once: with a poll interval far longer than the test, a job that
+/// is done at its first poll finishes the run (it used to wait a whole interval first).
+#[test]
+fn the_first_poll_is_not_delayed() {
+    let api = demo_api(DemoApiConfig { records: 50, accounts: 1, job_polls: 0, ..Default::default() });
+    let files = Files::new();
+    let config = files.json("config.json", &report_config(&api, 1));
+    // Were the first poll delayed, the job would run past its timeout and fail the run.
+    let args = ["run", "--streams", "report_items", "--job-poll-ms", "600000", "--job-timeout", "30"];
+    let run = host(&args).demo_source(&api, config).run();
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(run.ids("report_items").len(), 50);
 }
 
 #[test]

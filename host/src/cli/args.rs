@@ -247,7 +247,8 @@ pub struct JobArgs {
     /// Report jobs in flight at once in one stream [default: no limit beyond --max-jobs].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_jobs_per_stream: Option<u32>,
-    /// First wait before polling a job, milliseconds; later waits grow by half up to
+    /// Wait between a job's first poll (made at once) and its second, milliseconds; later waits
+    /// grow by half up to
     /// --job-poll-max-ms.
     #[arg(long, default_value_t = 2000, value_name = "MS")]
     pub job_poll_ms: u64,

@@ -33,7 +33,8 @@ pub struct JobOptions {
     pub max_jobs: Option<usize>,
     /// Jobs in flight at once in one stream [default: no limit beyond `max_jobs`].
     pub per_stream: Option<usize>,
-    /// First wait before polling a job; later waits grow by half, up to `max_poll_interval`.
+    /// A job is polled at once, then after this wait; later waits grow by half, up to
+    /// `max_poll_interval`.
     pub poll_interval: Duration,
     pub max_poll_interval: Duration,
     /// Jobs tried per partition (the first included).
@@ -62,6 +63,8 @@ impl Default for JobOptions {
 pub enum JobEvent {
     /// `partition` (its key, as JSON text) has a job in flight: `Some(handle)`; or no more.
     Handle { key: String, handle: Option<Value> },
+    /// A job failed (or timed out, or was lost) and a new one is being created.
+    Retried,
 }
 
 /// A job in flight, for cleanup.
@@ -197,7 +200,17 @@ impl Orchestrator {
         };
         let created = instance.create_job(&self.connector.config, partition).await;
         self.logs(&mut instance).await?;
-        Ok(created.map(|handle| (self.register(partition, &handle), handle)))
+        let handle = match created {
+            Ok(handle) => handle,
+            Err(e) => return Ok(Err(e)),
+        };
+        // The handle goes into the state as JSON: one that is not JSON would be lost on resume.
+        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&handle) {
+            let message =
+                format!("the job handle is not valid JSON ({e}): {}", crate::data::protocol::preview(&handle));
+            return Ok(Err(CallError::Guest(crate::bindings::GuestError::System(message))));
+        }
+        Ok(Ok((self.register(partition, &handle), handle)))
     }
 
     /// Ends a job: abort (timeout, cancellation) or delete (done with it). Failures are logged:
@@ -218,9 +231,12 @@ impl Orchestrator {
         let active: Vec<Active> =
             self.active.lock().unwrap_or_else(|e| e.into_inner()).drain().map(|(_, a)| a).collect();
         for job in active {
-            let _ = self.end_call(&job.partition, &job.handle, true).await;
-            let message =
-                format!("aborted job {} of stream {} (the run is stopping)", job.handle, job.partition.stream);
+            let (handle, stream) = (&job.handle, &job.partition.stream);
+            let message = match self.end_call(&job.partition, handle, true).await {
+                Ok(Ok(())) => format!("aborted job {handle} of stream {stream} (the run is stopping)"),
+                Ok(Err(e)) => format!("cannot abort job {handle} of stream {stream}: {}", e.message()),
+                Err(_) => format!("cannot abort job {handle} of stream {stream}: the output is closed"),
+            };
             let _ = self.out.log("WARN", &message).await;
         }
     }
@@ -268,6 +284,16 @@ impl Orchestrator {
                 }
                 Err(Attempt::Retry(why)) => {
                     say(None);
+                    let attempts = self.options.attempts.max(1);
+                    let next = if attempt < attempts { "creating a new job" } else { "no attempts left" };
+                    let message = format!(
+                        "report job attempt {attempt} of {attempts} for stream {}, partition {}: {why}; {next}",
+                        partition.stream, partition.key
+                    );
+                    self.out.log("WARN", &message).await?;
+                    if attempt < attempts {
+                        let _ = events.send(JobEvent::Retried);
+                    }
                     last = why;
                 }
             }
@@ -308,6 +334,9 @@ impl Orchestrator {
         say(Some(serde_json::from_str(&handle).unwrap_or(Value::Null)));
         let mut started = Instant::now();
         let mut interval = self.options.poll_interval;
+        // The first poll goes at once (a saved job, or a quick report, may be done already);
+        // the waits between the next ones grow.
+        let mut wait = Duration::ZERO;
         loop {
             let remaining = self.options.timeout.saturating_sub(started.elapsed());
             if remaining.is_zero() {
@@ -317,7 +346,8 @@ impl Orchestrator {
                     "job {handle} ran past its timeout of {timeout:.1}s and was aborted"
                 ))));
             }
-            tokio::time::sleep(interval.min(remaining)).await;
+            tokio::time::sleep(wait.min(remaining)).await;
+            wait = interval;
             interval = (interval.mul_f64(1.5)).min(self.options.max_poll_interval);
             let polled = match self.instance().await {
                 Ok(mut instance) => {
@@ -349,6 +379,7 @@ impl Orchestrator {
                     is_resumed = false;
                     say(Some(serde_json::from_str(&handle).unwrap_or(Value::Null)));
                     started = Instant::now();
+                    wait = Duration::ZERO;
                     interval = self.options.poll_interval;
                 }
                 Ok(JobStatus::Unknown) => {

@@ -34,6 +34,8 @@ pub struct StreamSummary {
     pub skipped_partitions: u64,
     /// The stream could not even start (bad state, partition listing failed).
     pub failed: bool,
+    /// Report jobs created again after one failed, timed out or was lost.
+    pub job_retries: u64,
 }
 
 impl StreamSummary {

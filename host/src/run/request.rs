@@ -206,7 +206,11 @@ impl ReadReport {
                     (false, 0) => String::new(),
                     (false, n) => format!(", INCOMPLETE: {n} partition(s) failed"),
                 };
-                format!("{} {} records in {} partition(s){skipped}{status}", s.name, s.records, s.partitions)
+                let retried = match s.job_retries {
+                    0 => String::new(),
+                    n => format!(", {n} report job(s) created again"),
+                };
+                format!("{} {} records in {} partition(s){skipped}{retried}{status}", s.name, s.records, s.partitions)
             })
             .collect();
         let u = &self.usage;

@@ -290,6 +290,10 @@ impl StreamRead {
     /// A partition task's news: a job handle to keep in the state, or the partition's end.
     async fn task_event(&mut self, event: TaskEvent) -> Result<(), OutputClosed> {
         let finished = match event {
+            TaskEvent::Job(JobEvent::Retried) => {
+                self.summary.job_retries += 1;
+                return Ok(());
+            }
             TaskEvent::Job(JobEvent::Handle { key, handle }) => {
                 match handle {
                     Some(handle) => self.jobs_in_flight.insert(key, handle),
