@@ -723,3 +723,18 @@ fn compiling_is_bounded_in_time_and_memory() {
     let message = refused_plugin(&plugin("demo-source-py"), &["--compile-memory-mb", "64"]);
     assert!(message.contains("needed more memory than the limit of 64 MiB"), "{message}");
 }
+
+/// The host never writes a state it cannot read back: a bounded partition that ends before it
+/// starts is refused at listing (it used to be saved as `completed: [[50, 20]]`, which every
+/// later run refused), and a cursor that changes kind fails its partition naming the record.
+#[test]
+fn cursor_values_the_state_could_not_hold_are_refused() {
+    let message = listing_error("backwards-range", &[]);
+    assert!(message.contains("has a cursor range (50, 20] that ends before it starts"), "{message}");
+    let message = contained(&hostile("mixed-cursor", json!({}), &[]));
+    assert!(
+        message.contains("the cursor value 10 is a number where earlier values (such as \"9\") were text"),
+        "{message}"
+    );
+    assert!(message.contains("in record {") && message.contains("\"id\":101"), "{message}");
+}

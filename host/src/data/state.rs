@@ -141,7 +141,70 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
-/// Orders cursor values: numbers numerically, RFC 3339 date-times as instants, other text as text.
+/// The kinds of cursor value a stream may use; one stream keeps to one kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CursorKind {
+    Number,
+    /// An RFC 3339 date-time, compared as an instant.
+    DateTime,
+    Text,
+    /// Not a cursor value at all.
+    Other,
+}
+
+impl CursorKind {
+    pub fn of(v: &Value) -> Self {
+        match v {
+            Value::Number(_) => CursorKind::Number,
+            Value::String(s) if parse_datetime(s).is_some() => CursorKind::DateTime,
+            Value::String(_) => CursorKind::Text,
+            _ => CursorKind::Other,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            CursorKind::Number => "a number",
+            CursorKind::DateTime => "a date-time",
+            CursorKind::Text => "text",
+            CursorKind::Other => "not a cursor value",
+        }
+    }
+}
+
+/// Refuses a cursor value of another kind than the one seen before: values of different kinds
+/// have no order, so a stream whose cursor changes kind cannot be resumed correctly.
+pub fn same_kind(seen: &Value, new: &Value) -> Result<(), String> {
+    let (a, b) = (CursorKind::of(seen), CursorKind::of(new));
+    if a == b {
+        return Ok(());
+    }
+    Err(format!(
+        "the cursor value {new} is {} where earlier values (such as {seen}) were {}: a stream's cursor keeps one kind",
+        b.name(),
+        a.name()
+    ))
+}
+
+/// A cursor value as the host saves it: a date-time in UTC (`Z`), so saved values compare and
+/// read the same whatever offset the API used; anything else as it is.
+pub fn canonical(v: Value) -> Value {
+    match &v {
+        Value::String(s) => match parse_datetime(s) {
+            Some(t) if t.offset() != time::UtcOffset::UTC || !s.ends_with('Z') => t
+                .to_offset(time::UtcOffset::UTC)
+                .format(&time::format_description::well_known::Rfc3339)
+                .map(Value::String)
+                .unwrap_or(v),
+            _ => v,
+        },
+        _ => v,
+    }
+}
+
+/// Orders cursor values: numbers numerically, RFC 3339 date-times as instants, other text as
+/// text. Values of different kinds are equal here (so none replaces another); the read path
+/// refuses them before they reach a state ([`same_kind`]).
 pub fn compare(a: &Value, b: &Value) -> Ordering {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
@@ -228,11 +291,14 @@ impl StreamCursor {
         let mut cursor = StreamCursor { field, partitions: BTreeMap::new(), low_water: None, completed: Vec::new() };
         let Some(saved) = saved else { return Ok(cursor) };
         // `jobs` (report jobs in flight) is the scheduler's; a state holding only it has no cursor yet.
-        let known = ["partitions", "low_water", "completed", "jobs"].iter().any(|k| saved.get(k).is_some());
+        // A state with only `cursor_field` (a stream that has not finished a partition yet) has no
+        // cursor either.
+        let known =
+            ["partitions", "low_water", "completed", "jobs", "cursor_field"].iter().any(|k| saved.get(k).is_some());
         if !known {
             return match cursor_of(saved, &cursor.field) {
                 Some(value) => {
-                    cursor.low_water = Some(value);
+                    cursor.low_water = Some(canonical(value));
                     Ok(cursor)
                 }
                 None => bail!(
@@ -252,19 +318,19 @@ impl StreamCursor {
                     .get("cursor")
                     .filter(|v| is_cursor(v))
                     .ok_or_else(|| fail(format!("partitions[{i}] has no \"cursor\" (a number or a string)")))?;
-                cursor.partitions.insert(key.to_string(), (key, value.clone()));
+                cursor.partitions.insert(key.to_string(), (key, canonical(value.clone())));
             }
         }
         match saved.get("low_water") {
             None | Some(Value::Null) => {}
-            Some(v) if is_cursor(v) => cursor.low_water = Some(v.clone()),
+            Some(v) if is_cursor(v) => cursor.low_water = Some(canonical(v.clone())),
             Some(v) => return Err(fail(format!("\"low_water\" must be a number or a string, not {}", kind(v)))),
         }
         if let Some(list) = saved.get("completed") {
             let list = list.as_array().ok_or_else(|| fail("\"completed\" must be an array".into()))?;
             for (i, range) in list.iter().enumerate() {
                 match range.as_array().map(Vec::as_slice) {
-                    Some([a, b]) if is_cursor(a) && is_cursor(b) && !greater(a, b) => cursor.add_range(Some(a), b),
+                    Some([a, b]) if is_cursor(a) && is_cursor(b) && !greater(a, b) => cursor.complete_range(Some(a), b),
                     _ => return Err(fail(format!("completed[{i}] must be [start, end] cursor values, got {range}"))),
                 }
             }
@@ -289,7 +355,7 @@ impl StreamCursor {
             (a, b) => a.or(b),
         };
         if let Some(best) = best {
-            self.partitions.insert(key.to_string(), (key.clone(), best));
+            self.partitions.insert(key.to_string(), (key.clone(), canonical(best)));
         }
     }
 
@@ -318,7 +384,8 @@ impl StreamCursor {
     /// Records that the bounded partition `(start, end]` was fully written. A `None` start means
     /// the range reaches down to everything.
     pub fn complete_range(&mut self, start: Option<&Value>, end: &Value) {
-        self.add_range(start, end);
+        let start = start.cloned().map(canonical);
+        self.add_range(start.as_ref(), &canonical(end.clone()));
     }
 
     fn add_range(&mut self, start: Option<&Value>, end: &Value) {
@@ -387,7 +454,20 @@ impl StreamCursor {
         if self.low_water.is_none()
             && let Some(start) = lowest_start
         {
-            self.raise_low_water(start.clone());
+            self.raise_low_water(canonical(start.clone()));
+        }
+    }
+
+    /// Refuses a value of another kind than the stream's saved cursor values.
+    pub fn check_kind(&self, value: &Value) -> Result<(), String> {
+        let seen = self
+            .low_water
+            .iter()
+            .chain(self.partitions.values().map(|(_, v)| v))
+            .chain(self.completed.iter().map(|(a, _)| a));
+        match seen.into_iter().next() {
+            Some(seen) => same_kind(seen, value),
+            None => Ok(()),
         }
     }
 
@@ -455,6 +535,72 @@ mod tests {
         assert!(e.to_string().contains("must be a JSON object"));
         let e = InputState::parse(r#"[{"type":"WEIRD"}]"#).unwrap_err();
         assert!(format!("{e:#}").contains("unknown state type"), "{e:#}");
+    }
+
+    /// Random partitions and cursor values, of each kind: every state the host writes parses back
+    /// to the same state.
+    #[test]
+    fn every_saved_state_round_trips() {
+        let mut rng = fastrand::Rng::with_seed(16);
+        let value = |rng: &mut fastrand::Rng, kind: u8| -> Value {
+            let n = rng.i64(-1_000_000..1_000_000);
+            match kind {
+                0 => json!(n),
+                1 => {
+                    let offset = ["Z", "+09:00", "-05:30", "+00:00"][rng.usize(..4)];
+                    let secs = 1_700_000_000 + n;
+                    let t = time::OffsetDateTime::from_unix_timestamp(secs).unwrap();
+                    let text = t.format(&time::format_description::well_known::Rfc3339).unwrap();
+                    json!(format!("{}{offset}", &text[..19]))
+                }
+                _ => json!(format!("v{n:08}")),
+            }
+        };
+        for round in 0..300 {
+            let kind = (round % 3) as u8;
+            let mut cursor = StreamCursor::new("s", vec!["c".into()], None).unwrap();
+            for _ in 0..rng.usize(0..40) {
+                match rng.u8(..3) {
+                    0 => {
+                        let key = json!({"p": rng.u8(..10), "name": format!("k\"{}", rng.u8(..3))});
+                        let seen = rng.bool().then(|| value(&mut rng, kind));
+                        cursor.complete(&key, seen);
+                    }
+                    1 => {
+                        let (a, b) = (value(&mut rng, kind), value(&mut rng, kind));
+                        let (a, b) = if compare(&a, &b) == Ordering::Greater { (b, a) } else { (a, b) };
+                        cursor.complete_range(rng.bool().then_some(&a), &b);
+                    }
+                    _ => cursor.listing_complete(Some(&value(&mut rng, kind))),
+                }
+            }
+            let state = cursor.to_state();
+            let text = serde_json::to_string(&state).unwrap();
+            let back = StreamCursor::new("s", vec!["c".into()], Some(&serde_json::from_str(&text).unwrap()))
+                .unwrap_or_else(|e| panic!("round {round}: {e:#}: {text}"));
+            assert_eq!(back.to_state(), state, "round {round}");
+        }
+    }
+
+    #[test]
+    fn datetimes_are_saved_in_utc_and_ordered_as_instants() {
+        let mut cursor = StreamCursor::new("s", vec!["c".into()], None).unwrap();
+        let key = json!({"a": 1});
+        cursor.complete(&key, Some(json!("2024-01-01T05:00:00Z")));
+        // 10:00 at +09:00 is 01:00Z: earlier, so the cursor stays.
+        cursor.complete(&key, Some(json!("2024-01-01T10:00:00+09:00")));
+        assert_eq!(cursor.start_for(&key), Some(&json!("2024-01-01T05:00:00Z")));
+        cursor.complete(&key, Some(json!("2024-01-01T15:00:00+09:00")));
+        assert_eq!(cursor.start_for(&key), Some(&json!("2024-01-01T06:00:00Z")));
+        assert!(same_kind(&json!("9"), &json!(10)).unwrap_err().contains("is a number where earlier values"));
+        assert!(cursor.check_kind(&json!(5)).is_err());
+    }
+
+    #[test]
+    fn a_state_with_only_its_cursor_field_is_accepted() {
+        let saved = json!({"cursor_field": ["updated_at"]});
+        let cursor = StreamCursor::new("s", vec!["updated_at".into()], Some(&saved)).unwrap();
+        assert_eq!(cursor.to_state(), saved);
     }
 
     #[test]

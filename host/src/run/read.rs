@@ -127,6 +127,9 @@ pub async fn list_partitions(
             if let Err(e) = keys.check(&key, limits.max_partitions_per_stream) {
                 return Ok(Err(e));
             }
+            if let Err(e) = check_range(&p) {
+                return Ok(Err(e));
+            }
             if partitions.send(Listed::Partition(p)).await.is_err() {
                 // The stream stopped listening (it is shutting down); nothing more to do.
                 return Ok(Ok(()));
@@ -148,6 +151,24 @@ pub async fn list_partitions(
         }
     }
     Ok(Err(contract(format!("the partition listing did not end after {} calls", limits.max_listing_calls_per_stream))))
+}
+
+/// A bounded partition's range must run forward in one kind of cursor value: the host saves
+/// it as a finished range, and a range it could not read back would break every later run.
+fn check_range(partition: &Partition) -> Result<(), CallError> {
+    let Some(CursorRange { start: Some(start), end: Some(end) }) = &partition.cursor_range else { return Ok(()) };
+    let (start, end) = (cursor_to_json(start), cursor_to_json(end));
+    let why = if state::CursorKind::of(&start) != state::CursorKind::of(&end) {
+        "starts and ends in different kinds of cursor value"
+    } else if state::compare(&start, &end) == Ordering::Greater {
+        "ends before it starts"
+    } else {
+        return Ok(());
+    };
+    Err(contract(format!(
+        "partition {} of stream {} has a cursor range ({start}, {end}] that {why}",
+        partition.key, partition.stream
+    )))
 }
 
 /// Catches a listing that repeats itself: each partition key once per stream, and at most the
@@ -291,10 +312,13 @@ fn render_page(
             None => (protocol::checked_record(record, max_bytes, max_depth)?, None),
             Some(field) => protocol::checked_record_with_cursor(record, max_bytes, max_depth, field)?,
         };
-        if let Some(v) = cursor
-            && max_cursor.as_ref().is_none_or(|m| state::compare(&v, m) == Ordering::Greater)
-        {
-            max_cursor = Some(v);
+        if let Some(v) = cursor {
+            if let Some(m) = &max_cursor {
+                state::same_kind(m, &v).map_err(|e| format!("{e}, in record {}", protocol::preview(record)))?;
+            }
+            if max_cursor.as_ref().is_none_or(|m| state::compare(&v, m) == Ordering::Greater) {
+                max_cursor = Some(v);
+            }
         }
         out.push_record(&mut lines, stream_json, &checked, &stamp);
     }
@@ -322,10 +346,15 @@ async fn send_rendered(
     if let Some(first) = on_first_records.take() {
         first().await?;
     }
-    if let Some(v) = rendered.max_cursor
-        && done.max_cursor.as_ref().is_none_or(|m| state::compare(&v, m) == Ordering::Greater)
-    {
-        done.max_cursor = Some(v);
+    if let Some(v) = rendered.max_cursor {
+        if let Some(m) = &done.max_cursor
+            && let Err(e) = state::same_kind(m, &v)
+        {
+            return Ok(Err(contract(format!("{e}, on a later page"))));
+        }
+        if done.max_cursor.as_ref().is_none_or(|m| state::compare(&v, m) == Ordering::Greater) {
+            done.max_cursor = Some(v);
+        }
     }
     done.records += rendered.records;
     out.records(&partition.stream, rendered.lines, rendered.records).await?;

@@ -306,7 +306,17 @@ impl StreamRead {
         self.in_flight -= 1;
         let (out, name) = (&self.shared.out, &self.name);
         self.shared.progress.partition_done(name);
-        match finished.result {
+        // A partition whose cursor is of another kind than the stream's fails: its values
+        // cannot be ordered against the saved ones.
+        let kind_error = match (&finished.result, self.cursor.as_ref()) {
+            (Ok(done), Some(cursor)) => done.max_cursor.as_ref().and_then(|v| cursor.check_kind(v).err()),
+            _ => None,
+        };
+        let result = match kind_error {
+            Some(e) => Err(CallError::Guest(crate::bindings::GuestError::System(e))),
+            None => finished.result,
+        };
+        match result {
             Ok(done) => {
                 if let Some(cursor) = self.cursor.as_mut() {
                     match &finished.range {

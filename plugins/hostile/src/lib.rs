@@ -4,7 +4,9 @@
 //! `panic-<export>` modes panic in that export instead.
 
 use serde::Deserialize;
-use sluice_guest::{Error, Page, Partition, PartitionBatch, Result, Source, Stream, Value, http, json, log};
+use sluice_guest::{
+    CursorValue, Error, Page, Partition, PartitionBatch, Result, Source, Stream, Value, http, json, log,
+};
 use std::hint::black_box;
 
 #[derive(Deserialize)]
@@ -111,7 +113,9 @@ impl Source for Hostile {
     fn streams(config: &Config) -> Result<Vec<Stream>> {
         panic_in(config, "discover");
         let name = format!("numbers{}", config.stream_suffix);
-        Ok(vec![Stream::new(&name, json!({"type": "object"})).primary_key("id")])
+        let stream = Stream::new(&name, json!({"type": "object"})).primary_key("id");
+        // `mixed-cursor` reads incrementally on `c`, whose values change kind.
+        Ok(vec![if config.mode == "mixed-cursor" { stream.cursor_field("c") } else { stream }])
     }
 
     fn partitions(config: &Config, stream: &str, _: Option<&Value>) -> Result<Vec<Partition>> {
@@ -135,6 +139,12 @@ impl Source for Hostile {
             }
             // The same token forever.
             "list-repeat" => Ok(PartitionBatch::new(vec![]).next(Some(json!("again")))),
+            // A bounded partition that ends before it starts.
+            "backwards-range" => Ok(PartitionBatch::new(vec![
+                Partition::keyed(stream, json!({"p": 0}))?
+                    .starting_at(Some(CursorValue::Integer(50)))
+                    .ending_at(Some(CursorValue::Integer(20))),
+            ])),
             _ => Ok(PartitionBatch::new(Self::partitions(config, stream, state)?)),
         }
     }
@@ -227,6 +237,10 @@ impl Source for Hostile {
                     (first..first + config.count).map(|id| json!({"id": id, "blob": blob}).to_string()).collect();
                 let next_token = (page + 1 < config.pages).then(|| json!(page + 1));
                 return Ok(Page { records, next_token });
+            }
+            "mixed-cursor" => {
+                let records = vec![json!({"id": 100, "c": "9"}).to_string(), json!({"id": 101, "c": 10}).to_string()];
+                return Ok(Page { records, next_token: None });
             }
             "many-records" => {
                 let records = (0..config.count).map(|i| json!({"id": 100 + i}).to_string()).collect();
