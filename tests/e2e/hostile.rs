@@ -738,3 +738,35 @@ fn cursor_values_the_state_could_not_hold_are_refused() {
     );
     assert!(message.contains("in record {") && message.contains("\"id\":101"), "{message}");
 }
+
+/// The STATE lines of a run, as text.
+fn state_lines(run: &HostRun) -> Vec<String> {
+    run.stdout().lines().filter(|l| l.contains("\"type\":\"STATE\"")).map(str::to_string).collect()
+}
+
+/// STATE bytes grow linearly with a stream's partitions: each STATE holds the whole stream, so
+/// one per finished partition (as before) wrote about N²/2 partition cursors for N partitions.
+#[test]
+fn state_bytes_grow_linearly_with_partitions() {
+    let run = hostile("cursor-partitions", json!({"partitions": 1000}), &["--cpu-ms-per-call", "5000"]);
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(run.ids("numbers").len(), 1000);
+    let states = state_lines(&run);
+    let total: usize = states.iter().map(String::len).sum();
+    let last = states.last().unwrap();
+    assert_eq!(run.last_state("numbers").unwrap()["partitions"].as_array().unwrap().len(), 1000);
+    assert!(total <= 8 * last.len(), "{} STATE lines, {total} bytes; the last {} bytes", states.len(), last.len());
+    assert!(states.len() < 100, "{} STATE lines", states.len());
+}
+
+/// Past `--max-partition-cursors` the state falls back to one stream-level cursor, with a
+/// warning, so a STATE stays small however many partitions there are.
+#[test]
+fn many_partitions_fall_back_to_a_stream_cursor() {
+    let args = ["--max-partition-cursors", "100", "--cpu-ms-per-call", "5000"];
+    let run = hostile("cursor-partitions", json!({"partitions": 300}), &args);
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(run.last_state("numbers").unwrap(), json!({"cursor_field": ["c"], "low_water": 0}));
+    assert!(run.logs().iter().any(|l| l.contains("more than 100 partition cursors")), "{:?}", run.logs());
+    assert!(state_lines(&run).iter().all(|l| l.len() < 4000), "no STATE holds more than the cap");
+}

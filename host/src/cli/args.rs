@@ -114,6 +114,10 @@ pub struct SandboxArgs {
     /// Calls one stream's partition listing may take [default: 1000000].
     #[arg(long, value_name = "N")]
     pub max_listing_calls_per_stream: Option<u64>,
+    /// Partition cursors one stream's state keeps before it falls back to one stream-level cursor
+    /// [default: 10000].
+    #[arg(long, value_name = "N")]
+    pub max_partition_cursors: Option<usize>,
     /// Longest log message kept, bytes; longer ones are cut [default: 65536].
     #[arg(long, value_name = "BYTES")]
     pub max_log_bytes: Option<usize>,
@@ -462,6 +466,7 @@ impl SandboxArgs {
         set(self.max_partitions_per_stream, &mut limits.max_partitions_per_stream);
         set(self.max_listing_calls_per_stream, &mut limits.max_listing_calls_per_stream);
         set(self.max_log_bytes, &mut limits.max_log_bytes);
+        set(self.max_partition_cursors, &mut limits.max_partition_cursors);
         set(self.wasm_stack_kib.map(|kib| (kib as usize) << 10), &mut limits.wasm_stack_bytes);
         Ok(policy)
     }

@@ -141,6 +141,10 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
+/// Partition cursors a stream's state keeps by default before it falls back to one
+/// stream-level cursor (as the Airbyte CDK does at 10,000).
+pub const DEFAULT_MAX_PARTITION_CURSORS: usize = 10_000;
+
 /// The kinds of cursor value a stream may use; one stream keeps to one kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CursorKind {
@@ -265,6 +269,11 @@ pub struct StreamCursor {
     low_water: Option<Value>,
     /// Finished ranges above the low-water mark: sorted, disjoint, not touching.
     completed: Vec<(Value, Value)>,
+    /// Past this many partition cursors the state falls back to one stream-level cursor.
+    max_partitions: usize,
+    /// Set once the state fell back: the lowest cursor among this run's finished partitions,
+    /// which becomes the stream-level cursor when every partition finished.
+    collapsed: Option<Option<Value>>,
 }
 
 /// What to do with a bounded partition, given what is already finished.
@@ -288,7 +297,14 @@ fn greater(a: &Value, b: &Value) -> bool {
 
 impl StreamCursor {
     pub fn new(stream: &str, field: Vec<String>, saved: Option<&Value>) -> Result<Self> {
-        let mut cursor = StreamCursor { field, partitions: BTreeMap::new(), low_water: None, completed: Vec::new() };
+        let mut cursor = StreamCursor {
+            field,
+            partitions: BTreeMap::new(),
+            low_water: None,
+            completed: Vec::new(),
+            max_partitions: DEFAULT_MAX_PARTITION_CURSORS,
+            collapsed: None,
+        };
         let Some(saved) = saved else { return Ok(cursor) };
         // `jobs` (report jobs in flight) is the scheduler's; a state holding only it has no cursor yet.
         // A state with only `cursor_field` (a stream that has not finished a partition yet) has no
@@ -347,15 +363,61 @@ impl StreamCursor {
         self.partitions.get(&key.to_string()).map(|(_, v)| v).or(self.low_water.as_ref())
     }
 
-    /// Records that an open-ended partition was fully written up to `max_seen`.
-    pub fn complete(&mut self, key: &Value, max_seen: Option<Value>) {
+    /// Records that an open-ended partition was fully written up to `max_seen`. True when this
+    /// made the state fall back to a stream-level cursor (more partition cursors than allowed).
+    pub fn complete(&mut self, key: &Value, max_seen: Option<Value>) -> bool {
         let start = self.start_for(key).cloned();
         let best = match (start, max_seen) {
             (Some(a), Some(b)) => Some(if greater(&b, &a) { b } else { a }),
             (a, b) => a.or(b),
         };
-        if let Some(best) = best {
-            self.partitions.insert(key.to_string(), (key.clone(), canonical(best)));
+        let Some(best) = best.map(canonical) else { return false };
+        if let Some(lowest) = self.collapsed.as_mut() {
+            if lowest.as_ref().is_none_or(|l| greater(l, &best)) {
+                *lowest = Some(best);
+            }
+            return false;
+        }
+        self.partitions.insert(key.to_string(), (key.clone(), best));
+        // Bounded partitions' ranges rely on the low-water mark meaning "all finished below":
+        // only a stream of open-ended partitions falls back.
+        if self.partitions.len() <= self.max_partitions || !self.completed.is_empty() {
+            return false;
+        }
+        let lowest_of =
+            |values: &mut dyn Iterator<Item = Value>| values.reduce(|a, b| if greater(&a, &b) { b } else { a });
+        // The lowest cursor this run's finished partitions reached, and (for what a STATE says
+        // meanwhile) the lowest start of any partition, unfinished ones included.
+        let reached = lowest_of(&mut self.partitions.values().map(|(_, v)| v.clone()));
+        let lowest = lowest_of(&mut reached.clone().into_iter().chain(self.low_water.clone()));
+        self.partitions.clear();
+        self.collapsed = Some(reached);
+        self.low_water = lowest;
+        true
+    }
+
+    /// Partition cursors kept before the state falls back to a stream-level cursor.
+    pub fn max_partitions(&self) -> usize {
+        self.max_partitions
+    }
+
+    pub fn with_max_partitions(mut self, max: usize) -> Self {
+        self.max_partitions = max;
+        self
+    }
+
+    /// Entries of the state (partition cursors, finished ranges, the low-water mark): what one
+    /// STATE of the stream costs.
+    pub fn entries(&self) -> usize {
+        self.partitions.len() + self.completed.len() + 1
+    }
+
+    /// The stream ended; `complete` when every partition was read. A state that fell back
+    /// raises its stream-level cursor to the lowest that this run's partitions reached (only
+    /// when all of them finished: a failed one must resume from where it was).
+    pub fn stream_finished(&mut self, complete: bool) {
+        if let (true, Some(Some(lowest))) = (complete, self.collapsed.take()) {
+            self.raise_low_water(lowest);
         }
     }
 
@@ -594,6 +656,34 @@ mod tests {
         assert_eq!(cursor.start_for(&key), Some(&json!("2024-01-01T06:00:00Z")));
         assert!(same_kind(&json!("9"), &json!(10)).unwrap_err().contains("is a number where earlier values"));
         assert!(cursor.check_kind(&json!(5)).is_err());
+    }
+
+    /// Past its cap of partition cursors a state keeps one stream-level cursor: the lowest, so
+    /// no partition resumes past what it read; once every partition finished it rises to the
+    /// lowest this run reached.
+    #[test]
+    fn many_partition_cursors_fall_back_to_the_lowest() {
+        let mut cursor = StreamCursor::new("s", vec!["c".into()], None).unwrap().with_max_partitions(3);
+        let fell_back: Vec<bool> = (0..6).map(|p| cursor.complete(&json!({"p": p}), Some(json!(10 + p)))).collect();
+        assert_eq!(fell_back, [false, false, false, true, false, false]);
+        assert_eq!(cursor.to_state(), json!({"cursor_field": ["c"], "low_water": 10}));
+        assert_eq!(cursor.start_for(&json!({"p": 5})), Some(&json!(10)));
+        cursor.stream_finished(true);
+        assert_eq!(cursor.to_state(), json!({"cursor_field": ["c"], "low_water": 10}));
+        // The next run: every partition starts at 10 and reaches at least 20.
+        let saved = cursor.to_state();
+        let mut next = StreamCursor::new("s", vec!["c".into()], Some(&saved)).unwrap().with_max_partitions(3);
+        for p in 0..6 {
+            next.complete(&json!({"p": p}), Some(json!(20 + p)));
+        }
+        next.stream_finished(false);
+        assert_eq!(next.to_state()["low_water"], 10, "a run with a failed partition does not raise it");
+        let mut next = StreamCursor::new("s", vec!["c".into()], Some(&saved)).unwrap().with_max_partitions(3);
+        for p in 0..6 {
+            next.complete(&json!({"p": p}), Some(json!(20 + p)));
+        }
+        next.stream_finished(true);
+        assert_eq!(next.to_state()["low_water"], 20);
     }
 
     #[test]

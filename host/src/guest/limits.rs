@@ -32,6 +32,9 @@ pub struct Limits {
     /// listing that never ends.
     pub max_partitions_per_stream: u64,
     pub max_listing_calls_per_stream: u64,
+    /// Partition cursors one stream's state keeps; past them it falls back to one stream-level
+    /// cursor (the lowest), so a STATE stays small however many partitions a stream has.
+    pub max_partition_cursors: usize,
     /// The WebAssembly stack of a guest, bytes. An engine setting: the same for every run an
     /// engine serves (a runtime refuses runs that ask for another).
     pub wasm_stack_bytes: usize,
@@ -52,6 +55,7 @@ impl Default for Limits {
             max_pages_per_partition: 10_000_000,
             max_partitions_per_stream: 1_000_000,
             max_listing_calls_per_stream: 1_000_000,
+            max_partition_cursors: crate::data::state::DEFAULT_MAX_PARTITION_CURSORS,
             wasm_stack_bytes: 512 << 10,
         }
     }

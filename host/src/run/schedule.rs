@@ -133,6 +133,9 @@ struct Finished {
     result: Result<PartitionDone, CallError>,
 }
 
+/// The longest a finished partition waits for its STATE while others keep finishing.
+const STATE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// One stream being read: its cursor, its report jobs, and the partitions in flight.
 struct StreamRead {
     shared: Shared,
@@ -146,6 +149,9 @@ struct StreamRead {
     /// Report jobs in flight, by partition key: kept in the state so a resumed run polls them.
     jobs_in_flight: std::collections::BTreeMap<String, Value>,
     last_state: Option<Value>,
+    /// Partitions finished since the last STATE, and when that was: see [`StreamRead::state_due`].
+    unsaved: u64,
+    saved_at: std::time::Instant,
     /// The next partition to start, once there is room.
     next: Option<(Partition, Option<Bounds>)>,
     in_flight: usize,
@@ -167,7 +173,7 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
 
     let cursor = match &selected.cursor_field {
         Some(field) => match StreamCursor::new(&name, field.clone(), selected.saved_state.as_ref()) {
-            Ok(c) => Some(c),
+            Ok(c) => Some(c.with_max_partitions(shared.limits.max_partition_cursors)),
             Err(e) => {
                 summary.failed = true;
                 out.error(&format!("{e:#}"), FailureType::Config, Some(&name)).await?;
@@ -193,6 +199,8 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
         saved_jobs: saved_job_handles(selected.saved_state.as_ref()),
         jobs_in_flight: Default::default(),
         last_state: None,
+        unsaved: 0,
+        saved_at: std::time::Instant::now(),
         next: None,
         in_flight: 0,
         lowest_start: None,
@@ -323,11 +331,21 @@ impl StreamRead {
                         Some((start, end)) => cursor.complete_range(start.as_ref(), end),
                         None => {
                             let key: Value = serde_json::from_str(&finished.partition.key).unwrap_or(Value::Null);
-                            cursor.complete(&key, done.max_cursor);
+                            if cursor.complete(&key, done.max_cursor) {
+                                let message = format!(
+                                    "stream {name} has more than {} partition cursors: its state falls back to one \
+                                     stream-level cursor (the lowest of them), from which every partition resumes",
+                                    cursor.max_partitions()
+                                );
+                                out.log("WARN", &message).await?;
+                            }
                         }
                     }
                 }
-                self.emit_state().await?;
+                self.unsaved += 1;
+                if self.state_due() {
+                    self.emit_state().await?;
+                }
             }
             Err(e) => {
                 self.summary.failed_partitions += 1;
@@ -410,12 +428,29 @@ impl StreamRead {
 
     async fn emit_state(&mut self) -> Result<(), OutputClosed> {
         let (out, name) = (&self.shared.out, &self.name);
-        emit_state(out, name, self.cursor.as_ref(), &self.jobs_in_flight, &mut self.last_state).await
+        emit_state(out, name, self.cursor.as_ref(), &self.jobs_in_flight, &mut self.last_state).await?;
+        self.unsaved = 0;
+        self.saved_at = std::time::Instant::now();
+        Ok(())
+    }
+
+    /// Whether a finished partition's STATE goes out now. Each STATE holds the whole stream's
+    /// state, so writing one per partition made a run's STATE bytes grow with the square of its
+    /// partitions. A STATE is written once the partitions finished since the last one are a
+    /// quarter of the state's entries (so the bytes of all STATEs stay within a few times the
+    /// final state's: linear), or when `STATE_INTERVAL` has passed; the stream's end writes the
+    /// last one whatever these say.
+    fn state_due(&self) -> bool {
+        let entries = self.cursor.as_ref().map_or(0, StreamCursor::entries) as u64;
+        self.unsaved > 0 && (self.unsaved * 4 >= entries || self.saved_at.elapsed() >= STATE_INTERVAL)
     }
 
     /// The stream's last state and its final status.
     async fn finish(mut self) -> Result<StreamSummary, OutputClosed> {
         self.summary.records = self.written.load(Ordering::Relaxed);
+        if let Some(cursor) = self.cursor.as_mut() {
+            cursor.stream_finished(self.summary.complete());
+        }
         self.emit_state().await?;
         let status = if self.summary.complete() { StreamStatus::Complete } else { StreamStatus::Incomplete };
         self.shared.out.status(&self.name, status).await?;

@@ -115,7 +115,8 @@ impl Source for Hostile {
         let name = format!("numbers{}", config.stream_suffix);
         let stream = Stream::new(&name, json!({"type": "object"})).primary_key("id");
         // `mixed-cursor` reads incrementally on `c`, whose values change kind.
-        Ok(vec![if config.mode == "mixed-cursor" { stream.cursor_field("c") } else { stream }])
+        let incremental = matches!(config.mode.as_str(), "mixed-cursor" | "cursor-partitions");
+        Ok(vec![if incremental { stream.cursor_field("c") } else { stream }])
     }
 
     fn partitions(config: &Config, stream: &str, _: Option<&Value>) -> Result<Vec<Partition>> {
@@ -153,6 +154,10 @@ impl Source for Hostile {
         let p = partition.key["p"].as_u64().unwrap_or(0);
         if p == config.hostile_partition {
             panic_in(config, "read");
+        }
+        // Every partition one record, its cursor `c` its number.
+        if config.mode == "cursor-partitions" {
+            return Page::from_values([json!({"id": p, "c": p})]);
         }
         if p != config.hostile_partition {
             return Page::from_values([json!({"id": p})]);
