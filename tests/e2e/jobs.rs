@@ -141,8 +141,12 @@ fn an_ordinary_stream_is_not_held_up_by_polling() {
 
 /// Runs until a STATE lists `jobs` job handles, then SIGKILLs the host; returns its output.
 fn run_until_jobs_saved(api: &DemoApi, config: &std::path::Path, jobs: usize) -> String {
+    run_until_jobs_saved_with(api, config, jobs, &[])
+}
+
+fn run_until_jobs_saved_with(api: &DemoApi, config: &std::path::Path, jobs: usize, extra: &[&str]) -> String {
     let mut child = host(&["run", "--streams", "report_items"])
-        .args(FAST.iter().map(|s| s.to_string()))
+        .args(FAST.iter().chain(extra).map(|s| s.to_string()))
         .demo_source(api, config)
         .command()
         .stdout(Stdio::piped())
@@ -190,6 +194,29 @@ fn a_resumed_run_polls_its_saved_jobs_instead_of_creating_new_ones() {
     assert!(resumed.logs().iter().any(|l| l.contains(&format!("no longer knows job {{\"id\":\"{forgotten}\"}}"))));
     assert_eq!(sorted(resumed.ids("report_items")), (1..=400).collect::<Vec<_>>());
     assert_eq!(api.stats().jobs_kept, 0);
+}
+
+/// A stream read in full through report jobs saves its jobs in flight too, and a run resumed
+/// from that state polls them (it used to ignore them: new jobs were created and the saved ones
+/// were neither polled nor aborted).
+#[test]
+fn a_full_refresh_job_stream_resumes_its_saved_jobs() {
+    let api = demo_api(DemoApiConfig { records: 400, accounts: 4, job_polls: 25, ..Default::default() });
+    let files = Files::new();
+    let config = files.json("config.json", &report_config(&api, 4));
+    let first = run_until_jobs_saved_with(&api, &config, 4, &["--full-refresh"]);
+    assert_eq!(api.stats().jobs_created, 4);
+    let state = files.text("state.jsonl", first.as_bytes());
+    let catalog = files.json("catalog.json", &catalog(&[("report_items", "full_refresh")]));
+    let resumed = host(&["read", "--catalog", catalog.to_str().unwrap(), "--state", state.to_str().unwrap()])
+        .args(FAST.iter().map(|s| s.to_string()))
+        .demo_source(&api, &config)
+        .run();
+    assert!(resumed.success(), "{}", resumed.explain());
+    assert_eq!(api.stats().jobs_created, 4, "the 4 saved jobs were polled, none created");
+    assert_eq!(sorted(resumed.ids("report_items")), (1..=400).collect::<Vec<_>>());
+    assert_eq!(api.stats().jobs_kept, 0, "and deleted once read");
+    assert_eq!(resumed.last_state("report_items"), Some(json!({})), "nothing left in flight");
 }
 
 #[test]

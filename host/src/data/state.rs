@@ -305,7 +305,9 @@ impl StreamCursor {
             max_partitions: DEFAULT_MAX_PARTITION_CURSORS,
             collapsed: None,
         };
-        let Some(saved) = saved else { return Ok(cursor) };
+        // `{}` is the state of a stream with nothing saved yet (it is what a stream whose last
+        // job was done with says).
+        let Some(saved) = saved.filter(|s| s.as_object().is_none_or(|o| !o.is_empty())) else { return Ok(cursor) };
         // `jobs` (report jobs in flight) is the scheduler's; a state holding only it has no cursor yet.
         // A state with only `cursor_field` (a stream that has not finished a partition yet) has no
         // cursor either.

@@ -261,7 +261,13 @@ pub fn select(
                 RunError::config(format!("stream {} cannot be read incrementally: it has no cursor field", stream.name))
             })?),
         };
-        let saved_state = cursor_field.as_ref().and_then(|_| state.streams.get(&stream.name).cloned());
+        let saved = state.streams.get(&stream.name);
+        let saved_state = match &cursor_field {
+            Some(_) => saved.cloned(),
+            // A stream read in full keeps no cursor, but the report jobs a previous run left in
+            // flight are resumed (polled, or aborted when not needed) rather than left behind.
+            None => saved.and_then(|s| s.get("jobs")).map(|jobs| serde_json::json!({"jobs": jobs})),
+        };
         selected.push(SelectedStream { stream: stream.clone(), cursor_field, saved_state });
     }
     Ok(selected)
