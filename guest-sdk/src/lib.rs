@@ -84,6 +84,14 @@ pub trait Source {
     /// Retrieving and paginating: one page of `partition`. `token` is `None` for the first page and
     /// the previous page's next token after that.
     fn read_page(config: &Self::Config, partition: &Partition, token: Option<Value>) -> Result<Page>;
+
+    /// The streams whose page tokens stay valid across runs (an offset, a page number, a cursor
+    /// or next-page URL the API keeps): the host may then save a partition's next token after each
+    /// page and resume the partition there after a crash, instead of reading it again from its
+    /// start. The default is none (contract 0.1.2).
+    fn resumable_streams(_config: &Self::Config) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
 }
 
 /// Exports a [`Source`] implementation as the component's `source` interface (in the
@@ -96,7 +104,7 @@ macro_rules! export_source {
 }
 
 /// Exports a type implementing [`Source`] and [`AsyncJobs`]: the `source` and `async-jobs`
-/// interfaces (world `async-connector`, contract 0.1.1).
+/// interfaces (world `resumable-connector`, contract 0.1.2).
 #[macro_export]
 macro_rules! export_async_source {
     ($source:ty) => {
@@ -174,6 +182,13 @@ macro_rules! export_async_source {
                     $crate::__private::end_job::<$source>(config, job, false)
                 }
             }
+            impl $crate::__private::ResumeGuest for __SluiceExport {
+                fn resumable_streams(
+                    config: ::std::string::String,
+                ) -> $crate::__private::WitResult<::std::vec::Vec<::std::string::String>> {
+                    $crate::__private::resumable_streams::<$source>(config)
+                }
+            }
     $crate::__private::bindings::__export_connector!(__SluiceExport with_types_in $crate::__private::bindings);
         };
     };
@@ -227,12 +242,13 @@ pub trait AsyncJobs: Source {
 /// Glue used by [`export_source!`]; not part of the API.
 #[doc(hidden)]
 pub mod __private {
-    /// One world for every Rust connector: `async-connector` (a connector without job
-    /// streams answers `settings` with none, and the host never calls the rest).
+    /// One world for every Rust connector: `resumable-connector` (a connector without job
+    /// streams answers `settings` with none, and the host never calls the rest; one without
+    /// resumable streams names none).
     pub mod bindings {
         wit_bindgen::generate!({
             path: "../wit",
-            world: "async-connector",
+            world: "resumable-connector",
             pub_export_macro: true,
             export_macro_name: "__export_connector",
         });
@@ -242,6 +258,7 @@ pub mod __private {
     pub use bindings::exports::sluice::connector::async_jobs::{
         Guest as AsyncJobsGuest, JobSettings, JobStatus as WitJobStatus,
     };
+    pub use bindings::exports::sluice::connector::resume::Guest as ResumeGuest;
     pub use bindings::exports::sluice::connector::source::Guest;
     use bindings::sluice::connector::types;
     pub use types::{
@@ -312,6 +329,11 @@ pub mod __private {
         run().map_err(Into::into)
     }
 
+    pub fn resumable_streams<S: Source>(config_json: String) -> WitResult<Vec<String>> {
+        let run = || -> crate::Result<Vec<String>> { S::resumable_streams(&config::<S>(&config_json)?) };
+        run().map_err(Into::into)
+    }
+
     /// A [`Source`] exported as an `async-connector` with no stream read through jobs.
     pub struct WithoutJobs<S>(std::marker::PhantomData<S>);
 
@@ -346,6 +368,9 @@ pub mod __private {
             token: Option<Value>,
         ) -> crate::Result<crate::Page> {
             S::read_page(config, partition, token)
+        }
+        fn resumable_streams(config: &S::Config) -> crate::Result<Vec<String>> {
+            S::resumable_streams(config)
         }
     }
 

@@ -25,16 +25,34 @@ pub mod jobs {
     });
 }
 
+/// The `resumable-connector` world: only its `resume` export is used, looked up in instances of
+/// plugins that export it.
+pub mod resume {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "resumable-connector",
+        imports: { default: async },
+        exports: { default: async },
+        additional_derives: [PartialEq],
+        with: {
+            "sluice:connector/types": crate::bindings::sluice::connector::types,
+            "sluice:connector/http": crate::bindings::sluice::connector::http,
+            "sluice:connector/log": crate::bindings::sluice::connector::log,
+        },
+    });
+}
+
 pub use exports::sluice::connector::source::{
     CapabilitySet as Capabilities, Guest as Source, Page, Partition, PartitionBatch, Stream,
 };
 pub use jobs::exports::sluice::connector::async_jobs::{
     Guest as AsyncJobs, GuestIndices as AsyncJobsIndices, JobSettings, JobStatus,
 };
+pub use resume::exports::sluice::connector::resume::{Guest as Resume, GuestIndices as ResumeIndices};
 pub use sluice::connector::http::{HttpError, Request, Response};
 pub use sluice::connector::log::Level;
 pub use sluice::connector::types::{CursorRange, CursorValue, Error as GuestError};
 
 /// The WIT package version this host implements; guests built for `0.1.x` load.
 pub const WIT_PACKAGE: &str = "sluice:connector";
-pub const WIT_VERSION: &str = "0.1.1";
+pub const WIT_VERSION: &str = "0.1.2";

@@ -84,7 +84,11 @@ fn out_of_order_windows_never_claim_unread_data() {
     assert!(run.success(), "{}", run.explain());
     assert_eq!(sorted(run.ids("windowed_items")), (1..=RECORDS).collect::<Vec<_>>());
     let states = assert_states_claim_only_written(&run, "windowed_items", RECORDS);
-    assert!((10..=11).contains(&states), "a STATE per finished window (10), maybe one when the listing ends: {states}");
+    // A STATE per finished window (10), maybe one when the listing ends, and one after each
+    // page of a window being read (windowed_items resumes inside partitions).
+    assert!((10..=11 + RECORDS as usize / 20).contains(&states), "{states} STATEs");
+    let last = run.last_state("windowed_items").unwrap();
+    assert!(last.get("in_progress").is_none(), "nothing is part-read at the end: {last}");
     // Windows after the slow one finished first: some STATE held finished ranges beyond the mark.
     let held = run.of_type("STATE").iter().any(|m| m["state"]["stream"]["stream_state"].get("completed").is_some());
     assert!(held, "the slow window should have finished last");
@@ -310,4 +314,97 @@ fn windows_pick_up_records_added_after_the_last_run() {
         .run();
     assert!(second.success(), "{}", second.explain());
     assert_eq!(sorted(second.ids("windowed_items")), (101..=150).collect::<Vec<_>>());
+}
+
+/// A resumable stream is checkpointed inside its partitions: killed part-way and resumed from
+/// its last STATE, a run re-reads at most about a page per partition in flight (it used to
+/// re-read every partition that had not finished, from its start), and loses nothing.
+#[test]
+fn a_killed_run_resumes_inside_its_partitions() {
+    const ACCOUNTS: u64 = 8;
+    const PER_ACCOUNT: u64 = 200;
+    const PAGE: u64 = 10;
+    const IN_FLIGHT: u64 = 4;
+    let records = ACCOUNTS * PER_ACCOUNT;
+    let api = demo_api(DemoApiConfig { records, accounts: ACCOUNTS, latency_ms: 2, ..Default::default() });
+    let files = Files::new();
+    let config = files.json("config.json", &demo_config(&api, PAGE));
+    let args = |state: Option<&std::path::Path>| -> Vec<String> {
+        let mut args: Vec<String> =
+            ["run", "--streams", "account_items", "--concurrency", &IN_FLIGHT.to_string()].map(String::from).to_vec();
+        args.extend(["--config".into(), config.display().to_string(), "--allow-host".into(), grant(&api)]);
+        if let Some(state) = state {
+            args.extend(["--state".into(), state.display().to_string()]);
+        }
+        args.push(plugin("demo-source").display().to_string());
+        args
+    };
+    let first = run_and_kill(&args(None), 700);
+    let first_ids: Vec<u64> = String::from_utf8_lossy(&first)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|m| m["type"] == "RECORD")
+        .map(|m| m["record"]["data"]["id"].as_u64().unwrap())
+        .collect();
+    assert!(first_ids.len() as u64 > 3 * PER_ACCOUNT && (first_ids.len() as u64) < records, "{}", first_ids.len());
+    let last_state = String::from_utf8_lossy(&first)
+        .lines()
+        .rev()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|m| m["type"] == "STATE")
+        .unwrap();
+    let in_progress = &last_state["state"]["stream"]["stream_state"]["in_progress"];
+    assert!(in_progress.as_array().is_some_and(|a| !a.is_empty()), "partitions were checkpointed: {last_state}");
+
+    let state = files.text("state.jsonl", &first);
+    let resumed = host(&[]).args(args(Some(&state))).run();
+    assert!(resumed.success(), "{}", resumed.explain());
+    let second = resumed.ids("account_items");
+    let mut all: BTreeSet<u64> = first_ids.iter().copied().collect();
+    all.extend(&second);
+    assert_eq!(all, (1..=records).collect(), "no id lost");
+    let first_set: BTreeSet<u64> = first_ids.iter().copied().collect();
+    let twice = second.iter().filter(|id| first_set.contains(id)).count() as u64;
+    assert!(twice <= 2 * IN_FLIGHT * PAGE, "{twice} records read twice");
+}
+
+/// A stream read in full resumes too (Airbyte's resumable full refresh): the resumed read
+/// continues the part-read partition from its checkpoint, and once complete its state is empty,
+/// so the next full read starts over.
+#[test]
+fn a_killed_full_read_resumes_inside_its_partition() {
+    const RECORDS: u64 = 2000;
+    const PAGE: u64 = 20;
+    let api = demo_api(DemoApiConfig { records: RECORDS, latency_ms: 2, ..Default::default() });
+    let files = Files::new();
+    let config = files.json("config.json", &demo_config(&api, PAGE));
+    let catalog = files.json("catalog.json", &catalog(&[("items", "full_refresh")]));
+    let args = |state: Option<&std::path::Path>| -> Vec<String> {
+        let mut args: Vec<String> = vec!["read".into(), "--catalog".into(), catalog.display().to_string()];
+        args.extend(["--config".into(), config.display().to_string(), "--allow-host".into(), grant(&api)]);
+        if let Some(state) = state {
+            args.extend(["--state".into(), state.display().to_string()]);
+        }
+        args.push(plugin("demo-source").display().to_string());
+        args
+    };
+    let first = run_and_kill(&args(None), 800);
+    let messages: Vec<Value> =
+        String::from_utf8_lossy(&first).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let first_ids: BTreeSet<u64> = messages
+        .iter()
+        .filter(|m| m["type"] == "RECORD")
+        .map(|m| m["record"]["data"]["id"].as_u64().unwrap())
+        .collect();
+    assert!(first_ids.len() > 500 && (first_ids.len() as u64) < RECORDS, "{}", first_ids.len());
+    let state = files.text("state.jsonl", &first);
+    let resumed = host(&[]).args(args(Some(&state))).run();
+    assert!(resumed.success(), "{}", resumed.explain());
+    let second = resumed.ids("items");
+    let twice = second.iter().filter(|id| first_ids.contains(id)).count() as u64;
+    assert!(twice <= 2 * PAGE, "{twice} records read twice");
+    let mut all = first_ids.clone();
+    all.extend(&second);
+    assert_eq!(all, (1..=RECORDS).collect(), "no id lost");
+    assert_eq!(resumed.last_state("items"), Some(json!({})), "a complete full read leaves nothing to resume");
 }

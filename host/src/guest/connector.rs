@@ -82,6 +82,8 @@ pub struct Instance {
     bindings: bindings::Connector,
     /// The `async-jobs` exports, for plugins that have them.
     jobs: Option<bindings::AsyncJobs>,
+    /// The `resume` export, for plugins that have it.
+    resume: Option<bindings::Resume>,
     limits: Limits,
     usage: Arc<Usage>,
 }
@@ -135,10 +137,11 @@ impl Connector {
                 })?;
         let loaded = self.plugin.indices.load(&mut store, &instance).and_then(|bindings| {
             let jobs = self.plugin.jobs.as_ref().map(|j| j.load(&mut store, &instance)).transpose()?;
-            Ok((bindings, jobs))
+            let resume = self.plugin.resume.as_ref().map(|r| r.load(&mut store, &instance)).transpose()?;
+            Ok((bindings, jobs, resume))
         });
-        let (bindings, jobs) = loaded.map_err(|e| CallError::Trap(format!("cannot instantiate: {e:#}")))?;
-        Ok(Instance { bindings, jobs, store, limits: self.limits.clone(), usage: self.usage.clone() })
+        let (bindings, jobs, resume) = loaded.map_err(|e| CallError::Trap(format!("cannot instantiate: {e:#}")))?;
+        Ok(Instance { bindings, jobs, resume, store, limits: self.limits.clone(), usage: self.usage.clone() })
     }
 }
 
@@ -279,6 +282,18 @@ impl Instance {
         let key: serde_json::Value = serde_json::from_str(&partition.key).unwrap_or(serde_json::Value::Null);
         let context = serde_json::json!({"stream": partition.stream, "partition": key}).to_string();
         self.source(context, async |s, store| s.call_read_page(store, config, partition, token).await).await
+    }
+
+    /// The streams whose page tokens stay valid across runs; none for connectors without
+    /// `resume` (built for contracts before 0.1.2).
+    pub async fn resumable_streams(&mut self, config: &String) -> Result<Vec<String>, CallError> {
+        let Instance { store, resume, limits, usage, .. } = self;
+        let Some(resume) = resume.as_ref() else { return Ok(Vec::new()) };
+        let context = r#"{"call":"resumable-streams"}"#.to_string();
+        export_call(store, limits, usage, context, resume, async |r, store| {
+            r.call_resumable_streams(store, config).await
+        })
+        .await
     }
 
     /// Which streams are read through jobs; `None` for connectors without `async-jobs`.

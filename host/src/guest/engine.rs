@@ -4,7 +4,7 @@
 //! compiled code is cached on disk, keyed by the wasm's sha256 and the engine's compatibility
 //! hash: a second run of the same plugin deserializes in milliseconds.
 
-use crate::bindings::{AsyncJobsIndices, ConnectorIndices, ConnectorPre, WIT_PACKAGE, WIT_VERSION};
+use crate::bindings::{AsyncJobsIndices, ConnectorIndices, ConnectorPre, ResumeIndices, WIT_PACKAGE, WIT_VERSION};
 use crate::guest::cache::ComponentCache;
 use crate::guest::compile::CompileLimits;
 use crate::guest::limits::Limits;
@@ -36,6 +36,8 @@ pub struct Plugin {
     pub indices: ConnectorIndices,
     /// Where the `async-jobs` exports are, when the plugin has them (contract 0.1.1).
     pub jobs: Option<AsyncJobsIndices>,
+    /// Where the `resume` export is, when the plugin has it (contract 0.1.2).
+    pub resume: Option<ResumeIndices>,
     pub load: LoadInfo,
 }
 
@@ -151,10 +153,18 @@ impl Engine {
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
             anyhow!("{shown} needs an import Sluice does not provide (connectors may import only sluice:connector/http and /log, and WASI): {e}")
         })?;
-        let exports_jobs = component
-            .component_type()
-            .exports(&self.engine)
-            .any(|(name, _)| name.starts_with(&format!("{WIT_PACKAGE}/async-jobs@")));
+        let exports = |interface: &str| {
+            let prefix = format!("{WIT_PACKAGE}/{interface}@");
+            component.component_type().exports(&self.engine).any(|(name, _)| name.starts_with(&prefix))
+        };
+        let exports_jobs = exports("async-jobs");
+        let resume = if exports("resume") {
+            Some(ResumeIndices::new(&instance_pre).map_err(|e| {
+                anyhow!("{shown} exports a resume interface this host cannot use (another revision?): {e}")
+            })?)
+        } else {
+            None
+        };
         let jobs = if exports_jobs {
             Some(AsyncJobsIndices::new(&instance_pre).map_err(|e| {
                 anyhow!("{shown} exports an async-jobs interface this host cannot use (another revision?): {e}")
@@ -178,6 +188,7 @@ impl Engine {
             pre,
             indices,
             jobs,
+            resume,
             load: LoadInfo { cache_hit, elapsed: started.elapsed(), cache_file },
         })
     }

@@ -1,7 +1,7 @@
 //! A run, from request to report: the [`RunRequest`] and the one pipeline that executes it for
 //! the CLI and the [`Runtime`] alike ([`pipeline`]); its steps ([`session`]: load, open,
 //! discover, select, read); the scheduler of partitions ([`schedule`]) and the pagination loop
-//! ([`read`]); the report-job orchestrator ([`jobs`]); the operator's [`policy`]; progress and
+//! ([`read`]) and resuming inside partitions ([`resume`]); the report-job orchestrator ([`jobs`]); the operator's [`policy`]; progress and
 //! the stop handle.
 
 pub mod jobs;
@@ -10,6 +10,7 @@ pub mod policy;
 pub mod progress;
 pub mod read;
 pub mod request;
+pub mod resume;
 pub mod runtime;
 pub mod schedule;
 pub mod session;

@@ -208,6 +208,7 @@ pub async fn read_partition(
     cursor_field: Option<&[String]>,
     progress: &Progress,
     done: &mut PartitionDone,
+    resuming: Resuming<'_>,
     on_first_records: impl AsyncFnOnce() -> Result<(), OutputClosed>,
 ) -> Result<Result<(), CallError>, OutputClosed> {
     let mut instance = match connector.instance().await {
@@ -216,7 +217,10 @@ pub async fn read_partition(
     };
     let stream_json: Arc<str> = serde_json::to_string(&partition.stream).expect("a string serializes").into();
     let cursor_field: Option<Arc<[String]>> = cursor_field.map(Arc::from);
-    let mut token: Option<String> = None;
+    let mut token: Option<String> = resuming.from.as_ref().map(|(token, _)| token.to_string());
+    if let Some((_, cursor)) = resuming.from {
+        done.max_cursor = cursor.cloned();
+    }
     let mut seen = TokenGuard::default();
     let mut on_first_records = Some(on_first_records);
     // The previous page is checked and rendered on a blocking thread while the guest fetches
@@ -229,10 +233,14 @@ pub async fn read_partition(
                 instance.read_result(&connector.config, partition, handle, download, token.as_ref()).await
             }
         };
-        if let Some(previous) = rendering.take()
-            && let Err(e) = send_rendered(previous, out, partition, progress, done, &mut on_first_records).await?
-        {
-            return Ok(Err(e));
+        if let Some(previous) = rendering.take() {
+            if let Err(e) = send_rendered(previous, out, partition, progress, done, &mut on_first_records).await? {
+                return Ok(Err(e));
+            }
+            // Everything before the page just fetched is written: a resumed run may start there.
+            if let (Some(save), Some(token)) = (resuming.save, token.as_deref()) {
+                save(token, done.max_cursor.as_ref());
+            }
         }
         let page = match forward_logs(out, limits, &mut instance, result).await? {
             Ok(p) => p,
@@ -288,6 +296,18 @@ pub async fn read_partition(
     }
     Ok(Err(contract(format!("the partition did not end after {} pages", limits.max_pages_per_partition))))
 }
+
+/// Resuming a partition inside it: where it continues (the token of its next page, as JSON,
+/// and the largest cursor written before), and what to tell once a page is written (the next
+/// page's token and the largest cursor so far).
+#[derive(Default, Clone, Copy)]
+pub struct Resuming<'a> {
+    pub from: Option<(&'a Value, Option<&'a Value>)>,
+    pub save: Option<&'a SaveCheckpoint<'a>>,
+}
+
+/// Told the next page's token and the largest cursor so far, once a page is written.
+pub type SaveCheckpoint<'a> = dyn Fn(&str, Option<&Value>) + Send + Sync + 'a;
 
 /// A page's records, checked and rendered into output lines.
 struct Rendered {

@@ -12,6 +12,7 @@ use crate::guest::limits::Limits;
 use crate::run::jobs::{JobEvent, JobOptions, Orchestrator};
 use crate::run::progress::Progress;
 use crate::run::read::{self, Listed, PartitionDone, SelectedStream, StreamSummary};
+use crate::run::resume::{self, Checkpoint, Resumption};
 use crate::run::stop::Stop;
 use serde_json::Value;
 use std::sync::Arc;
@@ -47,6 +48,8 @@ pub struct Shared {
     concurrency: Concurrency,
     /// The run's job orchestrator, when the plugin reads streams through report jobs.
     jobs: Option<Arc<Orchestrator>>,
+    /// Streams whose page tokens stay valid across runs: checkpointed inside partitions.
+    resumable: Arc<std::collections::HashSet<String>>,
 }
 
 /// Reads every selected stream to the end, or as far as it can. Only a closed output stops early.
@@ -67,7 +70,9 @@ pub async fn read_streams(
             None
         }
     };
+    let resumable = resumable_streams(&connector, &out).await?;
     let shared = Shared {
+        resumable: Arc::new(resumable),
         connector,
         out,
         limits: Arc::new(limits),
@@ -115,6 +120,36 @@ pub async fn read_streams(
     Ok(summaries.into_iter().map(|(_, s)| s).collect())
 }
 
+/// The streams the connector can resume inside a partition (none before contract 0.1.2, or
+/// when it cannot say: a warning, and partitions resume at their boundaries as before).
+async fn resumable_streams(
+    connector: &Connector,
+    out: &Output,
+) -> Result<std::collections::HashSet<String>, OutputClosed> {
+    if connector.plugin.resume.is_none() {
+        return Ok(Default::default());
+    }
+    let asked = match connector.instance().await {
+        Ok(mut instance) => {
+            let asked = instance.resumable_streams(&connector.config).await;
+            read::emit_logs(out, instance.take_logs(), &connector.limits).await?;
+            asked
+        }
+        Err(e) => Err(e),
+    };
+    match asked {
+        Ok(streams) => Ok(streams.into_iter().collect()),
+        Err(e) => {
+            let message = format!(
+                "the connector cannot say which streams resume inside a partition ({}): partitions resume from their start",
+                e.message()
+            );
+            out.log("WARN", &message).await?;
+            Ok(Default::default())
+        }
+    }
+}
+
 /// `(start, end]` of a bounded partition: a cursor range with an end.
 type Bounds = (Option<Value>, Value);
 
@@ -123,6 +158,11 @@ type Bounds = (Option<Value>, Value);
 enum TaskEvent {
     Finished(Box<Result<Finished, OutputClosed>>),
     Job(JobEvent),
+    /// A resumable partition's pages before `checkpoint.token` are written.
+    Checkpoint {
+        key: String,
+        checkpoint: Checkpoint,
+    },
 }
 
 /// What a partition task reports back to its stream.
@@ -132,6 +172,9 @@ struct Finished {
     range: Option<Bounds>,
     result: Result<PartitionDone, CallError>,
 }
+
+/// Entries of a state small enough to write at every change.
+const SMALL_STATE: u64 = 64;
 
 /// The longest a finished partition waits for its STATE while others keep finishing.
 const STATE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
@@ -152,8 +195,10 @@ struct StreamRead {
     /// Partitions finished since the last STATE, and when that was: see [`StreamRead::state_due`].
     unsaved: u64,
     saved_at: std::time::Instant,
-    /// The next partition to start, once there is room.
-    next: Option<(Partition, Option<Bounds>)>,
+    /// Checkpoints inside partitions, for a resumable stream.
+    resume: Option<Resumption>,
+    /// The next partition to start, once there is room, and where it resumes.
+    next: Option<(Partition, Option<Bounds>, Option<Checkpoint>)>,
     in_flight: usize,
     lowest_start: Option<Option<Value>>,
     /// The stream is RUNNING (from its first record).
@@ -201,6 +246,7 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
         last_state: None,
         unsaved: 0,
         saved_at: std::time::Instant::now(),
+        resume: None,
         next: None,
         in_flight: 0,
         lowest_start: None,
@@ -212,7 +258,18 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
         cursor,
         done_tx,
     };
-    stream.last_state = stream_state(stream.cursor.as_ref(), &stream.jobs_in_flight);
+    if stream.shared.resumable.contains(&stream.name) && !stream.through_jobs {
+        match Resumption::from_state(&stream.name, selected.saved_state.as_ref(), stream.cursor.is_none()) {
+            Ok(resumption) => stream.resume = Some(resumption),
+            Err(e) => {
+                stream.summary.failed = true;
+                stream.shared.out.error(&format!("{e:#}"), FailureType::Config, Some(&stream.name)).await?;
+                stream.shared.out.status(&stream.name, StreamStatus::Incomplete).await?;
+                return Ok(stream.summary);
+            }
+        }
+    }
+    stream.last_state = stream.state();
     let mut listing_open = true;
     loop {
         tokio::select! {
@@ -252,7 +309,7 @@ impl StreamRead {
 
     /// Starts the next partition in its own task.
     fn start(&mut self, permits: Option<Permits>) {
-        let (partition, range) = self.next.take().expect("started only when there is a next partition");
+        let (partition, range, resume_from) = self.next.take().expect("started only when there is a next partition");
         self.in_flight += 1;
         let saved = match self.through_jobs {
             true => serde_json::from_str::<Value>(&partition.key)
@@ -261,6 +318,7 @@ impl StreamRead {
             false => None,
         };
         let track = if range.is_none() { self.cursor.as_ref().map(|c| c.field().to_vec()) } else { None };
+        let checkpoints = self.resume.is_some().then(|| self.done_tx.clone());
         let task = PartitionTask {
             shared: self.shared.clone(),
             partition,
@@ -268,6 +326,8 @@ impl StreamRead {
             track,
             running: self.running.clone(),
             written: self.written.clone(),
+            resume_from,
+            checkpoints,
         };
         let (done_tx, stream_permits) = (self.done_tx.clone(), self.stream_permits.clone());
         let (partition, range) = (task.partition.clone(), task.range.clone());
@@ -309,8 +369,21 @@ impl StreamRead {
                 };
                 return self.emit_state().await;
             }
+            TaskEvent::Checkpoint { key, checkpoint } => {
+                if let Some(resume) = self.resume.as_mut() {
+                    resume.save(&key, checkpoint);
+                    self.unsaved += 1;
+                    if self.state_due() {
+                        self.emit_state().await?;
+                    }
+                }
+                return Ok(());
+            }
             TaskEvent::Finished(finished) => (*finished)?,
         };
+        if let Some(resume) = self.resume.as_mut() {
+            resume.finished(&resume::key_text(&finished.partition.key), finished.result.is_ok());
+        }
         self.in_flight -= 1;
         let (out, name) = (&self.shared.out, &self.name);
         self.shared.progress.partition_done(name);
@@ -373,6 +446,24 @@ impl StreamRead {
         if let Some((start, _)) = &range {
             track_lowest(&mut self.lowest_start, start.as_ref());
         }
+        if let Some(resume) = &self.resume {
+            let key = resume::key_text(&partition.key);
+            if resume.is_done(&key) {
+                // A full read being resumed finished it already.
+                self.summary.skipped_partitions += 1;
+                shared.progress.partition_done(name);
+                return Ok(());
+            }
+            if let Some(checkpoint) = resume.checkpoint(&key).cloned() {
+                // It continues where it stopped, with the start its token belongs to.
+                let start = checkpoint.start.as_ref().and_then(read::json_to_cursor);
+                partition.cursor_range.get_or_insert(crate::bindings::CursorRange { start: None, end: None }).start =
+                    start;
+                let range = range.map(|(_, end)| (checkpoint.start.clone(), end));
+                self.next = Some((partition, range, Some(checkpoint)));
+                return Ok(());
+            }
+        }
         match (self.cursor.as_ref(), range) {
             (Some(cursor), Some((start, end))) => match cursor.resume(start.as_ref(), &end) {
                 Resume::Skip => {
@@ -381,15 +472,15 @@ impl StreamRead {
                 }
                 Resume::From(from) => {
                     set_start(&mut partition, &from);
-                    self.next = Some((partition, Some((Some(from), end))));
+                    self.next = Some((partition, Some((Some(from), end)), None));
                 }
-                Resume::Read => self.next = Some((partition, Some((start, end)))),
+                Resume::Read => self.next = Some((partition, Some((start, end)), None)),
             },
             (Some(cursor), None) => {
                 read::raise_start(&mut partition, cursor);
-                self.next = Some((partition, None));
+                self.next = Some((partition, None, None));
             }
-            (None, range) => self.next = Some((partition, range)),
+            (None, range) => self.next = Some((partition, range, None)),
         }
         Ok(())
     }
@@ -426,9 +517,18 @@ impl StreamRead {
         Ok(())
     }
 
+    /// The stream's state now: its cursor's, its report jobs', its checkpoints.
+    fn state(&self) -> Option<Value> {
+        let mut state = stream_state(self.cursor.as_ref(), &self.jobs_in_flight);
+        if let Some(resume) = &self.resume {
+            resume.add_to(&mut state);
+        }
+        state
+    }
+
     async fn emit_state(&mut self) -> Result<(), OutputClosed> {
-        let (out, name) = (&self.shared.out, &self.name);
-        emit_state(out, name, self.cursor.as_ref(), &self.jobs_in_flight, &mut self.last_state).await?;
+        let state = self.state();
+        emit_state(&self.shared.out, &self.name, state, &mut self.last_state).await?;
         self.unsaved = 0;
         self.saved_at = std::time::Instant::now();
         Ok(())
@@ -441,8 +541,12 @@ impl StreamRead {
     /// final state's: linear), or when `STATE_INTERVAL` has passed; the stream's end writes the
     /// last one whatever these say.
     fn state_due(&self) -> bool {
-        let entries = self.cursor.as_ref().map_or(0, StreamCursor::entries) as u64;
-        self.unsaved > 0 && (self.unsaved * 4 >= entries || self.saved_at.elapsed() >= STATE_INTERVAL)
+        let entries =
+            self.cursor.as_ref().map_or(0, StreamCursor::entries) + self.resume.as_ref().map_or(0, Resumption::entries);
+        let entries = entries as u64;
+        // A small state goes out at every change: it costs little, and a crash repeats less.
+        self.unsaved > 0
+            && (entries <= SMALL_STATE || self.unsaved * 4 >= entries || self.saved_at.elapsed() >= STATE_INTERVAL)
     }
 
     /// The stream's last state and its final status.
@@ -450,6 +554,9 @@ impl StreamRead {
         self.summary.records = self.written.load(Ordering::Relaxed);
         if let Some(cursor) = self.cursor.as_mut() {
             cursor.stream_finished(self.summary.complete());
+        }
+        if let Some(resume) = self.resume.as_mut() {
+            resume.stream_finished(self.summary.complete());
         }
         self.emit_state().await?;
         let status = if self.summary.complete() { StreamStatus::Complete } else { StreamStatus::Incomplete };
@@ -486,11 +593,10 @@ fn saved_job_handles(saved: Option<&Value>) -> std::collections::HashMap<String,
 async fn emit_state(
     out: &Output,
     stream: &str,
-    cursor: Option<&StreamCursor>,
-    jobs: &std::collections::BTreeMap<String, Value>,
+    state: Option<Value>,
     last: &mut Option<Value>,
 ) -> Result<(), OutputClosed> {
-    let state = match stream_state(cursor, jobs) {
+    let state = match state {
         Some(state) => state,
         None if last.is_some() => serde_json::json!({}),
         None => return Ok(()),
@@ -543,6 +649,10 @@ struct PartitionTask {
     track: Option<Vec<String>>,
     running: Arc<AtomicBool>,
     written: Arc<AtomicU64>,
+    /// Where a resumed partition continues.
+    resume_from: Option<Checkpoint>,
+    /// Where a resumable partition's checkpoints go (its stream).
+    checkpoints: Option<mpsc::UnboundedSender<TaskEvent>>,
 }
 
 impl PartitionTask {
@@ -603,6 +713,19 @@ impl PartitionTask {
         let shared = &self.shared;
         let name = &self.partition.stream;
         let running = &self.running;
+        let key = resume::key_text(&self.partition.key);
+        let start = self.partition.cursor_range.as_ref().and_then(|r| r.start.as_ref()).map(read::cursor_to_json);
+        let save = |token: &str, cursor: Option<&Value>| {
+            if let Some(events) = &self.checkpoints {
+                let token = serde_json::from_str(token).unwrap_or(Value::Null);
+                let checkpoint = Checkpoint { start: start.clone(), token, cursor: cursor.cloned() };
+                let _ = events.send(TaskEvent::Checkpoint { key: key.clone(), checkpoint });
+            }
+        };
+        let resuming = read::Resuming {
+            from: self.resume_from.as_ref().map(|c| (&c.token, c.cursor.as_ref())),
+            save: self.checkpoints.as_ref().map(|_| &save as &read::SaveCheckpoint),
+        };
         read::read_partition(
             &shared.connector,
             &shared.out,
@@ -612,6 +735,7 @@ impl PartitionTask {
             self.track.as_deref(),
             &shared.progress,
             done,
+            resuming,
             async || {
                 if !running.swap(true, Ordering::SeqCst) {
                     shared.out.status(name, StreamStatus::Running).await?;

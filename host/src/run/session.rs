@@ -264,9 +264,16 @@ pub fn select(
         let saved = state.streams.get(&stream.name);
         let saved_state = match &cursor_field {
             Some(_) => saved.cloned(),
-            // A stream read in full keeps no cursor, but the report jobs a previous run left in
-            // flight are resumed (polled, or aborted when not needed) rather than left behind.
-            None => saved.and_then(|s| s.get("jobs")).map(|jobs| serde_json::json!({"jobs": jobs})),
+            // A stream read in full keeps no cursor, but what a previous read left unfinished is
+            // resumed: its report jobs in flight (polled, or aborted when not needed), and, for
+            // a resumable stream, its part-read and finished partitions.
+            None => saved.and_then(|s| {
+                let kept: serde_json::Map<String, Value> = ["jobs", "in_progress", "done"]
+                    .into_iter()
+                    .filter_map(|k| Some((k.to_string(), s.get(k)?.clone())))
+                    .collect();
+                (!kept.is_empty()).then_some(Value::Object(kept))
+            }),
         };
         selected.push(SelectedStream { stream: stream.clone(), cursor_field, saved_state });
     }

@@ -301,6 +301,12 @@ impl Source for DemoSource {
             other => Err(sluice_guest::Error::config(format!("unknown stream {other:?}"))),
         }
     }
+
+    /// The demo API's tokens are stable: cursors encode a position, next links are plain URLs,
+    /// pages are numbers. (A report's result pages are the orchestrator's business.)
+    fn resumable_streams(_: &Config) -> Result<Vec<String>> {
+        Ok(["items", "accounts", "account_items", "windowed_items"].map(String::from).to_vec())
+    }
 }
 
 /// `report_items`: one report job per account on the demo API's `/reports` endpoints.
