@@ -8,38 +8,33 @@ wasmtime::component::bindgen!({
     additional_derives: [PartialEq],
 });
 
-/// The `async-connector` world: only its `async-jobs` export is used (the rest is the types
-/// above), looked up in instances of plugins that export it.
-pub mod jobs {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "async-connector",
-        imports: { default: async },
-        exports: { default: async },
-        additional_derives: [PartialEq],
-        with: {
-            "sluice:connector/types": crate::bindings::sluice::connector::types,
-            "sluice:connector/http": crate::bindings::sluice::connector::http,
-            "sluice:connector/log": crate::bindings::sluice::connector::log,
-        },
-    });
+/// Bindings of a world that extends `connector`, sharing its types and imports: only the
+/// exports it adds are used, looked up in instances of plugins that have them.
+macro_rules! extension_world {
+    ($world:literal) => {
+        wasmtime::component::bindgen!({
+            path: "../wit",
+            world: $world,
+            imports: { default: async },
+            exports: { default: async },
+            additional_derives: [PartialEq],
+            with: {
+                "sluice:connector/types": crate::bindings::sluice::connector::types,
+                "sluice:connector/http": crate::bindings::sluice::connector::http,
+                "sluice:connector/log": crate::bindings::sluice::connector::log,
+            },
+        });
+    };
 }
 
-/// The `resumable-connector` world: only its `resume` export is used, looked up in instances of
-/// plugins that export it.
+/// The `async-connector` world (0.1.1): its `async-jobs` export.
+pub mod jobs {
+    extension_world!("async-connector");
+}
+
+/// The `resumable-connector` world (0.1.2): its `resume` export.
 pub mod resume {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "resumable-connector",
-        imports: { default: async },
-        exports: { default: async },
-        additional_derives: [PartialEq],
-        with: {
-            "sluice:connector/types": crate::bindings::sluice::connector::types,
-            "sluice:connector/http": crate::bindings::sluice::connector::http,
-            "sluice:connector/log": crate::bindings::sluice::connector::log,
-        },
-    });
+    extension_world!("resumable-connector");
 }
 
 pub use exports::sluice::connector::source::{

@@ -316,6 +316,23 @@ fn windows_pick_up_records_added_after_the_last_run() {
     assert_eq!(sorted(second.ids("windowed_items")), (101..=150).collect::<Vec<_>>());
 }
 
+/// The arguments of a demo-source `command` (`run ...`, `read --catalog ...`) granted `api`,
+/// resumed from `state` when given.
+fn demo_command(
+    command: &[String],
+    config: &std::path::Path,
+    api: &DemoApi,
+    state: Option<&std::path::Path>,
+) -> Vec<String> {
+    let mut args = command.to_vec();
+    args.extend(["--config".into(), config.display().to_string(), "--allow-host".into(), grant(api)]);
+    if let Some(state) = state {
+        args.extend(["--state".into(), state.display().to_string()]);
+    }
+    args.push(plugin("demo-source").display().to_string());
+    args
+}
+
 /// A resumable stream is checkpointed inside its partitions: killed part-way and resumed from
 /// its last STATE, a run re-reads at most about a page per partition in flight (it used to
 /// re-read every partition that had not finished, from its start), and loses nothing.
@@ -329,16 +346,8 @@ fn a_killed_run_resumes_inside_its_partitions() {
     let api = demo_api(DemoApiConfig { records, accounts: ACCOUNTS, latency_ms: 2, ..Default::default() });
     let files = Files::new();
     let config = files.json("config.json", &demo_config(&api, PAGE));
-    let args = |state: Option<&std::path::Path>| -> Vec<String> {
-        let mut args: Vec<String> =
-            ["run", "--streams", "account_items", "--concurrency", &IN_FLIGHT.to_string()].map(String::from).to_vec();
-        args.extend(["--config".into(), config.display().to_string(), "--allow-host".into(), grant(&api)]);
-        if let Some(state) = state {
-            args.extend(["--state".into(), state.display().to_string()]);
-        }
-        args.push(plugin("demo-source").display().to_string());
-        args
-    };
+    let command = ["run", "--streams", "account_items", "--concurrency", &IN_FLIGHT.to_string()].map(String::from);
+    let args = |state: Option<&std::path::Path>| demo_command(&command, &config, &api, state);
     let first = run_and_kill(&args(None), 700);
     let first_ids: Vec<u64> = String::from_utf8_lossy(&first)
         .lines()
@@ -379,15 +388,8 @@ fn a_killed_full_read_resumes_inside_its_partition() {
     let files = Files::new();
     let config = files.json("config.json", &demo_config(&api, PAGE));
     let catalog = files.json("catalog.json", &catalog(&[("items", "full_refresh")]));
-    let args = |state: Option<&std::path::Path>| -> Vec<String> {
-        let mut args: Vec<String> = vec!["read".into(), "--catalog".into(), catalog.display().to_string()];
-        args.extend(["--config".into(), config.display().to_string(), "--allow-host".into(), grant(&api)]);
-        if let Some(state) = state {
-            args.extend(["--state".into(), state.display().to_string()]);
-        }
-        args.push(plugin("demo-source").display().to_string());
-        args
-    };
+    let command = ["read".to_string(), "--catalog".into(), catalog.display().to_string()];
+    let args = |state: Option<&std::path::Path>| demo_command(&command, &config, &api, state);
     let first = run_and_kill(&args(None), 800);
     let messages: Vec<Value> =
         String::from_utf8_lossy(&first).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
