@@ -15,6 +15,8 @@
 //! 9. Host memory under the hostile plugin's memory attacks (a memory bomb, 150 log calls of
 //!    10 MiB, 32 MiB pages to a consumer that stalls): the `host` process's peak RSS against an
 //!    idle run of the same plugin, with the guest limited to 64 MiB.
+//! 10. STATE bytes of one incremental stream of 1k, 10k and 100k one-record partitions (the
+//!     hostile plugin's `cursor-partitions`), against the size of its final state.
 //! 7. Replay storage: a 100k-record Singer run with `--replay-to file://…` (continual, and
 //!    batched with gzip) vs without; then `host replay` of that run.
 
@@ -82,6 +84,52 @@ fn main() {
     }
     if run("9") {
         memory_attacks(&bench);
+    }
+    if run("10") {
+        state_bytes(&bench);
+    }
+}
+
+/// STATE bytes written for N partitions: linear in N, with the fallback past 10,000.
+fn state_bytes(bench: &Bench) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let host = root.join("target/release/host");
+    if !host.exists() {
+        println!(
+            "\n[10] STATE bytes: skipped, {} is missing (run `cargo build --release -p sluice-host`)",
+            host.display()
+        );
+        return;
+    }
+    println!("\n[10] STATE bytes of one incremental stream of N one-record partitions");
+    for partitions in [1_000u64, 10_000, 100_000] {
+        let path = bench.work.path().join("partitions.json");
+        let config = serde_json::json!({"mode": "cursor-partitions", "partitions": partitions});
+        std::fs::write(&path, config.to_string()).unwrap();
+        let started = Instant::now();
+        let output = std::process::Command::new(&host)
+            .args(["run", "--no-progress", "--config"])
+            .arg(&path)
+            .arg("--cache-dir")
+            .arg(bench.cache.path())
+            .arg(root.join("target/plugins/hostile.wasm"))
+            .stderr(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let elapsed = started.elapsed();
+        assert!(output.status.success());
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let states: Vec<&str> = stdout.lines().filter(|l| l.contains("\"type\":\"STATE\"")).collect();
+        let total: usize = states.iter().map(|l| l.len()).sum();
+        let last = states.last().map_or(0, |l| l.len());
+        println!(
+            "    {partitions:>7} partitions: {} STATE lines, {:.2} MB in all, the last {:.2} MB ({:.1}x it), {:.0} partitions/s",
+            states.len(),
+            total as f64 / 1e6,
+            last as f64 / 1e6,
+            total as f64 / last.max(1) as f64,
+            partitions as f64 / elapsed.as_secs_f64()
+        );
     }
 }
 
