@@ -712,6 +712,11 @@ fn plugins_too_costly_to_compile_are_refused_before_compiling() {
     assert!(message.contains("more than 200000 functions"), "{message}");
     let message = refused_plugin(&plugin("demo-source-py"), &["--max-plugin-mb", "1"]);
     assert!(message.contains("larger than the limit of 1048576 bytes"), "{message}");
+    // The operator's own limits: the hostile plugin itself has some 600 functions.
+    let message = refused_plugin(&plugin("hostile"), &["--max-plugin-functions", "100"]);
+    assert!(message.contains("more than 100 functions") && message.contains("--max-plugin-functions"), "{message}");
+    let message = refused_plugin(&plugin("hostile"), &["--max-function-kib", "1"]);
+    assert!(message.contains("more than the limit of 1024 bytes (--max-function-kib)"), "{message}");
 }
 
 /// Compiling happens in a child process bounded in time and memory: the Python connector takes

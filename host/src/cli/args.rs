@@ -57,6 +57,12 @@ pub struct PluginArgs {
     /// Largest plugin file accepted, MiB.
     #[arg(long, default_value_t = 256, value_name = "MIB")]
     pub max_plugin_mb: u64,
+    /// Functions a plugin may have, across its modules (counted before compiling).
+    #[arg(long, default_value_t = 200_000, value_name = "N")]
+    pub max_plugin_functions: u64,
+    /// Largest function a plugin may have, KiB (checked before compiling).
+    #[arg(long, default_value_t = 2048, value_name = "KIB")]
+    pub max_function_kib: u64,
     /// Longest compiling a plugin may take (in a child process), seconds.
     #[arg(long, default_value_t = 300, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub compile_timeout_s: u64,
@@ -72,6 +78,8 @@ impl PluginArgs {
     pub fn compile_limits(&self) -> crate::guest::compile::CompileLimits {
         crate::guest::compile::CompileLimits {
             max_component_bytes: self.max_plugin_mb << 20,
+            max_functions: self.max_plugin_functions,
+            max_function_bytes: self.max_function_kib << 10,
             timeout: Duration::from_secs(self.compile_timeout_s),
             memory_bytes: self.compile_memory_mb << 20,
             ..crate::guest::compile::CompileLimits::in_child_process()

@@ -67,14 +67,17 @@ impl CompileLimits {
                 wasmparser::Payload::CodeSectionStart { count, .. } => {
                     functions += u64::from(count);
                     if functions > self.max_functions {
-                        bail!("it has more than {} functions, the limit for a plugin", self.max_functions);
+                        bail!(
+                            "it has more than {} functions, the limit for a plugin (--max-plugin-functions)",
+                            self.max_functions
+                        );
                     }
                 }
                 wasmparser::Payload::CodeSectionEntry(body) => {
                     let size = body.range().len() as u64;
                     if size > self.max_function_bytes {
                         bail!(
-                            "it has a function of {size} bytes, more than the limit of {} bytes",
+                            "it has a function of {size} bytes, more than the limit of {} bytes (--max-function-kib)",
                             self.max_function_bytes
                         );
                     }
