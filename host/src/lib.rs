@@ -42,7 +42,7 @@ mod storage;
 pub use data::catalog::Selected;
 pub use data::protocol::{FailureType, Format};
 pub use data::state::InputState;
-pub use guest::compile::{COMPILE_CHILD_ARG, CompileLimits, compile_child_main};
+pub use guest::compile::{COMPILE_CHILD_ARG, CompileLimits, compile_child_main, enable_compile_helper};
 pub use guest::limits::Limits;
 pub use net::HttpOptions;
 pub use net::hooks::{Answer, Attempt, BoxFuture, HttpHooks, Outcome as AttemptOutcome, Timing};

@@ -6,6 +6,7 @@ fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some(sluice_host::COMPILE_CHILD_ARG) {
         return sluice_host::compile_child_main();
     }
+    sluice_host::enable_compile_helper();
     let cli = sluice_host::cli::Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,

@@ -74,7 +74,8 @@ pub struct PluginArgs {
 }
 
 impl PluginArgs {
-    /// Compiling in a child process of this program, bounded as the flags say.
+    /// Compiling in a child process of this program when it is a compile helper (the `host`
+    /// binary), bounded as the flags say.
     pub fn compile_limits(&self) -> crate::guest::compile::CompileLimits {
         crate::guest::compile::CompileLimits {
             max_component_bytes: self.max_plugin_mb << 20,

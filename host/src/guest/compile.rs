@@ -13,6 +13,20 @@ use std::time::Duration;
 /// [`compile_child_main`]) a compile helper instead of the CLI.
 pub const COMPILE_CHILD_ARG: &str = "__sluice-compile";
 
+/// What a compile helper writes before the compiled code, so a program that is not one (an
+/// embedder's binary whose `main` does not call [`compile_child_main`]) is told apart.
+const HELPER_MAGIC: &[u8] = b"sluice-compiled\n";
+
+/// Set by [`compile_child_main`]'s callers that are compile helpers: this executable can compile
+/// for the host (the `host` binary sets it first thing in `main`).
+static CURRENT_EXE_IS_HELPER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Declares that this executable answers [`COMPILE_CHILD_ARG`] (its `main` begins by calling
+/// [`compile_child_main`] for it), so [`CompileLimits::in_child_process`] may use it.
+pub fn enable_compile_helper() {
+    CURRENT_EXE_IS_HELPER.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// How much compiling a plugin may cost.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompileLimits {
@@ -46,9 +60,11 @@ impl Default for CompileLimits {
 }
 
 impl CompileLimits {
-    /// The defaults, compiling in a child process of this very program (the CLI).
+    /// The defaults, compiling in a child process of this very program when it is a compile
+    /// helper ([`enable_compile_helper`]; the `host` binary is one), else in this process.
     pub fn in_child_process() -> Self {
-        CompileLimits { helper: std::env::current_exe().ok(), ..Default::default() }
+        let helper = CURRENT_EXE_IS_HELPER.load(std::sync::atomic::Ordering::Relaxed);
+        CompileLimits { helper: helper.then(|| std::env::current_exe().ok()).flatten(), ..Default::default() }
     }
 
     /// Refuses a plugin over the size cap or whose functions are too many or too large, by
@@ -146,7 +162,15 @@ impl CompileLimits {
             let (compiled, message, status) = outcome?;
             let status = status.context("the compile helper was lost")?;
             if status.success() {
-                return compiled.context("cannot read the compiled code from the compile helper");
+                let compiled = compiled.context("cannot read the compiled code from the compile helper")?;
+                return match compiled.strip_prefix(HELPER_MAGIC) {
+                    Some(code) => Ok(code.to_vec()),
+                    None => Err(anyhow!(
+                        "{} is not a compile helper (its main must begin by calling sluice_host::compile_child_main \
+                         for {COMPILE_CHILD_ARG})",
+                        program.display()
+                    )),
+                };
             }
             let message = message.trim();
             let out_of_memory = message.contains("memory allocation") || status_is_abort(&status);
@@ -196,7 +220,10 @@ fn compile_child() -> Result<()> {
     std::io::stdin().read_to_end(&mut wasm)?;
     let engine = wasmtime::Engine::new(&super::engine::engine_config(stack)).map_err(|e| anyhow!("{e}"))?;
     let compiled = engine.precompile_component(&wasm).map_err(|e| anyhow!("{e:#}"))?;
-    std::io::stdout().write_all(&compiled)?;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(HELPER_MAGIC)?;
+    stdout.write_all(&compiled)?;
+    stdout.flush()?;
     Ok(())
 }
 
@@ -215,4 +242,21 @@ fn limit_memory(bytes: u64) -> Result<()> {
 #[cfg(not(unix))]
 fn limit_memory(_: u64) -> Result<()> {
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A program that runs and exits 0 but is not a compile helper (here `echo`, which prints
+    /// its arguments) is refused, never taken for compiled code; and a program that has not
+    /// declared itself a helper compiles in process (a benchmark or an embedder calling the CLI).
+    #[test]
+    fn only_a_declared_helper_compiles_out_of_process() {
+        assert_eq!(CompileLimits::in_child_process().helper, None);
+        let echo = CompileLimits { helper: Some("/bin/echo".into()), ..Default::default() };
+        let engine = wasmtime::Engine::new(&super::super::engine::engine_config(512 << 10)).unwrap();
+        let err = echo.compile(&engine, b"\0asm\x0d\0\x01\0", 512 << 10).unwrap_err().to_string();
+        assert!(err.contains("/bin/echo is not a compile helper"), "{err}");
+    }
 }
