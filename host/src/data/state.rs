@@ -190,6 +190,18 @@ pub fn same_kind(seen: &Value, new: &Value) -> Result<(), String> {
     ))
 }
 
+/// Keeps in `max` the larger of it and `value`, refusing a value of another kind ([`same_kind`]).
+pub fn raise_max(max: &mut Option<Value>, value: Value) -> Result<(), String> {
+    if let Some(m) = max.as_ref() {
+        same_kind(m, &value)?;
+        if compare(&value, m) != Ordering::Greater {
+            return Ok(());
+        }
+    }
+    *max = Some(value);
+    Ok(())
+}
+
 /// A cursor value as the host saves it: a date-time in UTC (`Z`), so saved values compare and
 /// read the same whatever offset the API used; anything else as it is.
 pub fn canonical(v: Value) -> Value {

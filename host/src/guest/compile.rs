@@ -67,16 +67,9 @@ impl CompileLimits {
         CompileLimits { helper: helper.then(|| std::env::current_exe().ok()).flatten(), ..Default::default() }
     }
 
-    /// Refuses a plugin over the size cap or whose functions are too many or too large, by
-    /// parsing it (nothing is compiled or validated yet).
+    /// Refuses a plugin whose functions are too many or too large, by parsing it (nothing is
+    /// compiled or validated yet). The size cap applies earlier, while the file is read.
     pub fn check(&self, wasm: &[u8]) -> Result<()> {
-        if wasm.len() as u64 > self.max_component_bytes {
-            bail!(
-                "it is {} bytes, more than the limit of {} bytes for a plugin (--max-plugin-mb)",
-                wasm.len(),
-                self.max_component_bytes
-            );
-        }
         let mut functions = 0u64;
         for payload in wasmparser::Parser::new(0).parse_all(wasm) {
             match payload.map_err(|e| anyhow!("it is not a valid WebAssembly component: {e}"))? {

@@ -1,4 +1,6 @@
-//! The wasmtime engine, loading components, and the compiled-component cache.
+//! The wasmtime engine and loading components: read (size-capped), checked, compiled within
+//! bounds ([`crate::guest::compile`]) or taken from the signed cache ([`crate::guest::cache`]),
+//! and linked.
 //!
 //! Compiling a component takes from a fraction of a second (Rust) to ~10 s (Python, JS), so
 //! compiled code is cached on disk, keyed by the wasm's sha256 and the engine's compatibility

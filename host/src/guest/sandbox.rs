@@ -177,7 +177,9 @@ impl GuestState {
         }
         for (capture, level, name) in [(&self.stdout, Level::Info, "stdout"), (&self.stderr, Level::Warn, "stderr")] {
             for line in capture.take_lines() {
-                logs.push(GuestLog { level, message: format!("[{name}] {line}") });
+                let mut message = format!("[{name}] {line}");
+                truncate_message(&mut message, self.max_log_bytes);
+                logs.push(GuestLog { level, message });
             }
         }
         logs
@@ -271,7 +273,7 @@ impl tokio::io::AsyncWrite for Capture {
 }
 
 /// Cuts `message` to at most `max` bytes (on a character boundary), saying so.
-pub fn truncate_message(message: &mut String, max: usize) {
+fn truncate_message(message: &mut String, max: usize) {
     if message.len() > max {
         let mut end = max;
         while !message.is_char_boundary(end) {

@@ -150,8 +150,10 @@ const FORBIDDEN_HEADERS: [&str; 9] = [
     "http2-settings",
 ];
 
-/// Checks a guest's headers before anything is sent.
-fn check_headers(headers: &[(String, String)]) -> Result<(), HttpError> {
+/// Checks a guest's headers before anything is sent: the headers, parsed once for every
+/// attempt and hop.
+fn check_headers(headers: &[(String, String)]) -> Result<reqwest::header::HeaderMap, HttpError> {
+    use reqwest::header::{HeaderName, HeaderValue};
     if headers.len() > MAX_REQUEST_HEADERS {
         return Err(HttpError::InvalidRequest(format!(
             "{} headers are more than the {MAX_REQUEST_HEADERS} a request may carry",
@@ -164,24 +166,22 @@ fn check_headers(headers: &[(String, String)]) -> Result<(), HttpError> {
             "the headers take {bytes} bytes, more than the {MAX_REQUEST_HEADER_BYTES} a request may carry"
         )));
     }
+    let mut map = reqwest::header::HeaderMap::with_capacity(headers.len());
     for (name, value) in headers {
-        let lower = name.to_ascii_lowercase();
-        if FORBIDDEN_HEADERS.contains(&lower.as_str()) || lower.starts_with("proxy-") {
+        // Parsing lower-cases the name.
+        let parsed = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            HttpError::InvalidRequest(format!("invalid header name {:?}", name.chars().take(64).collect::<String>()))
+        })?;
+        if FORBIDDEN_HEADERS.contains(&parsed.as_str()) || parsed.as_str().starts_with("proxy-") {
             return Err(HttpError::InvalidRequest(format!(
                 "the {name} header is the host's to set, not the connector's"
             )));
         }
-        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
-            return Err(HttpError::InvalidRequest(format!(
-                "invalid header name {:?}",
-                name.chars().take(64).collect::<String>()
-            )));
-        }
-        if reqwest::header::HeaderValue::from_str(value).is_err() {
-            return Err(HttpError::InvalidRequest(format!("invalid value for header {name}")));
-        }
+        let value = HeaderValue::from_str(value)
+            .map_err(|_| HttpError::InvalidRequest(format!("invalid value for header {name}")))?;
+        map.append(parsed, value);
     }
-    Ok(())
+    Ok(map)
 }
 
 /// True when `a` and `b` share scheme, host and port.
@@ -243,7 +243,7 @@ impl Egress {
         }
         let method = reqwest::Method::from_bytes(req.method.to_ascii_uppercase().as_bytes())
             .map_err(|_| HttpError::InvalidRequest(format!("invalid method {:?}", req.method)))?;
-        check_headers(&req.headers)?;
+        let headers = check_headers(&req.headers)?;
         let idempotent = matches!(method.as_str(), "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS");
         let mut attempt = 1;
         loop {
@@ -254,7 +254,7 @@ impl Egress {
                 None if self.offline() => Err(Failure::Other(HttpError::Denied(format!(
                     "nothing answers {method} {url} and HTTP is offline"
                 )))),
-                None => self.attempt(&method, &url, &req).await,
+                None => self.attempt(&method, &url, &headers, &req).await,
             };
             let timing = || Timing { started, elapsed: clock.elapsed() };
             for hook in &self.hooks {
@@ -335,7 +335,13 @@ impl Egress {
     /// One attempt: the request and the redirects it leads to, each hop checked against the
     /// policy. On a hop to another origin the connector's headers are dropped (unless the
     /// options keep them); 303, and 301/302 after a POST, continue as a GET without the body.
-    async fn attempt(&self, method: &reqwest::Method, url: &url::Url, req: &Request) -> Result<Response, Failure> {
+    async fn attempt(
+        &self,
+        method: &reqwest::Method,
+        url: &url::Url,
+        headers: &reqwest::header::HeaderMap,
+        req: &Request,
+    ) -> Result<Response, Failure> {
         self.pace(url).await;
         let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
@@ -345,9 +351,7 @@ impl Egress {
         loop {
             let mut builder = self.client.request(method.clone(), url.clone());
             if forward_headers {
-                for (name, value) in &req.headers {
-                    builder = builder.header(name.as_str(), value.as_str());
-                }
+                builder = builder.headers(headers.clone());
             }
             if let Some(body) = &body {
                 self.stats.bytes_out.fetch_add(body.len() as u64, Ordering::Relaxed);

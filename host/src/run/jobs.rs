@@ -115,7 +115,7 @@ impl Orchestrator {
         }
         let mut instance = connector.instance().await?;
         let settings = instance.job_settings(&connector.config).await;
-        let _ = emit_logs(&out, instance.take_logs(), &connector.limits).await;
+        let _ = emit_logs(&out, instance.take_logs()).await;
         let Some(settings) = settings? else { return Ok(None) };
         if settings.streams.is_empty() {
             return Ok(None);
@@ -158,7 +158,7 @@ impl Orchestrator {
 
     /// Forwards what the instance logged.
     async fn logs(&self, instance: &mut Instance) -> Result<(), OutputClosed> {
-        emit_logs(&self.out, instance.take_logs(), &self.connector.limits).await
+        emit_logs(&self.out, instance.take_logs()).await
     }
 
     /// Ends a job in a fresh instance: abort or delete.

@@ -138,7 +138,7 @@ async fn act(runtime: &Runtime, out: &Output, request: RunRequest, record_http: 
             let mut instance =
                 connector.instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
             let spec = instance.spec().await;
-            emit_logs(out, instance.take_logs(), &connector.limits).await?;
+            emit_logs(out, instance.take_logs()).await?;
             let spec = spec.map_err(|e| RunError::call("spec failed", e))?;
             let spec = session::parse_guest_json("spec", &spec)?;
             out.message(&airbyte::spec(spec.clone())).await?;
@@ -158,7 +158,7 @@ async fn act(runtime: &Runtime, out: &Output, request: RunRequest, record_http: 
             let mut instance =
                 connector.instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
             let result = instance.check(&connector.config).await;
-            emit_logs(out, instance.take_logs(), &connector.limits).await?;
+            emit_logs(out, instance.take_logs()).await?;
             let result = result.map_err(|e| out.secrets.mask_text(&e.message()));
             out.message(&airbyte::connection_status(result.clone())).await?;
             Ok(Outcome::Check(result))

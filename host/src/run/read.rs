@@ -44,8 +44,8 @@ impl StreamSummary {
     }
 }
 
-/// Emits guest logs as LOG messages, capped in size.
-pub async fn emit_logs(out: &Output, logs: Vec<GuestLog>, limits: &Limits) -> Result<(), OutputClosed> {
+/// Emits guest logs as LOG messages (cut to size where they entered, in the sandbox).
+pub async fn emit_logs(out: &Output, logs: Vec<GuestLog>) -> Result<(), OutputClosed> {
     for log in logs {
         let level = match log.level {
             crate::bindings::Level::Debug => "DEBUG",
@@ -53,9 +53,7 @@ pub async fn emit_logs(out: &Output, logs: Vec<GuestLog>, limits: &Limits) -> Re
             crate::bindings::Level::Warn => "WARN",
             crate::bindings::Level::Error => "ERROR",
         };
-        let mut message = log.message;
-        crate::guest::sandbox::truncate_message(&mut message, limits.max_log_bytes);
-        out.log(level, &message).await?;
+        out.log(level, &log.message).await?;
     }
     Ok(())
 }
@@ -71,11 +69,10 @@ pub struct PartitionDone {
 /// Calls that reach the guest and forward what it logged.
 async fn forward_logs<T>(
     out: &Output,
-    limits: &Limits,
     instance: &mut Instance,
     result: Result<T, CallError>,
 ) -> Result<Result<T, CallError>, OutputClosed> {
-    emit_logs(out, instance.take_logs(), limits).await?;
+    emit_logs(out, instance.take_logs()).await?;
     Ok(result)
 }
 
@@ -107,7 +104,7 @@ pub async fn list_partitions(
     let mut keys = KeyGuard::default();
     for _ in 0..limits.max_listing_calls_per_stream {
         let result = instance.partitions(&connector.config, name, state.as_ref(), token.as_ref()).await;
-        let batch = match forward_logs(out, limits, &mut instance, result).await? {
+        let batch = match forward_logs(out, &mut instance, result).await? {
             Ok(b) => b,
             Err(e) => return Ok(Err(e)),
         };
@@ -242,7 +239,7 @@ pub async fn read_partition(
                 save(token, done.max_cursor.as_ref());
             }
         }
-        let page = match forward_logs(out, limits, &mut instance, result).await? {
+        let page = match forward_logs(out, &mut instance, result).await? {
             Ok(p) => p,
             Err(e) => return Ok(Err(e)),
         };
@@ -333,12 +330,8 @@ fn render_page(
             Some(field) => protocol::checked_record_with_cursor(record, max_bytes, max_depth, field)?,
         };
         if let Some(v) = cursor {
-            if let Some(m) = &max_cursor {
-                state::same_kind(m, &v).map_err(|e| format!("{e}, in record {}", protocol::preview(record)))?;
-            }
-            if max_cursor.as_ref().is_none_or(|m| state::compare(&v, m) == Ordering::Greater) {
-                max_cursor = Some(v);
-            }
+            state::raise_max(&mut max_cursor, v)
+                .map_err(|e| format!("{e}, in record {}", protocol::preview(record)))?;
         }
         out.push_record(&mut lines, stream_json, &checked, &stamp);
     }
@@ -366,15 +359,10 @@ async fn send_rendered(
     if let Some(first) = on_first_records.take() {
         first().await?;
     }
-    if let Some(v) = rendered.max_cursor {
-        if let Some(m) = &done.max_cursor
-            && let Err(e) = state::same_kind(m, &v)
-        {
-            return Ok(Err(contract(format!("{e}, on a later page"))));
-        }
-        if done.max_cursor.as_ref().is_none_or(|m| state::compare(&v, m) == Ordering::Greater) {
-            done.max_cursor = Some(v);
-        }
+    if let Some(v) = rendered.max_cursor
+        && let Err(e) = state::raise_max(&mut done.max_cursor, v)
+    {
+        return Ok(Err(contract(format!("{e}, on a later page"))));
     }
     done.records += rendered.records;
     out.records(&partition.stream, rendered.lines, rendered.records).await?;

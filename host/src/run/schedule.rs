@@ -132,7 +132,7 @@ async fn resumable_streams(
     let asked = match connector.instance().await {
         Ok(mut instance) => {
             let asked = instance.resumable_streams(&connector.config).await;
-            read::emit_logs(out, instance.take_logs(), &connector.limits).await?;
+            read::emit_logs(out, instance.take_logs()).await?;
             asked
         }
         Err(e) => Err(e),
@@ -312,9 +312,7 @@ impl StreamRead {
         let (partition, range, resume_from) = self.next.take().expect("started only when there is a next partition");
         self.in_flight += 1;
         let saved = match self.through_jobs {
-            true => serde_json::from_str::<Value>(&partition.key)
-                .ok()
-                .and_then(|key| self.saved_jobs.remove(&key.to_string())),
+            true => self.saved_jobs.remove(&resume::key_text(&partition.key)),
             false => None,
         };
         let track = if range.is_none() { self.cursor.as_ref().map(|c| c.field().to_vec()) } else { None };
@@ -534,12 +532,13 @@ impl StreamRead {
         Ok(())
     }
 
-    /// Whether a finished partition's STATE goes out now. Each STATE holds the whole stream's
-    /// state, so writing one per partition made a run's STATE bytes grow with the square of its
-    /// partitions. A STATE is written once the partitions finished since the last one are a
-    /// quarter of the state's entries (so the bytes of all STATEs stay within a few times the
-    /// final state's: linear), or when `STATE_INTERVAL` has passed; the stream's end writes the
-    /// last one whatever these say.
+    /// Whether the STATE after a change (a finished partition, a checkpoint) goes out now. Each
+    /// STATE holds the whole stream's state, so writing one per partition made a run's STATE
+    /// bytes grow with the square of its partitions. A STATE is written at every change while
+    /// the state is small, else once the changes since the last one are a quarter of the state's
+    /// entries (so the bytes of all STATEs stay within a few times the final state's: linear),
+    /// or when `STATE_INTERVAL` has passed; the stream's end writes the last one whatever these
+    /// say.
     fn state_due(&self) -> bool {
         let entries =
             self.cursor.as_ref().map_or(0, StreamCursor::entries) + self.resume.as_ref().map_or(0, Resumption::entries);

@@ -149,7 +149,7 @@ pub async fn open(
         }
     }
     let caps = instance.capabilities(&config).await;
-    emit_logs(out, instance.take_logs(), &policy.limits).await?;
+    emit_logs(out, instance.take_logs()).await?;
     spec.map_err(|e| RunError::call("spec failed", e))?;
     let caps = caps.map_err(|e| RunError::call("the connector cannot say what it needs for this config", e))?;
     let declared = declared(&caps.hosts)?;
@@ -212,7 +212,7 @@ pub fn parse_guest_json(what: &str, text: &str) -> Result<Value, RunError> {
 pub async fn discover(connector: &Connector, out: &Output) -> Result<Vec<Stream>, RunError> {
     let mut instance = connector.instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
     let streams = instance.discover(&connector.config).await;
-    emit_logs(out, instance.take_logs(), &connector.limits).await?;
+    emit_logs(out, instance.take_logs()).await?;
     let streams = streams.map_err(|e| RunError::call("discover failed", e))?;
     let mut names = std::collections::HashSet::new();
     for s in &streams {
