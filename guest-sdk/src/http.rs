@@ -66,19 +66,120 @@ impl Request {
 
     /// Sends the request through the host. Any status is `Ok`; see [`Response::error_for_status`].
     pub fn send(self) -> Result<Response> {
-        let url = self.url.clone();
-        let method = self.method.clone();
+        let (method, url) = (self.method.clone(), self.url.clone());
         let req = wit::Request { method: self.method, url: self.url, headers: self.headers, body: self.body };
         match wit::send(&req) {
             Ok(r) => Ok(Response { url, status: r.status, headers: r.headers, body: r.body }),
-            Err(e) => Err(match e {
-                wit::HttpError::Denied(m) => Error::Config(format!("{method} {url} denied: {m}")),
-                wit::HttpError::Timeout(m) => Error::Transient(format!("{method} {url} timed out: {m}")),
-                wit::HttpError::Connection(m) => Error::Transient(format!("{method} {url} failed: {m}")),
-                wit::HttpError::TooLarge(m) => Error::System(format!("{method} {url}: response too large: {m}")),
-                wit::HttpError::InvalidRequest(m) => Error::System(format!("{method} {url}: invalid request: {m}")),
-            }),
+            Err(e) => Err(http_error(&method, &url, e)),
         }
+    }
+
+    /// Sends the request, but leaves the body with the host, to be read a piece at a time with
+    /// [`Body::read_lines`] or [`Body::read_bytes`]: for downloads too large to hold (a report of
+    /// a million rows). Retries, redirects and the egress policy work as for [`Request::send`].
+    pub fn open(self) -> Result<StreamedResponse> {
+        let (method, url) = (self.method.clone(), self.url.clone());
+        let req = wit::Request { method: self.method, url: self.url, headers: self.headers, body: self.body };
+        match wit::open(&req) {
+            Ok(r) => Ok(StreamedResponse { url, status: r.status, headers: r.headers, body: Body(r.body) }),
+            Err(e) => Err(http_error(&method, &url, e)),
+        }
+    }
+}
+
+fn http_error(method: &str, url: &str, e: wit::HttpError) -> Error {
+    match e {
+        wit::HttpError::Denied(m) => Error::Config(format!("{method} {url} denied: {m}")),
+        wit::HttpError::Timeout(m) => Error::Transient(format!("{method} {url} timed out: {m}")),
+        wit::HttpError::Connection(m) => Error::Transient(format!("{method} {url} failed: {m}")),
+        wit::HttpError::TooLarge(m) => Error::System(format!("{method} {url}: response too large: {m}")),
+        wit::HttpError::InvalidRequest(m) => Error::System(format!("{method} {url}: invalid request: {m}")),
+    }
+}
+
+/// An HTTP answer whose body is still with the host (see [`Request::open`]).
+#[derive(Debug)]
+pub struct StreamedResponse {
+    pub url: String,
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Body,
+}
+
+impl StreamedResponse {
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    /// As [`Response::error_for_status`]; the message quotes the start of the body, and the body
+    /// is closed.
+    pub fn error_for_status(self) -> Result<Self> {
+        if self.is_success() {
+            return Ok(self);
+        }
+        let start = self.body.read_bytes(500).ok().flatten().unwrap_or_default();
+        self.body.close();
+        let answer = Response { url: self.url, status: self.status, headers: self.headers, body: start };
+        answer.error_for_status().map(|_| unreachable!("the status is not a success"))
+    }
+}
+
+/// An open response body, held by the host for as long as it reads the partition that opened
+/// it. Its handle may go into a page token ([`Body::handle`], [`Body::from_handle`]) so that the
+/// next `read_page` or `read_result` call of the partition goes on reading where this one
+/// stopped; a body read to its end is closed by the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Body(u32);
+
+/// Lines of a body, and whether it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lines {
+    /// Without their line endings.
+    pub lines: Vec<String>,
+    /// The body has no more: it is closed.
+    pub end: bool,
+}
+
+impl Body {
+    pub fn handle(self) -> u32 {
+        self.0
+    }
+
+    pub fn from_handle(handle: u32) -> Body {
+        Body(handle)
+    }
+
+    /// Up to `max` more lines. `None` when the host holds no such body: it was closed, or the
+    /// partition is read by a new instance now (a retry, a resumed run), so open it again
+    /// (from a position the token kept, say).
+    pub fn read_lines(self, max: u32) -> Result<Option<Lines>> {
+        match wit::read_lines(self.0, max) {
+            Ok(read) => Ok(Some(Lines { lines: read.lines, end: read.end })),
+            Err(wit::BodyError::UnknownBody) => Ok(None),
+            Err(e) => Err(body_error(e)),
+        }
+    }
+
+    /// Up to `max` more bytes; an empty vector at the end. `None` as for [`Body::read_lines`].
+    pub fn read_bytes(self, max: u32) -> Result<Option<Vec<u8>>> {
+        match wit::read_bytes(self.0, max) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(wit::BodyError::UnknownBody) => Ok(None),
+            Err(e) => Err(body_error(e)),
+        }
+    }
+
+    /// Closes the body before its end.
+    pub fn close(self) {
+        wit::close_body(self.0)
+    }
+}
+
+fn body_error(e: wit::BodyError) -> Error {
+    match e {
+        wit::BodyError::UnknownBody => Error::System("the body is not open".into()),
+        wit::BodyError::Connection(m) => Error::Transient(m),
+        wit::BodyError::TooLarge(m) | wit::BodyError::NotText(m) => Error::System(m),
     }
 }
 

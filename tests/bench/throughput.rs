@@ -20,6 +20,10 @@
 //! 11. Crash and resume: `account_items`, 20 partitions x 1000 records in pages of 100, 8 in
 //!     flight, five SIGKILLs at random points, each run resumed from the last STATE it printed:
 //!     records delivered twice, and none lost.
+//! 12. Scale, each the `host` process against a native reader process (this benchmark run as
+//!     one, `__native …`), peak RSS and records/s: 10M records in one stream (`items`), 100k
+//!     partitions of one record (`account_items`, 8 in flight), and a 1M-row report job polled
+//!     on a 5 s schedule by both, its download streamed.
 //! 7. Replay storage: a 100k-record Singer run with `--replay-to file://…` (continual, and
 //!    batched with gzip) vs without; then `host replay` of that run.
 
@@ -45,6 +49,11 @@ struct Bench {
 }
 
 fn main() {
+    // This benchmark, run again as a native reader, for case 12's per-process figures.
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("__native") {
+        return native_child(&args[2..]);
+    }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     let plugin = root.join("target/plugins/demo-source.wasm");
     assert!(plugin.exists(), "{} is missing: run `just build-plugins` (`just bench` does)", plugin.display());
@@ -94,6 +103,174 @@ fn main() {
     if run("11") {
         crash_and_resume(&bench);
     }
+    if run("12") {
+        scale(&bench);
+    }
+}
+
+/// `__native items|partitions|report BASE_URL N`: a native reader writing Airbyte records to
+/// stdout, for a process of its own.
+fn native_child(args: &[String]) {
+    let (what, base_url, n) = (args[0].as_str(), args[1].as_str(), args[2].parse::<u64>().unwrap());
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let stdout = || Box::new(std::io::BufWriter::with_capacity(1 << 16, std::io::stdout()));
+    runtime.block_on(async {
+        match what {
+            "items" => drop(native_items_into(base_url, n, 1000, stdout()).await),
+            "partitions" => drop(native_account_items_into(base_url, n, 1, 1000, 8, stdout()).await),
+            "report" => drop(native_streamed_report(base_url, n, Duration::from_secs(5), stdout()).await),
+            other => panic!("unknown native reader {other}"),
+        }
+    });
+}
+
+/// Runs `command` to its end, counting the RECORD lines of its stdout: the time taken, its own
+/// peak RSS in MiB (`wait4`), and the records.
+fn measured_child(command: &mut std::process::Command) -> (Duration, f64, u64) {
+    use std::io::BufRead;
+    let started = Instant::now();
+    #[allow(clippy::zombie_processes, reason = "reaped by wait4 below, which also gives its own rusage")]
+    let mut child = command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let mut stdout = std::io::BufReader::with_capacity(1 << 20, child.stdout.take().unwrap());
+    let (mut records, mut line) = (0u64, Vec::new());
+    while stdout.read_until(b'\n', &mut line).unwrap() > 0 {
+        records += line.starts_with(br#"{"type":"RECORD""#) as u64;
+        line.clear();
+    }
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child, writing into the two values we pass.
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as libc::pid_t);
+    assert_eq!(status, 0, "{command:?} failed");
+    (started.elapsed(), usage.ru_maxrss as f64 / 1024.0, records)
+}
+
+fn scale(bench: &Bench) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let host = root.join("target/release/host");
+    if !host.exists() {
+        println!("\n[12] scale: skipped, {} is missing (run `cargo build --release -p sluice-host`)", host.display());
+        return;
+    }
+    let me = std::env::current_exe().unwrap();
+    println!("\n[12] scale: the host process vs a native reader process, peak RSS and records/s");
+    let cases: [(&str, DemoApiConfig, serde_json::Value, &[&str], &str, u64); 3] = [
+        (
+            "10M records in one stream (items, pages of 1000)",
+            DemoApiConfig { records: 10_000_000, accounts: 1, ..Default::default() },
+            serde_json::json!({"page_size": 1000}),
+            &["--streams", "items"],
+            "items",
+            10_000_000,
+        ),
+        (
+            "100k partitions of one record (account_items, 8 in flight)",
+            DemoApiConfig { records: 100_000, accounts: 100_000, ..Default::default() },
+            serde_json::json!({"page_size": 1000}),
+            &["--streams", "account_items", "--concurrency", "8"],
+            "partitions",
+            100_000,
+        ),
+        (
+            "a 1M-row report job, polled every 5 s, its download streamed in pages of 5000",
+            DemoApiConfig { records: 1_000_000, accounts: 1, job_polls: 2, ..Default::default() },
+            serde_json::json!({"report_jobs": true, "max_jobs": 1, "report_page_size": 5000}),
+            &["--streams", "report_items", "--job-poll-ms", "5000", "--job-poll-max-ms", "5000"],
+            "report",
+            1_000_000,
+        ),
+    ];
+    for (name, api_config, config, args, native, records) in cases {
+        let api = DemoApi::start_background(api_config).unwrap();
+        let mut config = config;
+        config["base_url"] = api.base_url().into();
+        let path = bench.work.path().join("scale.json");
+        std::fs::write(&path, config.to_string()).unwrap();
+        let (host_took, host_rss, host_records) = measured_child(
+            std::process::Command::new(&host)
+                .args(["run", "--no-progress", "--config"])
+                .arg(&path)
+                .args(args)
+                .arg("--allow-host")
+                .arg(format!("http://{}", api.addr()))
+                .arg("--cache-dir")
+                .arg(bench.cache.path())
+                .arg(&bench.plugin),
+        );
+        let (native_took, native_rss, native_records) =
+            measured_child(std::process::Command::new(&me).args(["__native", native, &api.base_url(), &records.to_string()]));
+        assert_eq!((host_records, native_records), (records, records), "{name}");
+        let rate = |took: Duration| records as f64 / took.as_secs_f64();
+        println!(
+            "    {name}:\n      host {:.0} records/s, peak RSS {host_rss:.1} MiB; native {:.0} records/s, peak RSS {native_rss:.1} MiB; host/native throughput {:.2}x",
+            rate(host_took),
+            rate(native_took),
+            native_took.as_secs_f64() / host_took.as_secs_f64()
+        );
+    }
+}
+
+/// A native reader of one report job on `poll` schedule (first poll at once, as the host's),
+/// its download streamed and written in pages of 5000 lines.
+async fn native_streamed_report(
+    base_url: &str,
+    expected: u64,
+    poll: Duration,
+    sink: Box<dyn std::io::Write + Send>,
+) -> Duration {
+    #[derive(serde::Deserialize)]
+    struct Job {
+        id: String,
+        status: String,
+        download_url: Option<String>,
+    }
+    const PAGE: usize = 5000;
+    let client = client();
+    let (out, writer) = Output::spawn(Format::Airbyte, sink);
+    let started = Instant::now();
+    let stream_json = serde_json::to_string("report_items").unwrap();
+    let created = client.post(format!("{base_url}/reports")).body(r#"{"account_id": 1}"#).send().await.unwrap();
+    let job: Job = serde_json::from_slice(&created.bytes().await.unwrap()).unwrap();
+    let url = loop {
+        let polled = client.get(format!("{base_url}/reports/{}", job.id)).send().await.unwrap();
+        let polled: Job = serde_json::from_slice(&polled.bytes().await.unwrap()).unwrap();
+        if polled.status == "completed" {
+            break polled.download_url.unwrap();
+        }
+        tokio::time::sleep(poll).await;
+    };
+    let mut download = client.get(format!("{base_url}{url}")).send().await.unwrap();
+    let (mut pending, mut lines, mut records) = (Vec::new(), Vec::new(), 0u64);
+    let mut flush = async |lines: &mut Vec<Vec<u8>>| {
+        let stamp = out.stamp();
+        let mut rendered = out.page(lines.iter().map(|l| l.len() + 80).sum());
+        for line in lines.iter() {
+            let checked = checked_record(std::str::from_utf8(line).unwrap(), 16 << 20, 64).unwrap();
+            out.push_record(&mut rendered, &stream_json, &checked, &stamp);
+        }
+        out.records("report_items", rendered, lines.len() as u64).await.unwrap();
+        lines.len() as u64
+    };
+    while let Some(chunk) = download.chunk().await.unwrap() {
+        pending.extend_from_slice(&chunk);
+        let mut start = 0;
+        while let Some(newline) = memchr::memchr(b'\n', &pending[start..]) {
+            lines.push(pending[start..start + newline].to_vec());
+            start += newline + 1;
+            if lines.len() == PAGE {
+                records += flush(&mut lines).await;
+                lines.clear();
+            }
+        }
+        pending.drain(..start);
+    }
+    records += flush(&mut lines).await;
+    client.delete(format!("{base_url}/reports/{}", job.id)).send().await.unwrap();
+    drop(out);
+    writer.finish().unwrap();
+    assert_eq!(records, expected);
+    started.elapsed()
 }
 
 /// Five SIGKILLs, each run resumed from the output of the one before.
@@ -647,8 +824,18 @@ async fn write_page(out: &Output, stream_json: &str, records: &[Box<serde_json::
 
 /// A hand-written reader of `items`: cursor pages.
 async fn native_items(base_url: &str, expected: u64, page_size: u64) -> Duration {
+    native_items_into(base_url, expected, page_size, Box::new(std::io::sink())).await
+}
+
+/// [`native_items`], output to `sink`.
+async fn native_items_into(
+    base_url: &str,
+    expected: u64,
+    page_size: u64,
+    sink: Box<dyn std::io::Write + Send>,
+) -> Duration {
     let client = client();
-    let (out, writer) = Output::spawn(Format::Airbyte, Box::new(std::io::sink()));
+    let (out, writer) = Output::spawn(Format::Airbyte, sink);
     let started = Instant::now();
     let stream_json = serde_json::to_string("items").unwrap();
     let mut cursor: Option<String> = None;
@@ -676,8 +863,20 @@ async fn native_items(base_url: &str, expected: u64, page_size: u64) -> Duration
 
 /// A hand-written concurrent reader of `account_items`: one task per account, `in_flight` at once.
 async fn native_account_items(base_url: &str, accounts: u64, page_size: u64, in_flight: usize) -> Duration {
+    native_account_items_into(base_url, accounts, 1000, page_size, in_flight, Box::new(std::io::sink())).await
+}
+
+/// [`native_account_items`] of accounts holding `per_account` records each, output to `sink`.
+async fn native_account_items_into(
+    base_url: &str,
+    accounts: u64,
+    per_account: u64,
+    page_size: u64,
+    in_flight: usize,
+    sink: Box<dyn std::io::Write + Send>,
+) -> Duration {
     let client = client();
-    let (out, writer) = Output::spawn(Format::Airbyte, Box::new(std::io::sink()));
+    let (out, writer) = Output::spawn(Format::Airbyte, sink);
     let started = Instant::now();
     let permits = Arc::new(tokio::sync::Semaphore::new(in_flight));
     let mut tasks = tokio::task::JoinSet::new();
@@ -707,7 +906,7 @@ async fn native_account_items(base_url: &str, accounts: u64, page_size: u64, in_
     }
     drop(out);
     writer.finish().unwrap();
-    assert_eq!(total, accounts * 1000);
+    assert_eq!(total, accounts * per_account);
     started.elapsed()
 }
 

@@ -775,3 +775,50 @@ fn many_partitions_fall_back_to_a_stream_cursor() {
     assert!(run.logs().iter().any(|l| l.contains("more than 100 partition cursors")), "{:?}", run.logs());
     assert!(state_lines(&run).iter().all(|l| l.len() < 4000), "no STATE holds more than the cap");
 }
+
+/// A streamed body reaches the guest in pieces under the response cap: 2 MB of lines under a
+/// 1 MB cap, where `send` would have been refused as too large.
+#[test]
+fn a_body_larger_than_the_response_cap_streams_in_pieces() {
+    let api = demo_api(DemoApiConfig::default());
+    let target = format!("{}/lines?n=20000&width=99", api.base_url());
+    let grant = grant(&api);
+    let args = ["--allow-host", &grant, "--http-max-response-bytes", "1000000"];
+    let config = json!({"target": target, "declare": [grant], "count": 4000});
+    let seen = attempt(&hostile("stream-lines", config.clone(), &args));
+    assert_eq!(seen["lines"], 20000, "{seen}");
+    // 4000 lines of 99 bytes fit the cap: five full reads, then one that finds the end.
+    assert_eq!(seen["reads"], 6, "{seen}");
+    // Read whole, the same body is over the cap.
+    let message = contained(&hostile("request", config, &args));
+    assert!(message.contains("response too large"), "{message}");
+}
+
+/// One line longer than the cap is refused (the host never holds more than a cap's worth of an
+/// unfinished line), naming the URL.
+#[test]
+fn a_line_longer_than_the_response_cap_is_refused() {
+    let api = demo_api(DemoApiConfig::default());
+    let grant = grant(&api);
+    let config = json!({"target": format!("{}/bytes?n=3000000", api.base_url()), "declare": [grant], "count": 10});
+    let message =
+        contained(&hostile("stream-lines", config, &["--allow-host", &grant, "--http-max-response-bytes", "1000000"]));
+    assert!(message.contains("/bytes?n=3000000 sent a line longer than 1000000 bytes"), "{message}");
+}
+
+/// Each open body holds a connection: a guest may hold four, the fifth is refused before
+/// anything is sent; and a handle it never opened reaches nothing.
+#[test]
+fn open_bodies_are_bounded_and_handles_are_the_instances_own() {
+    let api = demo_api(DemoApiConfig::default());
+    let grant = grant(&api);
+    let config = json!({"target": format!("{}/lines?n=100000", api.base_url()), "declare": [grant], "count": 10});
+    let seen = attempt(&hostile("open-many", config, &["--allow-host", &grant]));
+    assert_eq!(seen["opened"], 4, "{seen}");
+    assert!(seen["error"].as_str().unwrap().contains("4 bodies are open already"), "{seen}");
+    assert_eq!(api.stats().requests, 4);
+    for handle in [0, 1, 4] {
+        let seen = attempt(&hostile("foreign-body", json!({"count": handle}), &[]));
+        assert_eq!(seen["known"], false, "{seen}");
+    }
+}

@@ -1,7 +1,7 @@
 // HTTP through the host. The host enforces the egress grant, timeouts, retries with backoff
 // (429, 5xx, connection errors; `Retry-After` honoured) and size caps, so a connector just sends.
 
-import { send } from 'sluice:connector/http@0.1.2';
+import { send } from 'sluice:connector/http@0.1.3';
 import { SluiceError } from './errors.js';
 
 const encoder = new TextEncoder();

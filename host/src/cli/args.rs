@@ -412,7 +412,8 @@ pub struct HttpArgs {
     /// First backoff delay in milliseconds; doubles per attempt, with jitter.
     #[arg(long, default_value_t = 500, value_name = "MS")]
     pub http_backoff_ms: u64,
-    /// Largest response body accepted, bytes.
+    /// Largest response body accepted, bytes; for a body the connector streams (`open`), the
+    /// largest piece it is handed at once, and so the longest line.
     #[arg(long, default_value_t = 64 << 20, value_name = "BYTES")]
     pub http_max_response_bytes: u64,
     /// Requests in flight at once in the whole run.

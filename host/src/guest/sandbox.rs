@@ -2,9 +2,10 @@
 //! environment, arguments or sockets), the host's `http` and `log` imports, captured
 //! stdout/stderr, a memory limit, and a CPU budget per call.
 
-use crate::bindings::{self, HttpError, Level, Request, Response};
+use crate::bindings::{self, BodyError, HttpError, Level, Lines, Request, Response, ResponseHead};
 use crate::guest::limits::Limits;
 use crate::net::Egress;
+use crate::net::body::{Bodies, MAX_OPEN_BODIES, OpenBody};
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -46,6 +47,9 @@ pub struct GuestState {
     pub cpu_exceeded: bool,
     /// What the current call is for (JSON), to label its HTTP requests in recordings.
     pub context: String,
+    /// Streamed bodies the guest opened, kept with the instance: one instance reads one
+    /// partition, so a page token may name a body the next call goes on reading.
+    bodies: Bodies,
 }
 
 /// Measures the time a call spends running guest code: it runs from the start of the call and
@@ -148,6 +152,7 @@ impl GuestState {
             clock: GuestClock::default(),
             cpu_exceeded: false,
             context: "null".to_string(),
+            bodies: Bodies::default(),
         }
     }
 
@@ -200,10 +205,72 @@ impl bindings::sluice::connector::http::Host for GuestState {
         self.clock.suspend();
         let result = egress.send(req, &self.context).await;
         self.clock.resume();
-        if let Err(HttpError::Denied(why)) = &result {
+        self.note_denial(&result);
+        result
+    }
+
+    async fn open(&mut self, req: Request) -> Result<ResponseHead, HttpError> {
+        let egress = self.egress.clone();
+        // Refused before anything is sent, so a guest cannot keep connections it cannot use.
+        if self.bodies.is_full() {
+            return Err(HttpError::InvalidRequest(format!(
+                "{MAX_OPEN_BODIES} bodies are open already: read them to the end or close them first"
+            )));
+        }
+        let url = req.url.clone();
+        self.clock.suspend();
+        let result = egress.open(req, &self.context).await;
+        self.clock.resume();
+        self.note_denial(&result);
+        let (resp, source) = result?;
+        let body = self.bodies.insert(OpenBody::new(source, url)).expect("checked above");
+        Ok(ResponseHead { status: resp.status, headers: resp.headers, body })
+    }
+
+    async fn read_lines(&mut self, body: u32, max_lines: u32) -> Result<Lines, BodyError> {
+        let egress = self.egress.clone();
+        let cap = self.body_piece_cap();
+        let open = self.bodies.get(body)?;
+        self.clock.suspend();
+        let result = open.read_lines(max_lines, cap, &egress.stats).await;
+        self.clock.resume();
+        self.close_when_done(body, result.is_err());
+        result.map(|read| Lines { lines: read.lines, end: read.end })
+    }
+
+    async fn read_bytes(&mut self, body: u32, max_bytes: u32) -> Result<Vec<u8>, BodyError> {
+        let egress = self.egress.clone();
+        let cap = self.body_piece_cap();
+        let open = self.bodies.get(body)?;
+        self.clock.suspend();
+        let result = open.read_bytes(max_bytes, cap, &egress.stats).await;
+        self.clock.resume();
+        self.close_when_done(body, result.is_err());
+        result
+    }
+
+    async fn close_body(&mut self, body: u32) {
+        self.bodies.close(body);
+    }
+}
+
+impl GuestState {
+    fn note_denial<T>(&mut self, result: &Result<T, HttpError>) {
+        if let Err(HttpError::Denied(why)) = result {
             self.push_log(GuestLog { level: Level::Warn, message: format!("request denied: {why}") });
         }
-        result
+    }
+
+    /// The most bytes one read of a streamed body hands to the guest.
+    fn body_piece_cap(&self) -> usize {
+        usize::try_from(self.egress.max_response_bytes()).unwrap_or(usize::MAX)
+    }
+
+    /// A body read to its end, or broken, is closed: its connection goes back at once.
+    fn close_when_done(&mut self, body: u32, failed: bool) {
+        if failed || self.bodies.get(body).is_ok_and(|b| b.done()) {
+            self.bodies.close(body);
+        }
     }
 }
 

@@ -6,6 +6,7 @@
 //! `capabilities`) and granted by the operator (`--allow-host`); anything else fails with
 //! `denied` before any network I/O. Redirects are re-checked hop by hop.
 
+use super::body::BodySource;
 use super::grants::{EgressPolicy, is_internal};
 use super::hooks::{Answer, Attempt, HttpHooks, Outcome, Timing};
 use crate::bindings::{HttpError, Request, Response};
@@ -123,6 +124,10 @@ impl std::error::Error for Denial {}
 /// The longest wait between two requests to one host that a per-host rate can ask for.
 const MAX_PACE: Duration = Duration::from_secs(3600);
 
+/// How long a streamed body may take to read in all: a day; the read timeout still bounds each
+/// wait for more bytes.
+const STREAMED_BODY_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
 /// Redirects followed per request.
 const MAX_REDIRECTS: usize = 10;
 
@@ -228,6 +233,10 @@ impl Egress {
         self.hooks.iter().any(|h| h.offline())
     }
 
+    pub fn max_response_bytes(&self) -> u64 {
+        self.options.max_response_bytes
+    }
+
     pub fn policy(&self) -> &EgressPolicy {
         &self.policy
     }
@@ -235,6 +244,28 @@ impl Egress {
     /// Sends a guest's request: policy check, then attempts with backoff until one is final.
     /// `context` (JSON) says what the request is for, in recordings.
     pub async fn send(&self, req: Request, context: &str) -> Result<Response, HttpError> {
+        self.exchange(req, context, false).await.map(|(resp, _)| resp)
+    }
+
+    /// Like [`Egress::send`], but answers once the headers arrived, the body left to be read a
+    /// piece at a time (the returned response's body is empty). With hooks the body is read whole
+    /// (under the cap) and served from memory: a recording stores it and a replay answers with it.
+    pub async fn open(&self, req: Request, context: &str) -> Result<(Response, BodySource), HttpError> {
+        let (mut resp, stream) = self.exchange(req, context, self.hooks.is_empty()).await?;
+        let source = match stream {
+            Some(stream) => BodySource::Network(stream),
+            None => BodySource::Memory(Some(std::mem::take(&mut resp.body).into())),
+        };
+        Ok((resp, source))
+    }
+
+    /// The attempts of one request; with `stream`, the final answer's body is left unread.
+    async fn exchange(
+        &self,
+        req: Request,
+        context: &str,
+        stream: bool,
+    ) -> Result<(Response, Option<reqwest::Response>), HttpError> {
         let url = url::Url::parse(&req.url)
             .map_err(|e| HttpError::InvalidRequest(format!("invalid URL {:?}: {e}", req.url)))?;
         if let Err(why) = self.policy.check(&url) {
@@ -254,20 +285,22 @@ impl Egress {
                 None if self.offline() => Err(Failure::Other(HttpError::Denied(format!(
                     "nothing answers {method} {url} and HTTP is offline"
                 )))),
-                None => self.attempt(&method, &url, &headers, &req).await,
+                None => self.attempt(&method, &url, &headers, &req, stream).await,
             };
             let timing = || Timing { started, elapsed: clock.elapsed() };
             for hook in &self.hooks {
                 let seen = match &outcome {
-                    Ok(resp) => Outcome::Response(resp),
+                    Ok((resp, _)) => Outcome::Response(resp),
                     Err(Failure::Connect(error)) => Outcome::Error { error, connect: true },
                     Err(Failure::Other(error)) => Outcome::Error { error, connect: false },
                 };
                 hook.observe(&this, seen, timing()).await;
             }
             let delay = match &outcome {
-                Ok(resp) if resp.status == 429 => Some(self.retry_after(resp).unwrap_or_else(|| self.backoff(attempt))),
-                Ok(resp) if idempotent && is_retryable_status(resp.status) => {
+                Ok((resp, _)) if resp.status == 429 => {
+                    Some(self.retry_after(resp).unwrap_or_else(|| self.backoff(attempt)))
+                }
+                Ok((resp, _)) if idempotent && is_retryable_status(resp.status) => {
                     Some(self.retry_after(resp).unwrap_or_else(|| self.backoff(attempt)))
                 }
                 Err(Failure::Connect(_)) => Some(self.backoff(attempt)),
@@ -304,12 +337,12 @@ impl Egress {
     }
 
     /// An attempt a hook answered: counted as a request, no network.
-    fn answered(&self, answer: Answer) -> Result<Response, Failure> {
+    fn answered(&self, answer: Answer) -> Result<(Response, Option<reqwest::Response>), Failure> {
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         match answer {
             Answer::Response(resp) => {
                 self.stats.bytes_in.fetch_add(resp.body.len() as u64, Ordering::Relaxed);
-                Ok(resp)
+                Ok((resp, None))
             }
             Answer::Error { error, connect: true } => Err(Failure::Connect(error)),
             Answer::Error { error, .. } => Err(Failure::Other(error)),
@@ -335,13 +368,16 @@ impl Egress {
     /// One attempt: the request and the redirects it leads to, each hop checked against the
     /// policy. On a hop to another origin the connector's headers are dropped (unless the
     /// options keep them); 303, and 301/302 after a POST, continue as a GET without the body.
+    /// With `stream` the final body is left unread; the request timeout then bounds the wait
+    /// for the headers, and the read timeout each piece of the body.
     async fn attempt(
         &self,
         method: &reqwest::Method,
         url: &url::Url,
         headers: &reqwest::header::HeaderMap,
         req: &Request,
-    ) -> Result<Response, Failure> {
+        stream: bool,
+    ) -> Result<(Response, Option<reqwest::Response>), Failure> {
         self.pace(url).await;
         let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
@@ -357,9 +393,28 @@ impl Egress {
                 self.stats.bytes_out.fetch_add(body.len() as u64, Ordering::Relaxed);
                 builder = builder.body(body.clone());
             }
-            let resp = builder.send().await.map_err(classify)?;
+            let resp = if stream {
+                // A streamed body may take longer than a request may: the client's own timeout
+                // would cut it, so it bounds the headers only.
+                let sent = builder.timeout(STREAMED_BODY_TIMEOUT).send();
+                match tokio::time::timeout(self.options.request_timeout, sent).await {
+                    Ok(resp) => resp.map_err(classify)?,
+                    Err(_) => {
+                        let waited = self.options.request_timeout.as_secs();
+                        return Err(Failure::Other(HttpError::Timeout(format!("{url} sent no headers in {waited} s"))));
+                    }
+                }
+            } else {
+                builder.send().await.map_err(classify)?
+            };
             let location = resp.headers().get(reqwest::header::LOCATION).filter(|_| resp.status().is_redirection());
-            let Some(location) = location else { return self.read_body(resp, &url).await };
+            let Some(location) = location else {
+                return if stream {
+                    Ok((head(&resp, Vec::new()), Some(resp)))
+                } else {
+                    self.read_body(resp, &url).await.map(|r| (r, None))
+                };
+            };
             if hops == MAX_REDIRECTS {
                 return Err(Failure::Other(HttpError::Denied(format!("more than {MAX_REDIRECTS} redirects"))));
             }
@@ -393,11 +448,7 @@ impl Egress {
             return Err(too_large());
         }
         let status = resp.status().as_u16();
-        let headers = resp
-            .headers()
-            .iter()
-            .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
-            .collect();
+        let headers = head(&resp, Vec::new()).headers;
         let reserve = resp.content_length().unwrap_or(0).min(MAX_PREALLOCATION);
         let mut body = Vec::with_capacity(reserve as usize);
         while let Some(chunk) = resp.chunk().await.map_err(classify)? {
@@ -430,6 +481,16 @@ impl Egress {
         let when = httpdate::parse_http_date(value).ok()?;
         Some(when.duration_since(SystemTime::now()).unwrap_or_default())
     }
+}
+
+/// A response's status and headers, with `body`.
+fn head(resp: &reqwest::Response, body: Vec<u8>) -> Response {
+    let headers = resp
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+        .collect();
+    Response { status: resp.status().as_u16(), headers, body }
 }
 
 fn is_retryable_status(status: u16) -> bool {
@@ -471,7 +532,7 @@ fn classify(e: reqwest::Error) -> Failure {
     }
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

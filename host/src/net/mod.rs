@@ -1,7 +1,9 @@
 //! The network: the one place that opens sockets for guests. [`grants`] says who may be
-//! reached, [`egress`] makes the requests (timeouts, retries, rate limits, size caps), and
-//! [`hooks`] is the seam recording, replay and an embedder's policy plug into.
+//! reached, [`egress`] makes the requests (timeouts, retries, rate limits, size caps), [`body`]
+//! hands streamed bodies to guests a piece at a time, and [`hooks`] is the seam recording,
+//! replay and an embedder's policy plug into.
 
+pub mod body;
 pub mod egress;
 pub mod grants;
 pub mod hooks;

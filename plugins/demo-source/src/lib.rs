@@ -309,6 +309,13 @@ impl Source for DemoSource {
     }
 }
 
+/// Where a report download is being read: the open body and the lines read from it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Reading {
+    body: u32,
+    offset: u64,
+}
+
 /// `report_items`: one report job per account on the demo API's `/reports` endpoints.
 impl AsyncJobs for DemoSource {
     fn job_streams(config: &Config) -> Result<Vec<String>> {
@@ -347,18 +354,32 @@ impl AsyncJobs for DemoSource {
         })
     }
 
+    /// The download is one JSONL body, streamed: each call hands on the next lines of it, and
+    /// the token names the open body (and how far it got, to open it again from there when the
+    /// partition is retried in a new instance).
     fn read_result(config: &Config, _job: &Value, download: &Value, token: Option<Value>) -> Result<Page> {
         let url = download["url"].as_str().unwrap_or_default();
-        let offset = token.as_ref().and_then(Value::as_u64).unwrap_or(0);
-        let answer = config
-            .get(config.url(url))
-            .query("offset", offset)
-            .query("limit", config.report_page_size)
-            .send()?
-            .error_for_status()?;
-        let records: Vec<String> =
-            answer.text()?.lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect();
-        let next = (records.len() as u32 == config.report_page_size).then(|| json!(offset + records.len() as u64));
+        let open = |offset: u64| -> Result<http::Body> {
+            let request = config.get(config.url(url));
+            let request = if offset > 0 { request.query("offset", offset) } else { request };
+            Ok(request.open()?.error_for_status()?.body)
+        };
+        let reading: Option<Reading> = token.map(serde_json::from_value).transpose()?;
+        let (mut body, offset) = match reading {
+            Some(r) => (http::Body::from_handle(r.body), r.offset),
+            None => (open(0)?, 0),
+        };
+        let lines = match body.read_lines(config.report_page_size)? {
+            Some(lines) => lines,
+            None => {
+                body = open(offset)?;
+                body.read_lines(config.report_page_size)?
+                    .ok_or_else(|| sluice_guest::Error::system("the body closed"))?
+            }
+        };
+        let read = lines.lines.len() as u64;
+        let records: Vec<String> = lines.lines.into_iter().filter(|l| !l.trim().is_empty()).collect();
+        let next = (!lines.end).then(|| json!(Reading { body: body.handle(), offset: offset + read }));
         Ok(Page { records, next_token: next })
     }
 

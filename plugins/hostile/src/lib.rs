@@ -200,6 +200,41 @@ impl Source for Hostile {
                 }
                 let _ = http::get(target()?).send();
             },
+            // Opens `count` bodies without reading them: the host must refuse past its limit.
+            "open-many" => {
+                let mut opened = 0;
+                let mut error = None;
+                for _ in 0..config.count {
+                    match http::get(target()?).open() {
+                        Ok(_) => opened += 1,
+                        Err(e) => {
+                            error = Some(e.to_string());
+                            break;
+                        }
+                    }
+                }
+                json!({"id": 1, "attempt": "open", "opened": opened, "error": error}).to_string()
+            }
+            // Reads a body it never opened (handle `count`).
+            "foreign-body" => {
+                let read = http::Body::from_handle(config.count as u32).read_lines(10)?;
+                json!({"id": 1, "attempt": "read", "known": read.is_some()}).to_string()
+            }
+            // Opens the target and reads it `count` lines at a time to the end.
+            "stream-lines" => {
+                let body = http::get(target()?).open()?.body;
+                let (mut lines, mut reads) = (0u64, 0u64);
+                loop {
+                    let read =
+                        body.read_lines(config.count as u32)?.ok_or_else(|| Error::system("the body vanished"))?;
+                    lines += read.lines.len() as u64;
+                    reads += 1;
+                    if read.end {
+                        break;
+                    }
+                }
+                json!({"id": 1, "attempt": "stream", "lines": lines, "reads": reads}).to_string()
+            }
             "header-flood" => {
                 let mut request = http::get(target()?);
                 for i in 0..config.count {

@@ -37,6 +37,7 @@ pub fn router(shared: AppState) -> Router {
         .route("/echo", get(echo))
         .route("/bytes", get(bytes))
         .route("/stall", get(stall))
+        .route("/lines", get(lines))
         .route("/accounts", get(list_accounts))
         .route("/accounts/{id}/items", get(list_account_items))
         .route("/reports", post(create_report))
@@ -239,6 +240,24 @@ async fn bytes(Query(params): Query<Params>) -> ApiResult<Vec<u8>> {
     Ok(vec![b'x'; n.transpose()?.unwrap_or(0).min(1 << 30)])
 }
 
+/// `GET /lines?n=N&width=W`: `N` lines of `W` bytes (`l`), sent as they are made, a thousand a
+/// chunk, for streamed-body tests.
+async fn lines(Query(params): Query<Params>) -> ApiResult<Response> {
+    let number = |name: &str, default: usize| -> ApiResult<usize> {
+        let value = params.get(name).map(|v| v.parse::<usize>().map_err(|_| ApiError::bad_param(name, v, "a count")));
+        Ok(value.transpose()?.unwrap_or(default))
+    };
+    let (mut left, width) = (number("n", 0)?, number("width", 10)?.min(1 << 20));
+    let mut line = vec![b'l'; width];
+    line.push(b'\n');
+    let chunks = futures_util::stream::poll_fn(move |_| {
+        let count = left.min(1000);
+        left -= count;
+        std::task::Poll::Ready((count > 0).then(|| Ok::<_, std::io::Error>(Bytes::from(line.repeat(count)))))
+    });
+    Ok(axum::body::Body::from_stream(chunks).into_response())
+}
+
 /// `GET /stall?ms=N`: the headers and the first byte of the body at once, the rest only after
 /// `N` ms, for read-timeout tests.
 async fn stall(Query(params): Query<Params>) -> ApiResult<Response> {
@@ -424,11 +443,19 @@ async fn download_report(
         let msg = format!("report {id:?} is {}, not completed", job.status.as_str());
         return Err(ApiError::new(StatusCode::CONFLICT, msg));
     }
-    let mut body = Vec::new();
-    for item_id in job.filter.ids_after(0).skip(offset).take(limit) {
-        serde_json::to_writer(&mut body, &data::item(item_id, shared.cfg.accounts)).expect("items serialize");
-        body.push(b'\n');
-    }
+    // Written as it is sent, a thousand lines a chunk, so a report of any size costs this server
+    // (running inside a benchmark's process) one chunk.
+    let accounts = shared.cfg.accounts;
+    let mut ids = job.filter.ids_after(0).skip(offset).take(limit);
+    let chunks = futures_util::stream::poll_fn(move |_| {
+        let mut chunk = Vec::new();
+        for item_id in ids.by_ref().take(1000) {
+            serde_json::to_writer(&mut chunk, &data::item(item_id, accounts)).expect("items serialize");
+            chunk.push(b'\n');
+        }
+        std::task::Poll::Ready((!chunk.is_empty()).then(|| Ok::<_, std::io::Error>(Bytes::from(chunk))))
+    });
+    let body = axum::body::Body::from_stream(chunks);
     Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response())
 }
 

@@ -1,0 +1,235 @@
+//! Response bodies a guest reads a piece at a time (`open`, contract 0.1.3). An open body holds
+//! at most one network chunk and one unfinished line, never the whole body: the socket's own
+//! flow control holds the API back while the guest is busy, so a report of any size costs the
+//! host the same memory. The response cap bounds each piece handed to the guest (and so the
+//! longest line), not the body.
+
+use super::egress::EgressStats;
+use crate::bindings::BodyError;
+use bytes::Bytes;
+use std::sync::atomic::Ordering;
+
+/// Bodies one instance (one partition) may hold open at once: each holds a connection.
+pub const MAX_OPEN_BODIES: usize = 4;
+
+/// Where an open body's bytes come from.
+pub enum BodySource {
+    /// The network, read as the guest asks.
+    Network(reqwest::Response),
+    /// Read whole already: when hooks (a recording, an offline replay) had to see the body.
+    Memory(Option<Bytes>),
+}
+
+impl BodySource {
+    async fn next_chunk(&mut self, stats: &EgressStats) -> Result<Option<Bytes>, String> {
+        match self {
+            BodySource::Network(resp) => {
+                let chunk = resp.chunk().await.map_err(|e| super::egress::error_chain(&e))?;
+                if let Some(c) = &chunk {
+                    stats.bytes_in.fetch_add(c.len() as u64, Ordering::Relaxed);
+                }
+                Ok(chunk)
+            }
+            BodySource::Memory(bytes) => Ok(bytes.take()),
+        }
+    }
+}
+
+/// One open body: its source and the bytes received but not yet handed out.
+pub struct OpenBody {
+    source: BodySource,
+    /// `pending[start..]` is received and not yet handed out.
+    pending: Vec<u8>,
+    start: usize,
+    ended: bool,
+    /// For messages.
+    url: String,
+}
+
+/// What a read gave.
+pub struct Lines {
+    pub lines: Vec<String>,
+    /// Nothing more: the body can be closed.
+    pub end: bool,
+}
+
+impl OpenBody {
+    pub fn new(source: BodySource, url: String) -> Self {
+        OpenBody { source, pending: Vec::new(), start: 0, ended: false, url }
+    }
+
+    fn unread(&self) -> &[u8] {
+        &self.pending[self.start..]
+    }
+
+    /// Receives the next chunk (or the end), keeping only what is not handed out yet (callers
+    /// refuse an unfinished line past the cap before asking for more).
+    async fn fill(&mut self, stats: &EgressStats) -> Result<(), BodyError> {
+        self.pending.drain(..self.start);
+        self.start = 0;
+        match self.source.next_chunk(stats).await {
+            Ok(Some(chunk)) => {
+                self.pending.extend_from_slice(&chunk);
+                Ok(())
+            }
+            Ok(None) => {
+                self.ended = true;
+                Ok(())
+            }
+            Err(e) => Err(BodyError::Connection(format!("reading the body of {}: {e}", self.url))),
+        }
+    }
+
+    fn too_long(&self, cap: usize) -> BodyError {
+        BodyError::TooLarge(format!("{} sent a line longer than {cap} bytes", self.url))
+    }
+
+    /// Up to `max_lines` complete lines (the body's last line needs no line ending), in at most
+    /// `cap` bytes, so a call hands out at least one line unless the body is done.
+    pub async fn read_lines(&mut self, max_lines: u32, cap: usize, stats: &EgressStats) -> Result<Lines, BodyError> {
+        let max_lines = max_lines.max(1) as usize;
+        let mut lines = Vec::new();
+        let mut bytes = 0;
+        loop {
+            while lines.len() < max_lines {
+                let Some(newline) = memchr::memchr(b'\n', self.unread()) else { break };
+                let raw = &self.unread()[..newline];
+                let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+                if raw.len() > cap {
+                    return Err(self.too_long(cap));
+                }
+                if bytes + raw.len() > cap && !lines.is_empty() {
+                    return Ok(Lines { lines, end: false });
+                }
+                bytes += raw.len();
+                lines.push(self.text(raw, lines.len())?);
+                self.start += newline + 1;
+            }
+            if lines.len() == max_lines {
+                return Ok(Lines { lines, end: false });
+            }
+            if self.ended {
+                if !self.unread().is_empty() {
+                    let raw = self.unread();
+                    let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+                    lines.push(self.text(raw, lines.len())?);
+                    self.start = self.pending.len();
+                }
+                return Ok(Lines { lines, end: true });
+            }
+            if self.unread().len() > cap {
+                return Err(self.too_long(cap));
+            }
+            self.fill(stats).await?;
+        }
+    }
+
+    fn text(&self, raw: &[u8], index: usize) -> Result<String, BodyError> {
+        String::from_utf8(raw.to_vec()).map_err(|e| {
+            BodyError::NotText(format!("line {} of this read from {} is not UTF-8: {e}", index + 1, self.url))
+        })
+    }
+
+    /// Up to `max` more bytes (at most `cap`); empty only at the end.
+    pub async fn read_bytes(&mut self, max: u32, cap: usize, stats: &EgressStats) -> Result<Vec<u8>, BodyError> {
+        let max = (max.max(1) as usize).min(cap.max(1));
+        while self.unread().is_empty() && !self.ended {
+            self.fill(stats).await?;
+        }
+        let take = self.unread().len().min(max);
+        let out = self.unread()[..take].to_vec();
+        self.start += take;
+        Ok(out)
+    }
+
+    /// True when everything was handed out.
+    pub fn done(&self) -> bool {
+        self.ended && self.unread().is_empty()
+    }
+}
+
+/// The open bodies of one instance, by handle. Handles are never reused, so a stale one cannot
+/// reach another body.
+#[derive(Default)]
+pub struct Bodies {
+    open: Vec<(u32, OpenBody)>,
+    last: u32,
+}
+
+impl Bodies {
+    /// Keeps a body; `None` when as many as allowed are open.
+    pub fn insert(&mut self, body: OpenBody) -> Option<u32> {
+        if self.open.len() >= MAX_OPEN_BODIES {
+            return None;
+        }
+        self.last = self.last.wrapping_add(1).max(1);
+        self.open.push((self.last, body));
+        Some(self.last)
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.open.len() >= MAX_OPEN_BODIES
+    }
+
+    pub fn get(&mut self, handle: u32) -> Result<&mut OpenBody, BodyError> {
+        self.open.iter_mut().find(|(h, _)| *h == handle).map(|(_, b)| b).ok_or(BodyError::UnknownBody)
+    }
+
+    pub fn close(&mut self, handle: u32) {
+        self.open.retain(|(h, _)| *h != handle);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memory(text: &str) -> OpenBody {
+        OpenBody::new(BodySource::Memory(Some(Bytes::from(text.to_string()))), "http://api/x".into())
+    }
+
+    #[tokio::test]
+    async fn lines_come_in_pieces_of_the_size_asked() {
+        let stats = EgressStats::default();
+        let mut body = memory("a\r\nb\n\nc");
+        let first = body.read_lines(2, 100, &stats).await.unwrap();
+        assert_eq!((first.lines, first.end), (vec!["a".to_string(), "b".to_string()], false));
+        let rest = body.read_lines(10, 100, &stats).await.unwrap();
+        assert_eq!((rest.lines, rest.end), (vec![String::new(), "c".to_string()], true));
+        assert!(body.done());
+    }
+
+    #[tokio::test]
+    async fn a_piece_stays_under_the_cap_and_a_longer_line_is_refused() {
+        let stats = EgressStats::default();
+        let mut body = memory("aaaa\nbbbb\ncccc\n");
+        let piece = body.read_lines(10, 9, &stats).await.unwrap();
+        assert_eq!(piece.lines, vec!["aaaa".to_string(), "bbbb".to_string()]);
+        let mut long = memory("0123456789\n");
+        assert!(matches!(long.read_lines(10, 5, &stats).await, Err(BodyError::TooLarge(_))));
+        let mut unterminated = memory("0123456789");
+        assert!(matches!(unterminated.read_lines(10, 5, &stats).await, Err(BodyError::TooLarge(_))));
+    }
+
+    #[tokio::test]
+    async fn bytes_and_text_errors() {
+        let stats = EgressStats::default();
+        let mut body = memory("abcdef");
+        assert_eq!(body.read_bytes(4, 100, &stats).await.unwrap(), b"abcd");
+        assert_eq!(body.read_bytes(4, 100, &stats).await.unwrap(), b"ef");
+        assert!(body.read_bytes(4, 100, &stats).await.unwrap().is_empty());
+        let mut binary = OpenBody::new(BodySource::Memory(Some(Bytes::from_static(b"ok\n\xff\n"))), "u".into());
+        assert!(matches!(binary.read_lines(10, 100, &stats).await, Err(BodyError::NotText(m)) if m.contains("line 2")));
+    }
+
+    #[test]
+    fn handles_are_bounded_and_never_reused() {
+        let mut bodies = Bodies::default();
+        let handles: Vec<u32> = (0..MAX_OPEN_BODIES).map(|_| bodies.insert(memory("")).unwrap()).collect();
+        assert!(bodies.insert(memory("")).is_none());
+        bodies.close(handles[0]);
+        let next = bodies.insert(memory("")).unwrap();
+        assert!(!handles.contains(&next));
+        assert!(matches!(bodies.get(handles[0]), Err(BodyError::UnknownBody)));
+    }
+}
