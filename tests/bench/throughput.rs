@@ -155,33 +155,41 @@ fn scale(bench: &Bench) {
     }
     let me = std::env::current_exe().unwrap();
     println!("\n[12] scale: the host process vs a native reader process, peak RSS and records/s");
-    let cases: [(&str, DemoApiConfig, serde_json::Value, &[&str], &str, u64); 3] = [
-        (
-            "10M records in one stream (items, pages of 1000)",
-            DemoApiConfig { records: 10_000_000, accounts: 1, ..Default::default() },
-            serde_json::json!({"page_size": 1000}),
-            &["--streams", "items"],
-            "items",
-            10_000_000,
-        ),
-        (
-            "100k partitions of one record (account_items, 8 in flight)",
-            DemoApiConfig { records: 100_000, accounts: 100_000, ..Default::default() },
-            serde_json::json!({"page_size": 1000}),
-            &["--streams", "account_items", "--concurrency", "8"],
-            "partitions",
-            100_000,
-        ),
-        (
-            "a 1M-row report job, polled every 5 s, its download streamed in pages of 5000",
-            DemoApiConfig { records: 1_000_000, accounts: 1, job_polls: 2, ..Default::default() },
-            serde_json::json!({"report_jobs": true, "max_jobs": 1, "report_page_size": 5000}),
-            &["--streams", "report_items", "--job-poll-ms", "5000", "--job-poll-max-ms", "5000"],
-            "report",
-            1_000_000,
-        ),
+    struct Case {
+        name: &'static str,
+        api: DemoApiConfig,
+        config: serde_json::Value,
+        args: &'static [&'static str],
+        native: &'static str,
+        records: u64,
+    }
+    let cases = [
+        Case {
+            name: "10M records in one stream (items, pages of 1000)",
+            api: DemoApiConfig { records: 10_000_000, accounts: 1, ..Default::default() },
+            config: serde_json::json!({"page_size": 1000}),
+            args: &["--streams", "items"],
+            native: "items",
+            records: 10_000_000,
+        },
+        Case {
+            name: "100k partitions of one record (account_items, 8 in flight)",
+            api: DemoApiConfig { records: 100_000, accounts: 100_000, ..Default::default() },
+            config: serde_json::json!({"page_size": 1000}),
+            args: &["--streams", "account_items", "--concurrency", "8"],
+            native: "partitions",
+            records: 100_000,
+        },
+        Case {
+            name: "a 1M-row report job, polled every 5 s, its download streamed in pages of 5000",
+            api: DemoApiConfig { records: 1_000_000, accounts: 1, job_polls: 2, ..Default::default() },
+            config: serde_json::json!({"report_jobs": true, "max_jobs": 1, "report_page_size": 5000}),
+            args: &["--streams", "report_items", "--job-poll-ms", "5000", "--job-poll-max-ms", "5000"],
+            native: "report",
+            records: 1_000_000,
+        },
     ];
-    for (name, api_config, config, args, native, records) in cases {
+    for Case { name, api: api_config, config, args, native, records } in cases {
         let api = DemoApi::start_background(api_config).unwrap();
         let mut config = config;
         config["base_url"] = api.base_url().into();
@@ -198,8 +206,12 @@ fn scale(bench: &Bench) {
                 .arg(bench.cache.path())
                 .arg(&bench.plugin),
         );
-        let (native_took, native_rss, native_records) =
-            measured_child(std::process::Command::new(&me).args(["__native", native, &api.base_url(), &records.to_string()]));
+        let (native_took, native_rss, native_records) = measured_child(std::process::Command::new(&me).args([
+            "__native",
+            native,
+            &api.base_url(),
+            &records.to_string(),
+        ]));
         assert_eq!((host_records, native_records), (records, records), "{name}");
         let rate = |took: Duration| records as f64 / took.as_secs_f64();
         println!(
@@ -242,7 +254,7 @@ async fn native_streamed_report(
     };
     let mut download = client.get(format!("{base_url}{url}")).send().await.unwrap();
     let (mut pending, mut lines, mut records) = (Vec::new(), Vec::new(), 0u64);
-    let mut flush = async |lines: &mut Vec<Vec<u8>>| {
+    let flush = async |lines: &mut Vec<Vec<u8>>| {
         let stamp = out.stamp();
         let mut rendered = out.page(lines.iter().map(|l| l.len() + 80).sum());
         for line in lines.iter() {

@@ -8,6 +8,7 @@ use crate::data::protocol::{Format, Output, airbyte, printable};
 use crate::data::state::InputState;
 use crate::guest::cache::ComponentCache;
 use crate::guest::connector::Connector;
+use crate::guest::engine::POOLED_MAX_MEMORY;
 use crate::net::{EgressPolicy, HostPort};
 use crate::run::policy::Policy;
 use crate::run::request::{Action, Outcome, RunError, RunRequest, Selection};
@@ -117,12 +118,15 @@ fn read_options(request: &mut RunRequest, options: &ReadOptions) {
     request.storage = options.storage.options();
 }
 
-/// The runtime of a command: one run in this process, with the policy's guest stack.
+/// The runtime of a command: one run in this process, with the policy's guest stack. Instances
+/// come from the pooling allocator unless the memory limit is above what a pooled instance may
+/// have: a run throws an instance away after every partition, and on-demand allocation pays
+/// for each with mmap, munmap and TLB shootdowns (100k one-record partitions: 36 s, pooled 12.5 s).
 fn runtime_for(args: &PluginArgs, policy: &Policy) -> Result<Runtime, Fatal> {
     let cache_dir = args.cache_dir.clone().unwrap_or_else(ComponentCache::default_dir);
     let options = RuntimeOptions {
         cache_dir,
-        pooling: false,
+        pooling: policy.limits.memory_bytes <= POOLED_MAX_MEMORY as u64,
         wasm_stack_bytes: policy.limits.wasm_stack_bytes,
         compile: args.compile_limits(),
     };

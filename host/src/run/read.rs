@@ -222,7 +222,7 @@ pub async fn read_partition(
     let mut on_first_records = Some(on_first_records);
     // The previous page is checked and rendered on a blocking thread while the guest fetches
     // the next one; pages are still sent in order, each before anything after it.
-    let mut rendering: Option<tokio::task::JoinHandle<Result<Rendered, String>>> = None;
+    let mut rendering: Option<Rendering> = None;
     for _ in 0..limits.max_pages_per_partition {
         let result = match job {
             None => instance.read_page(&connector.config, partition, token.as_ref()).await,
@@ -253,7 +253,8 @@ pub async fn read_partition(
         let (out_for_page, stream_json, field) = (out.clone(), stream_json.clone(), cursor_field.clone());
         let bounds = (limits.max_record_bytes, limits.max_record_depth);
         let records = page.records;
-        let job = tokio::task::spawn_blocking(move || {
+        let bytes = records.iter().map(String::len).sum();
+        let job = Rendering::start_sized(bytes, move || {
             render_page(&out_for_page, &records, &stream_json, field.as_deref(), bounds)
         });
         match page.next_token {
@@ -306,6 +307,35 @@ pub struct Resuming<'a> {
 /// Told the next page's token and the largest cursor so far, once a page is written.
 pub type SaveCheckpoint<'a> = dyn Fn(&str, Option<&Value>) + Send + Sync + 'a;
 
+/// Pages up to this many bytes of records are checked and rendered at once: for them a hand-off
+/// to a blocking thread costs more than the work (100k one-record partitions spent most of their
+/// time waking threads).
+const RENDER_INLINE_BYTES: usize = 16 << 10;
+
+/// A page being checked and rendered: a large one on a blocking thread, while the guest fetches
+/// the next; a small one at once.
+enum Rendering {
+    Done(Result<Rendered, String>),
+    Running(tokio::task::JoinHandle<Result<Rendered, String>>),
+}
+
+impl Rendering {
+    fn start_sized(bytes: usize, render: impl FnOnce() -> Result<Rendered, String> + Send + 'static) -> Self {
+        if bytes <= RENDER_INLINE_BYTES {
+            Rendering::Done(render())
+        } else {
+            Rendering::Running(tokio::task::spawn_blocking(render))
+        }
+    }
+
+    async fn finish(self) -> Result<Rendered, String> {
+        match self {
+            Rendering::Done(result) => result,
+            Rendering::Running(job) => job.await.unwrap_or_else(|e| Err(format!("checking a page failed: {e}"))),
+        }
+    }
+}
+
 /// A page's records, checked and rendered into output lines.
 struct Rendered {
     lines: PageLines,
@@ -341,17 +371,16 @@ fn render_page(
 /// Waits for a rendered page and sends it (running `on_first_records` before the first
 /// records); a page that failed its checks fails the partition, and nothing of it is sent.
 async fn send_rendered(
-    job: tokio::task::JoinHandle<Result<Rendered, String>>,
+    job: Rendering,
     out: &Output,
     partition: &Partition,
     progress: &Progress,
     done: &mut PartitionDone,
     on_first_records: &mut Option<impl AsyncFnOnce() -> Result<(), OutputClosed>>,
 ) -> Result<Result<(), CallError>, OutputClosed> {
-    let rendered = match job.await {
-        Ok(Ok(rendered)) => rendered,
-        Ok(Err(e)) => return Ok(Err(contract(e))),
-        Err(e) => return Ok(Err(contract(format!("checking a page failed: {e}")))),
+    let rendered = match job.finish().await {
+        Ok(rendered) => rendered,
+        Err(e) => return Ok(Err(contract(e))),
     };
     if rendered.records == 0 {
         return Ok(Ok(()));
