@@ -748,6 +748,26 @@ fn cursor_values_the_state_could_not_hold_are_refused() {
     assert!(message.contains("in record {") && message.contains("\"id\":101"), "{message}");
 }
 
+/// Cursor values are ordered exactly and saved with every digit: integers past 64 bits and
+/// decimals (they went through f64: -9223372036854775809 was saved as -9.223372036854776e18),
+/// and date-times as instants in UTC (10:00+09:00 is 01:00Z, before 05:00Z).
+#[test]
+fn cursor_values_keep_their_digits_and_order_as_instants() {
+    let last_state = |values: &[&str]| {
+        let run = hostile("raw-cursors", json!({"say": values}), &[]);
+        assert!(run.success(), "{}", run.explain());
+        state_lines(&run).last().unwrap().clone()
+    };
+    let state = last_state(&["-9223372036854775809", "18446744073709551616", "12.5", "18446744073709551615.999"]);
+    assert!(state.contains("\"cursor\":18446744073709551616}"), "{state}");
+    let state = last_state(&["-9223372036854775809", "-9223372036854775810"]);
+    assert!(state.contains("\"cursor\":-9223372036854775809}"), "{state}");
+    let state = last_state(&["0.10000000000000001", "0.1"]);
+    assert!(state.contains("\"cursor\":0.10000000000000001}"), "{state}");
+    let state = last_state(&["\"2024-01-01T05:00:00Z\"", "\"2024-01-01T10:00:00+09:00\""]);
+    assert!(state.contains("\"cursor\":\"2024-01-01T05:00:00Z\"}"), "{state}");
+}
+
 /// The STATE lines of a run, as text.
 fn state_lines(run: &HostRun) -> Vec<String> {
     run.stdout().lines().filter(|l| l.contains("\"type\":\"STATE\"")).map(str::to_string).collect()

@@ -218,21 +218,110 @@ pub fn canonical(v: Value) -> Value {
     }
 }
 
-/// Orders cursor values: numbers numerically, RFC 3339 date-times as instants, other text as
-/// text. Values of different kinds are equal here (so none replaces another); the read path
-/// refuses them before they reach a state ([`same_kind`]).
+/// Orders cursor values: numbers by their exact decimal value (integers of any size, decimals
+/// of any precision: the host's JSON keeps a number's digits), RFC 3339 date-times as instants
+/// (whatever their offsets), other text as text (by code point). Values of different kinds are
+/// equal here (so none replaces another); the read path refuses them before they reach a state
+/// ([`same_kind`]).
 pub fn compare(a: &Value, b: &Value) -> Ordering {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
             (Some(x), Some(y)) => x.cmp(&y),
-            _ => x.as_f64().unwrap_or(0.0).total_cmp(&y.as_f64().unwrap_or(0.0)),
+            _ => compare_decimals(&x.to_string(), &y.to_string()),
         },
+        (Value::String(x), Value::String(y)) if same_utc_shape(x, y) => x.cmp(y),
         (Value::String(x), Value::String(y)) => match (parse_datetime(x), parse_datetime(y)) {
             (Some(x), Some(y)) => x.cmp(&y),
             _ => x.cmp(y),
         },
         // Mixed kinds cannot be ordered meaningfully; keep the saved one.
         _ => Ordering::Equal,
+    }
+}
+
+/// True when both are `YYYY-MM-DDTHH:MM:SS[.f…]Z` of one length: then their text order is their
+/// order as instants (and, were either no valid date-time, the text order is the order anyway),
+/// so the running max of a stream's cursor costs no parsing for the usual UTC values.
+fn same_utc_shape(x: &str, y: &str) -> bool {
+    fn utc_shape(t: &[u8]) -> bool {
+        t.len() >= 20
+            && t[t.len() - 1] == b'Z'
+            && t.iter().take(19).enumerate().all(|(i, &c)| match i {
+                4 | 7 => c == b'-',
+                10 => c == b'T',
+                13 | 16 => c == b':',
+                _ => c.is_ascii_digit(),
+            })
+            && (t.len() == 20 || t[19] == b'.' && t[20..t.len() - 1].iter().all(u8::is_ascii_digit))
+    }
+    x.len() == y.len() && utc_shape(x.as_bytes()) && utc_shape(y.as_bytes())
+}
+
+/// Compares two JSON number texts by their exact values.
+fn compare_decimals(a: &str, b: &str) -> Ordering {
+    match (Decimal::parse(a), Decimal::parse(b)) {
+        (Some(a), Some(b)) => a.cmp(&b),
+        // Not JSON numbers (never, for parsed values): as text, so the order stays total.
+        _ => a.cmp(b),
+    }
+}
+
+/// A number as sign, significant digits and exponent: `0.DIGITS x 10^exponent`, the digits
+/// without leading or trailing zeros (none for zero).
+#[derive(PartialEq, Eq)]
+struct Decimal {
+    negative: bool,
+    digits: Vec<u8>,
+    exponent: i128,
+}
+
+impl Decimal {
+    fn parse(text: &str) -> Option<Decimal> {
+        let (negative, unsigned) = match text.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
+            Some(at) => (&unsigned[..at], unsigned[at + 1..].trim_start_matches('+')),
+            None => (unsigned, "0"),
+        };
+        // An exponent too large for i64 is beyond any real cursor; saturate it.
+        let exponent: i128 = match exponent.parse::<i64>() {
+            Ok(e) => e.into(),
+            Err(_) if exponent.starts_with('-') && exponent[1..].bytes().all(|c| c.is_ascii_digit()) => i64::MIN.into(),
+            Err(_) if !exponent.is_empty() && exponent.bytes().all(|c| c.is_ascii_digit()) => i64::MAX.into(),
+            Err(_) => return None,
+        };
+        let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+        if int.is_empty() || !int.bytes().chain(frac.bytes()).all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        let all: Vec<u8> = int.bytes().chain(frac.bytes()).collect();
+        let leading = all.iter().take_while(|&&c| c == b'0').count();
+        let mut digits = all[leading..].to_vec();
+        while digits.last() == Some(&b'0') {
+            digits.pop();
+        }
+        let exponent = if digits.is_empty() { 0 } else { int.len() as i128 - leading as i128 + exponent };
+        Some(Decimal { negative: negative && !digits.is_empty(), digits, exponent })
+    }
+}
+
+impl Ord for Decimal {
+    fn cmp(&self, other: &Self) -> Ordering {
+        let magnitude = |d: &Decimal| (!d.digits.is_empty(), d.exponent, d.digits.clone());
+        match (self.negative, other.negative) {
+            (false, true) => Ordering::Greater,
+            (true, false) => Ordering::Less,
+            (false, false) => magnitude(self).cmp(&magnitude(other)),
+            (true, true) => magnitude(other).cmp(&magnitude(self)),
+        }
+    }
+}
+
+impl PartialOrd for Decimal {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
     }
 }
 
@@ -568,6 +657,68 @@ impl StreamCursor {
 mod tests {
     use super::*;
 
+    /// Numbers in order by exact value, whatever their size or spelling, and the largest kept
+    /// with its digits.
+    #[test]
+    fn numbers_compare_exactly_at_any_size() {
+        let ascending = [
+            "-1e400",
+            "-9223372036854775809",
+            "-9223372036854775808",
+            "-1.5",
+            "-0.0000001",
+            "0",
+            "1e-400",
+            "0.1",
+            "0.10000000000000001",
+            "1",
+            "9007199254740993",
+            "18446744073709551615",
+            "18446744073709551616",
+            "1.8446744073709551617e19",
+            "1e400",
+        ];
+        let values: Vec<Value> = ascending.iter().map(|t| serde_json::from_str(t).unwrap()).collect();
+        for (i, a) in values.iter().enumerate() {
+            for (j, b) in values.iter().enumerate() {
+                assert_eq!(compare(a, b), i.cmp(&j), "{a} vs {b}");
+            }
+        }
+        for (a, b) in [("100", "1e2"), ("-0", "0"), ("0.50", "5e-1"), ("1.0", "1")] {
+            let (a, b): (Value, Value) = (serde_json::from_str(a).unwrap(), serde_json::from_str(b).unwrap());
+            assert_eq!(compare(&a, &b), Ordering::Equal, "{a} vs {b}");
+        }
+        let mut max = None;
+        for text in ["-9223372036854775809", "18446744073709551616", "12"] {
+            raise_max(&mut max, serde_json::from_str(text).unwrap()).unwrap();
+        }
+        assert_eq!(max.unwrap().to_string(), "18446744073709551616");
+    }
+
+    /// The text fast path for UTC date-times agrees with comparing them as instants.
+    #[test]
+    fn utc_date_times_compare_as_instants() {
+        let texts = [
+            "2024-01-01T00:00:00Z",
+            "2024-01-01T00:00:01Z",
+            "2024-01-01T00:00:00.5Z",
+            "2024-01-01T00:00:00.25Z",
+            "2024-02-01T09:00:00+09:00",
+            "2023-12-31T23:59:59Z",
+            "not a date at all, 20 c",
+        ];
+        for a in texts {
+            for b in texts {
+                let (va, vb) = (Value::from(a), Value::from(b));
+                let expected = match (parse_datetime(a), parse_datetime(b)) {
+                    (Some(x), Some(y)) => x.cmp(&y),
+                    _ => a.cmp(b),
+                };
+                assert_eq!(compare(&va, &vb), expected, "{a} vs {b}");
+            }
+        }
+    }
+
     #[test]
     fn cursors_in_text_match_cursors_in_values() {
         let path = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
@@ -621,7 +772,12 @@ mod tests {
         let value = |rng: &mut fastrand::Rng, kind: u8| -> Value {
             let n = rng.i64(-1_000_000..1_000_000);
             match kind {
-                0 => json!(n),
+                // Integers past 64 bits and decimals too: saved with every digit.
+                0 => match rng.u8(..3) {
+                    0 => json!(n),
+                    1 => serde_json::from_str(&format!("{n}{:020}", rng.u64(..))).unwrap(),
+                    _ => serde_json::from_str(&format!("{n}.{:07}1", rng.u32(..10_000_000))).unwrap(),
+                },
                 1 => {
                     let offset = ["Z", "+09:00", "-05:30", "+00:00"][rng.usize(..4)];
                     let secs = 1_700_000_000 + n;

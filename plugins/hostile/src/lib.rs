@@ -115,7 +115,7 @@ impl Source for Hostile {
         let name = format!("numbers{}", config.stream_suffix);
         let stream = Stream::new(&name, json!({"type": "object"})).primary_key("id");
         // `mixed-cursor` reads incrementally on `c`, whose values change kind.
-        let incremental = matches!(config.mode.as_str(), "mixed-cursor" | "cursor-partitions");
+        let incremental = matches!(config.mode.as_str(), "mixed-cursor" | "cursor-partitions" | "raw-cursors");
         Ok(vec![if incremental { stream.cursor_field("c") } else { stream }])
     }
 
@@ -277,6 +277,11 @@ impl Source for Hostile {
                     (first..first + config.count).map(|id| json!({"id": id, "blob": blob}).to_string()).collect();
                 let next_token = (page + 1 < config.pages).then(|| json!(page + 1));
                 return Ok(Page { records, next_token });
+            }
+            // Records whose cursor values are the JSON texts in `say`, as written.
+            "raw-cursors" => {
+                let records = config.say.iter().enumerate().map(|(i, c)| format!("{{\"id\":{},\"c\":{c}}}", 100 + i));
+                return Ok(Page { records: records.collect(), next_token: None });
             }
             "mixed-cursor" => {
                 let records = vec![json!({"id": 100, "c": "9"}).to_string(), json!({"id": 101, "c": 10}).to_string()];

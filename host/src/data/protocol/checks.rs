@@ -35,19 +35,22 @@ fn finish(raw: &str, max_depth: usize) -> Result<Cow<'_, str>, String> {
 /// inside them JSON allows none).
 fn shape(json: &str) -> (usize, bool) {
     let (mut depth, mut deepest, mut newline) = (0usize, 0usize, false);
-    let (mut in_string, mut escaped) = (false, false);
-    for &b in json.as_bytes() {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
+    let bytes = json.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            // A string: jump from quote or backslash to the next (records are mostly strings).
+            b'"' => {
+                i += 1;
+                while let Some(at) = memchr::memchr2(b'"', b'\\', &bytes[i..]) {
+                    i += at + 1;
+                    if bytes[i - 1] == b'"' {
+                        break;
+                    }
+                    i += 1;
+                }
+                continue;
             }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
             b'{' | b'[' => {
                 depth += 1;
                 deepest = deepest.max(depth);
@@ -56,6 +59,7 @@ fn shape(json: &str) -> (usize, bool) {
             b'\n' | b'\r' => newline = true,
             _ => {}
         }
+        i += 1;
     }
     (deepest, newline)
 }
@@ -73,23 +77,71 @@ pub fn checked_record_with_cursor<'a>(
     if text.len() > max_bytes {
         return Err(format!("a record of {} bytes exceeds the limit of {max_bytes} bytes", text.len()));
     }
-    let fields = match serde_json::from_str::<std::collections::HashMap<&str, &RawValue>>(text) {
-        Ok(fields) => fields,
-        // Not an object, invalid, or keys with escapes: the general path says which.
+    let Some((first, rest)) = field.split_first() else {
+        return Ok((checked_record(text, max_bytes, max_depth)?, None));
+    };
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let found = serde::Deserializer::deserialize_map(&mut deserializer, TopField(first))
+        .and_then(|found| deserializer.end().map(|()| found));
+    let found: Option<&RawValue> = match found {
+        Ok(found) => found,
+        // Not an object, or invalid: the general path says which.
         Err(_) => {
             let checked = checked_record(text, max_bytes, max_depth)?;
             let cursor = crate::data::state::cursor_in_text(&checked, field);
             return Ok((checked, cursor));
         }
     };
-    let cursor = match field.split_first() {
-        Some((first, rest)) => {
-            fields.get(first.as_str()).and_then(|v| crate::data::state::cursor_in_text(v.get(), rest))
-        }
-        None => None,
-    };
+    let cursor = found.and_then(|v| crate::data::state::cursor_in_text(v.get(), rest));
     let raw = text.trim_matches(|c: char| c == ' ' || c == '\t' || c == '\n' || c == '\r');
     Ok((finish(raw, max_depth)?, cursor))
+}
+
+/// Walks a JSON object once, validating all of it and keeping the raw value of one top-level
+/// field (the last, if it repeats, as a parser building a map would): no map is built.
+struct TopField<'f>(&'f str);
+
+impl<'de> serde::de::Visitor<'de> for TopField<'_> {
+    type Value = Option<&'de serde_json::value::RawValue>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(is_field) = map.next_key_seed(IsField(self.0))? {
+            if is_field {
+                found = Some(map.next_value()?);
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// A map key, compared with a field name (escaped keys too) without keeping it.
+struct IsField<'f>(&'f str);
+
+impl<'de> serde::de::DeserializeSeed<'de> for IsField<'_> {
+    type Value = bool;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl serde::de::Visitor<'_> for IsField<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<bool, E> {
+        Ok(key == self.0)
+    }
 }
 
 fn minify(json: &str) -> String {
@@ -140,6 +192,9 @@ mod tests {
             " {\"id\":1,\n \"updated_at\": 5}\n",
             "{\"a\\\"b\":1,\"updated_at\":\"x\"}",
             "{\"id\":2}",
+            "{\"updated_at\":1,\"updated_at\":2}",
+            "{\"updated\\u005fat\":3,\"x\":[1,{\"updated_at\":9}]}",
+            "{\"s\":\"a\\\\\",\"updated_at\":\"q\\\"\\\\\"}",
         ] {
             let (checked, cursor) = checked_record_with_cursor(text, 100, 64, &field).unwrap();
             assert_eq!(checked, checked_record(text, 100, 64).unwrap(), "{text}");
