@@ -131,13 +131,22 @@ impl StreamedResponse {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Body(u32);
 
-/// Lines of a body, and whether it ended.
+/// Lines of a body, as one text, and whether it ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lines {
-    /// Without their line endings.
-    pub lines: Vec<String>,
+    /// `count` complete lines, each with its line ending as sent (the body's last line may have
+    /// none): split it with [`Lines::lines`], or hand it to a CSV reader as it is.
+    pub text: String,
+    pub count: u32,
     /// The body has no more: it is closed.
     pub end: bool,
+}
+
+impl Lines {
+    /// The lines, without their `\n` or `\r\n`.
+    pub fn lines(&self) -> std::str::Lines<'_> {
+        self.text.lines()
+    }
 }
 
 impl Body {
@@ -154,7 +163,7 @@ impl Body {
     /// (from a position the token kept, say).
     pub fn read_lines(self, max: u32) -> Result<Option<Lines>> {
         match wit::read_lines(self.0, max) {
-            Ok(read) => Ok(Some(Lines { lines: read.lines, end: read.end })),
+            Ok(read) => Ok(Some(Lines { text: read.text, count: read.count, end: read.end })),
             Err(wit::BodyError::UnknownBody) => Ok(None),
             Err(e) => Err(body_error(e)),
         }

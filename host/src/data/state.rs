@@ -160,7 +160,7 @@ impl CursorKind {
     pub fn of(v: &Value) -> Self {
         match v {
             Value::Number(_) => CursorKind::Number,
-            Value::String(s) if parse_datetime(s).is_some() => CursorKind::DateTime,
+            Value::String(s) if is_datetime(s) => CursorKind::DateTime,
             Value::String(_) => CursorKind::Text,
             _ => CursorKind::Other,
         }
@@ -200,6 +200,32 @@ pub fn raise_max(max: &mut Option<Value>, value: Value) -> Result<(), String> {
     }
     *max = Some(value);
     Ok(())
+}
+
+/// The largest cursor value of many, with its kind worked out once (a page's records each
+/// raise it).
+#[derive(Default)]
+pub struct RunningMax {
+    max: Option<(Value, CursorKind)>,
+}
+
+impl RunningMax {
+    /// As [`raise_max`].
+    pub fn raise(&mut self, value: Value) -> Result<(), String> {
+        let kind = CursorKind::of(&value);
+        match &self.max {
+            Some((max, max_kind)) if *max_kind != kind => same_kind(max, &value),
+            Some((max, _)) if compare(&value, max) != Ordering::Greater => Ok(()),
+            _ => {
+                self.max = Some((value, kind));
+                Ok(())
+            }
+        }
+    }
+
+    pub fn into_value(self) -> Option<Value> {
+        self.max.map(|(value, _)| value)
+    }
 }
 
 /// A cursor value as the host saves it: a date-time in UTC (`Z`), so saved values compare and
@@ -243,18 +269,45 @@ pub fn compare(a: &Value, b: &Value) -> Ordering {
 /// order as instants (and, were either no valid date-time, the text order is the order anyway),
 /// so the running max of a stream's cursor costs no parsing for the usual UTC values.
 fn same_utc_shape(x: &str, y: &str) -> bool {
-    fn utc_shape(t: &[u8]) -> bool {
-        t.len() >= 20
-            && t[t.len() - 1] == b'Z'
-            && t.iter().take(19).enumerate().all(|(i, &c)| match i {
-                4 | 7 => c == b'-',
-                10 => c == b'T',
-                13 | 16 => c == b':',
-                _ => c.is_ascii_digit(),
-            })
-            && (t.len() == 20 || t[19] == b'.' && t[20..t.len() - 1].iter().all(u8::is_ascii_digit))
-    }
     x.len() == y.len() && utc_shape(x.as_bytes()) && utc_shape(y.as_bytes())
+}
+
+/// True for an RFC 3339 date-time; a UTC one in the usual shape is checked without parsing it
+/// (every record of an incremental stream asks).
+fn is_datetime(text: &str) -> bool {
+    let t = text.as_bytes();
+    if !utc_shape(t) || t.len() > 30 {
+        return parse_datetime(text).is_some();
+    }
+    let number = |range: std::ops::Range<usize>| t[range].iter().fold(0u32, |n, &c| n * 10 + u32::from(c - b'0'));
+    let (year, month, day) = (number(0..4), number(5..7), number(8..10));
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return false,
+    };
+    let valid = (1..=days).contains(&day) && number(11..13) < 24 && number(14..16) < 60;
+    // A leap second (60) is left to the parser.
+    match number(17..19) {
+        s if s < 60 => valid,
+        _ => valid && parse_datetime(text).is_some(),
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.f…]Z`, digits where digits go.
+fn utc_shape(t: &[u8]) -> bool {
+    t.len() >= 20
+        && t[t.len() - 1] == b'Z'
+        && t.iter().take(19).enumerate().all(|(i, &c)| match i {
+            4 | 7 => c == b'-',
+            10 => c == b'T',
+            13 | 16 => c == b':',
+            _ => c.is_ascii_digit(),
+        })
+        && (t.len() == 20 || t.len() > 21 && t[19] == b'.' && t[20..t.len() - 1].iter().all(u8::is_ascii_digit))
 }
 
 /// Compares two JSON number texts by their exact values.
@@ -693,6 +746,39 @@ mod tests {
             raise_max(&mut max, serde_json::from_str(text).unwrap()).unwrap();
         }
         assert_eq!(max.unwrap().to_string(), "18446744073709551616");
+        // A page's running max agrees, and refuses a change of kind the same way.
+        let mut running = RunningMax::default();
+        for text in ["-9223372036854775809", "18446744073709551616", "12"] {
+            running.raise(serde_json::from_str(text).unwrap()).unwrap();
+        }
+        assert_eq!(running.into_value().unwrap().to_string(), "18446744073709551616");
+        let mut running = RunningMax::default();
+        running.raise(json!("2024-01-01T00:00:00Z")).unwrap();
+        let err = running.raise(json!("2024-02-30T00:00:00Z")).unwrap_err();
+        assert_eq!(err, same_kind(&json!("2024-01-01T00:00:00Z"), &json!("2024-02-30T00:00:00Z")).unwrap_err());
+    }
+
+    /// The check without parsing agrees with the parser.
+    #[test]
+    fn utc_date_times_are_recognised_as_the_parser_does() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        let two = |rng: &mut fastrand::Rng, max: u32| format!("{:02}", rng.u32(0..=max));
+        for _ in 0..20_000 {
+            let year = [rng.u32(1900..2100), rng.u32(0..10_000), 2000, 1900][rng.usize(..4)];
+            let fraction = ["", ".5", ".123456789", ".", ".1234567890123"][rng.usize(..5)];
+            let text = format!(
+                "{year:04}-{}-{}T{}:{}:{}{fraction}Z",
+                two(&mut rng, 13),
+                two(&mut rng, 32),
+                two(&mut rng, 25),
+                two(&mut rng, 61),
+                two(&mut rng, 61)
+            );
+            assert_eq!(is_datetime(&text), parse_datetime(&text).is_some(), "{text}");
+        }
+        for text in ["2024-02-29T00:00:00Z", "2023-02-29T00:00:00Z", "2000-02-29T23:59:59Z", "1900-02-29T00:00:00Z"] {
+            assert_eq!(is_datetime(text), parse_datetime(text).is_some(), "{text}");
+        }
     }
 
     /// The text fast path for UTC date-times agrees with comparing them as instants.

@@ -235,7 +235,7 @@ impl bindings::sluice::connector::http::Host for GuestState {
         let result = open.read_lines(max_lines, cap, &egress.stats).await;
         self.clock.resume();
         self.close_when_done(body, result.is_err());
-        result.map(|read| Lines { lines: read.lines, end: read.end })
+        result.map(|read| Lines { text: read.text, count: read.count, end: read.end })
     }
 
     async fn read_bytes(&mut self, body: u32, max_bytes: u32) -> Result<Vec<u8>, BodyError> {

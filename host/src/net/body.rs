@@ -46,9 +46,10 @@ pub struct OpenBody {
     url: String,
 }
 
-/// What a read gave.
+/// What a read gave: `count` complete lines in one text, each with its line ending.
 pub struct Lines {
-    pub lines: Vec<String>,
+    pub text: String,
+    pub count: u32,
     /// Nothing more: the body can be closed.
     pub end: bool,
 }
@@ -87,47 +88,42 @@ impl OpenBody {
     /// Up to `max_lines` complete lines (the body's last line needs no line ending), in at most
     /// `cap` bytes, so a call hands out at least one line unless the body is done.
     pub async fn read_lines(&mut self, max_lines: u32, cap: usize, stats: &EgressStats) -> Result<Lines, BodyError> {
-        let max_lines = max_lines.max(1) as usize;
-        let mut lines = Vec::new();
-        let mut bytes = 0;
+        let max_lines = max_lines.max(1);
         loop {
-            while lines.len() < max_lines {
-                let Some(newline) = memchr::memchr(b'\n', self.unread()) else { break };
-                let raw = &self.unread()[..newline];
-                let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-                if raw.len() > cap {
-                    return Err(self.too_long(cap));
+            // The end of the last complete line that fits, and how many lines that is.
+            let (mut end, mut count) = (0, 0);
+            for newline in memchr::memchr_iter(b'\n', self.unread()) {
+                if newline + 1 > cap {
+                    break;
                 }
-                if bytes + raw.len() > cap && !lines.is_empty() {
-                    return Ok(Lines { lines, end: false });
+                (end, count) = (newline + 1, count + 1);
+                if count == max_lines {
+                    break;
                 }
-                bytes += raw.len();
-                lines.push(self.text(raw, lines.len())?);
-                self.start += newline + 1;
             }
-            if lines.len() == max_lines {
-                return Ok(Lines { lines, end: false });
+            let unread = self.unread().len();
+            if count == max_lines {
+                return self.hand_out(end, count, self.ended && end == unread);
             }
-            if self.ended {
-                if !self.unread().is_empty() {
-                    let raw = self.unread();
-                    let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-                    lines.push(self.text(raw, lines.len())?);
-                    self.start = self.pending.len();
-                }
-                return Ok(Lines { lines, end: true });
+            if self.ended && unread <= cap {
+                return self.hand_out(unread, count + u32::from(unread > end), true);
             }
-            if self.unread().len() > cap {
-                return Err(self.too_long(cap));
+            if self.ended || unread > cap {
+                // More than a piece may hold: the complete lines that fit, or a line too long.
+                return if count > 0 { self.hand_out(end, count, false) } else { Err(self.too_long(cap)) };
             }
             self.fill(stats).await?;
         }
     }
 
-    fn text(&self, raw: &[u8], index: usize) -> Result<String, BodyError> {
-        String::from_utf8(raw.to_vec()).map_err(|e| {
-            BodyError::NotText(format!("line {} of this read from {} is not UTF-8: {e}", index + 1, self.url))
-        })
+    /// The next `len` bytes as text.
+    fn hand_out(&mut self, len: usize, count: u32, end: bool) -> Result<Lines, BodyError> {
+        let raw = &self.unread()[..len];
+        let text = std::str::from_utf8(raw)
+            .map_err(|e| BodyError::NotText(format!("the body of {} is not UTF-8: {e}", self.url)))?
+            .to_string();
+        self.start += len;
+        Ok(Lines { text, count, end })
     }
 
     /// Up to `max` more bytes (at most `cap`); empty only at the end.
@@ -193,18 +189,21 @@ mod tests {
         let stats = EgressStats::default();
         let mut body = memory("a\r\nb\n\nc");
         let first = body.read_lines(2, 100, &stats).await.unwrap();
-        assert_eq!((first.lines, first.end), (vec!["a".to_string(), "b".to_string()], false));
+        assert_eq!((first.text.as_str(), first.count, first.end), ("a\r\nb\n", 2, false));
         let rest = body.read_lines(10, 100, &stats).await.unwrap();
-        assert_eq!((rest.lines, rest.end), (vec![String::new(), "c".to_string()], true));
+        assert_eq!((rest.text.as_str(), rest.count, rest.end), ("\nc", 2, true));
         assert!(body.done());
+        let mut terminated = memory("x\ny\n");
+        let all = terminated.read_lines(10, 100, &stats).await.unwrap();
+        assert_eq!((all.text.as_str(), all.count, all.end), ("x\ny\n", 2, true));
     }
 
     #[tokio::test]
     async fn a_piece_stays_under_the_cap_and_a_longer_line_is_refused() {
         let stats = EgressStats::default();
         let mut body = memory("aaaa\nbbbb\ncccc\n");
-        let piece = body.read_lines(10, 9, &stats).await.unwrap();
-        assert_eq!(piece.lines, vec!["aaaa".to_string(), "bbbb".to_string()]);
+        let piece = body.read_lines(10, 11, &stats).await.unwrap();
+        assert_eq!((piece.text.as_str(), piece.count), ("aaaa\nbbbb\n", 2));
         let mut long = memory("0123456789\n");
         assert!(matches!(long.read_lines(10, 5, &stats).await, Err(BodyError::TooLarge(_))));
         let mut unterminated = memory("0123456789");
@@ -219,7 +218,9 @@ mod tests {
         assert_eq!(body.read_bytes(4, 100, &stats).await.unwrap(), b"ef");
         assert!(body.read_bytes(4, 100, &stats).await.unwrap().is_empty());
         let mut binary = OpenBody::new(BodySource::Memory(Some(Bytes::from_static(b"ok\n\xff\n"))), "u".into());
-        assert!(matches!(binary.read_lines(10, 100, &stats).await, Err(BodyError::NotText(m)) if m.contains("line 2")));
+        assert!(
+            matches!(binary.read_lines(10, 100, &stats).await, Err(BodyError::NotText(m)) if m.contains("not UTF-8"))
+        );
     }
 
     #[test]

@@ -353,19 +353,18 @@ fn render_page(
 ) -> Result<Rendered, String> {
     let stamp = out.stamp();
     let mut lines = out.page(records.iter().map(|r| r.len() + 80).sum());
-    let mut max_cursor: Option<Value> = None;
+    let mut max_cursor = state::RunningMax::default();
     for record in records {
         let (checked, cursor) = match cursor_field {
             None => (protocol::checked_record(record, max_bytes, max_depth)?, None),
             Some(field) => protocol::checked_record_with_cursor(record, max_bytes, max_depth, field)?,
         };
         if let Some(v) = cursor {
-            state::raise_max(&mut max_cursor, v)
-                .map_err(|e| format!("{e}, in record {}", protocol::preview(record)))?;
+            max_cursor.raise(v).map_err(|e| format!("{e}, in record {}", protocol::preview(record)))?;
         }
         out.push_record(&mut lines, stream_json, &checked, &stamp);
     }
-    Ok(Rendered { lines, records: records.len() as u64, max_cursor })
+    Ok(Rendered { lines, records: records.len() as u64, max_cursor: max_cursor.into_value() })
 }
 
 /// Waits for a rendered page and sends it (running `on_first_records` before the first

@@ -377,8 +377,8 @@ impl AsyncJobs for DemoSource {
                     .ok_or_else(|| sluice_guest::Error::system("the body closed"))?
             }
         };
-        let read = lines.lines.len() as u64;
-        let records: Vec<String> = lines.lines.into_iter().filter(|l| !l.trim().is_empty()).collect();
+        let read = u64::from(lines.count);
+        let records: Vec<String> = lines.lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect();
         let next = (!lines.end).then(|| json!(Reading { body: body.handle(), offset: offset + read }));
         Ok(Page { records, next_token: next })
     }

@@ -227,7 +227,7 @@ impl Source for Hostile {
                 loop {
                     let read =
                         body.read_lines(config.count as u32)?.ok_or_else(|| Error::system("the body vanished"))?;
-                    lines += read.lines.len() as u64;
+                    lines += u64::from(read.count);
                     reads += 1;
                     if read.end {
                         break;
