@@ -60,7 +60,11 @@ fn newlines_inside_records_cannot_forge_messages() {
     // Every stdout line parsed as one message (the harness checks), and the records survived whole.
     let records = run.records("numbers");
     assert_eq!(records, [&json!({"id": 1, "note": "x"}), &json!({"id": 2, "text": "a\nb"})]);
-    assert!(run.of_type("STATE").is_empty());
+    // A stream read in full ends with the Airbyte CDK's no-cursor STATE, and nothing else.
+    let states = run.of_type("STATE");
+    assert_eq!(states.len(), 1, "{states:?}");
+    assert_eq!(states[0]["state"]["stream"]["stream_state"], json!({"__ab_no_cursor_state_message": true}));
+    assert_eq!(states[0]["state"]["sourceStats"]["recordCount"], json!(2.0));
 
     // Two JSON values in one record are not one object: refused, nothing forged.
     let forged = run_mode(json!({"mode": "forge"}));

@@ -10,6 +10,7 @@ mod guest_behaviour;
 mod hostile;
 mod jobs;
 mod languages;
+mod platform;
 mod policy;
 mod read;
 mod recording;

@@ -93,8 +93,8 @@ impl PluginArgs {
 #[derive(Debug, Args, Default)]
 pub struct SandboxArgs {
     /// A policy file (JSON): `{"allow_hosts": [...], "deny_ungranted": bool, "limits": {...}}`;
-    /// see docs/sandbox.md.
-    #[arg(long, value_name = "FILE")]
+    /// see docs/sandbox.md [default: PLUGIN.policy.json beside the plugin, when there is one].
+    #[arg(long, env = "SLUICE_POLICY", value_name = "FILE")]
     pub policy: Option<PathBuf>,
     /// Memory one instance may use, MiB [default: 256].
     #[arg(long, value_name = "MIB")]
@@ -149,11 +149,13 @@ pub struct ConfiguredArgs {
     /// declares for its config *and* that are granted here. HOST may be a pattern (`*.example.com`)
     /// or an address; plain http needs the `http://` prefix; loopback, private and link-local
     /// addresses are reachable only when granted by address.
-    #[arg(long = "allow-host", value_name = "HOST")]
+    /// Several may be given at once, separated by commas (as SLUICE_ALLOW_HOSTS does, for
+    /// platforms that pass only the standard arguments).
+    #[arg(long = "allow-host", env = "SLUICE_ALLOW_HOSTS", value_delimiter = ',', value_name = "HOST")]
     pub allow_hosts: Vec<String>,
     /// Start even when the connector needs hosts that are not granted; its requests to them are
     /// denied. Without it, such a run refuses to start and names what is missing.
-    #[arg(long)]
+    #[arg(long, env = "SLUICE_DENY_UNGRANTED")]
     pub deny_ungranted: bool,
     #[command(flatten)]
     pub http: HttpArgs,
@@ -167,7 +169,7 @@ pub struct InspectArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Grants to compare with what the plugin needs (as for `run`).
-    #[arg(long = "allow-host", value_name = "HOST")]
+    #[arg(long = "allow-host", env = "SLUICE_ALLOW_HOSTS", value_delimiter = ',', value_name = "HOST")]
     pub allow_hosts: Vec<String>,
     /// Print JSON instead of text.
     #[arg(long)]
@@ -451,10 +453,19 @@ impl HttpArgs {
     }
 }
 
-impl SandboxArgs {
-    /// The policy file (if any) with the limit flags applied over it.
+impl PluginArgs {
+    /// The policy: the file given, or else the one beside the plugin, with the flags over it.
     pub fn policy(&self) -> anyhow::Result<Policy> {
-        let mut policy = match &self.policy {
+        self.sandbox.policy(Some(&self.plugin))
+    }
+}
+
+impl SandboxArgs {
+    /// The policy file (if any; else `PLUGIN.policy.json` beside `plugin`, when there is one)
+    /// with the limit flags applied over it.
+    pub fn policy(&self, plugin: Option<&std::path::Path>) -> anyhow::Result<Policy> {
+        let beside = plugin.map(Policy::beside).filter(|p| p.is_file());
+        let mut policy = match self.policy.as_ref().or(beside.as_ref()) {
             Some(path) => Policy::load(path)?,
             None => Policy::default(),
         };
@@ -485,7 +496,7 @@ impl SandboxArgs {
 impl ConfiguredArgs {
     /// The whole policy of a configured command: file, then flags.
     pub fn policy(&self) -> anyhow::Result<Policy> {
-        let mut policy = self.plugin.sandbox.policy()?;
+        let mut policy = self.plugin.policy()?;
         policy.allow_hosts.extend(self.allow_hosts.iter().cloned());
         policy.deny_ungranted |= self.deny_ungranted;
         Ok(policy)

@@ -36,7 +36,7 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
         },
         Command::Test(args) => test(args).await,
         Command::Spec(args) => {
-            let request = args.sandbox.policy().map_err(|e| Fatal::config(format!("{e:#}"))).map(|policy| {
+            let request = args.policy().map_err(|e| Fatal::config(format!("{e:#}"))).map(|policy| {
                 let mut request = RunRequest::new(&args.plugin, json!({}), Box::new(std::io::sink()));
                 request.policy = policy;
                 request.action = Action::Spec;
@@ -318,7 +318,7 @@ async fn replay(args: &ReplayArgs, mut sink: Box<dyn Write + Send>) -> ExitCode 
 /// as JSON).
 async fn inspect(args: InspectArgs) -> Result<ExitCode, Fatal> {
     let (quiet, _writer) = Output::spawn(Format::Airbyte, Box::new(std::io::sink()));
-    let policy = args.plugin.sandbox.policy().map_err(|e| Fatal::config(format!("{e:#}")))?;
+    let policy = args.plugin.policy().map_err(|e| Fatal::config(format!("{e:#}")))?;
     let runtime = runtime_for(&args.plugin, &policy)?;
     let plugin = runtime.plugin(&args.plugin.plugin, &quiet).await?;
     let granted = session::grants(policy.allow_hosts.iter().chain(&args.allow_hosts))?;

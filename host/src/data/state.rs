@@ -202,6 +202,23 @@ pub fn raise_max(max: &mut Option<Value>, value: Value) -> Result<(), String> {
     Ok(())
 }
 
+/// The state the Airbyte CDK (and Sluice, in Airbyte format) writes at the end of a stream read
+/// in full: it says the stream finished, and saves nothing.
+pub const NO_CURSOR_STATE_KEY: &str = "__ab_no_cursor_state_message";
+
+/// The state of a stream read in full that finished.
+pub fn no_cursor_state() -> Value {
+    serde_json::json!({ NO_CURSOR_STATE_KEY: true })
+}
+
+/// True for a stream state that saves nothing: `{}`, or the CDK's marks of a finished full
+/// read (`__ab_no_cursor_state_message`, `__ab_full_refresh_sync_complete`) alone.
+pub fn is_nothing_saved(state: &Value) -> bool {
+    state
+        .as_object()
+        .is_some_and(|o| o.keys().all(|k| k == NO_CURSOR_STATE_KEY || k == "__ab_full_refresh_sync_complete"))
+}
+
 /// The largest cursor value of many, with its kind worked out once (a page's records each
 /// raise it).
 #[derive(Default)]
@@ -460,8 +477,8 @@ impl StreamCursor {
             collapsed: None,
         };
         // `{}` is the state of a stream with nothing saved yet (it is what a stream whose last
-        // job was done with says).
-        let Some(saved) = saved.filter(|s| s.as_object().is_none_or(|o| !o.is_empty())) else { return Ok(cursor) };
+        // job was done with says), and so is the Airbyte CDK's mark of a finished full read.
+        let Some(saved) = saved.filter(|s| !is_nothing_saved(s)) else { return Ok(cursor) };
         // `jobs` (report jobs in flight) is the scheduler's; a state holding only it has no cursor yet.
         // A state with only `cursor_field` (a stream that has not finished a partition yet) has no
         // cursor either.

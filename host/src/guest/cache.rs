@@ -94,7 +94,11 @@ impl ComponentCache {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let mut key = vec![0u8; MAC_BYTES];
                 getrandom::fill(&mut key).map_err(|e| anyhow::anyhow!("cannot make a cache key: {e}"))?;
-                let tmp = self.dir.join(format!("{KEY_FILE}.tmp{}", std::process::id()));
+                // Unique per writer: threads of one process (tenants loading at once) race here too,
+                // and one removing its file must not take another's.
+                static KEYS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                let n = KEYS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let tmp = self.dir.join(format!("{KEY_FILE}.tmp{}-{n}", std::process::id()));
                 write_private(&tmp, &key)?;
                 // Another process may have made one meanwhile: the first one stays.
                 match std::fs::hard_link(&tmp, &path) {
@@ -164,4 +168,27 @@ fn check_private(path: &Path, what: &str, forbidden: u32) -> Result<()> {
 #[cfg(not(unix))]
 fn check_private(_: &Path, _: &str, _: u32) -> Result<()> {
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Threads of one process making the key at once (50 tenants loading their plugins) all get
+    /// the one key: a temporary file shared by the process made all but the first fail.
+    #[test]
+    fn threads_making_the_key_at_once_agree_on_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = std::sync::Arc::new(ComponentCache::new(dir.path().join("cache")));
+        let keys: Vec<Vec<u8>> = (0..16)
+            .map(|_| {
+                let cache = cache.clone();
+                std::thread::spawn(move || cache.key().unwrap())
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .collect();
+        assert!(keys.iter().all(|k| k == &keys[0] && k.len() == MAC_BYTES));
+    }
 }

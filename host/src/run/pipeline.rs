@@ -12,7 +12,7 @@ use crate::data::catalog::{self, Selected};
 use crate::data::protocol::{FailureType, Format, Output, airbyte};
 use crate::guest::connector::Connector;
 use crate::guest::engine::POOLED_MAX_MEMORY;
-use crate::run::read::emit_logs;
+use crate::run::read::{StreamSummary, emit_logs};
 use crate::storage::recording::Cassette;
 use crate::storage::replay::{Opened, StorageOptions};
 use serde_json::{Value, json};
@@ -145,7 +145,7 @@ async fn act(runtime: &Runtime, out: &Output, request: RunRequest, record_http: 
             Ok(Outcome::Spec(spec))
         }
         Action::Check => {
-            let connector = match session::open(plugin, config, &policy, http, out, false).await {
+            let connector = match session::open(plugin, config, &policy, http, out, false, true).await {
                 Ok(c) => c,
                 // A config the connector cannot take, or a connector that crashes in `spec` or
                 // `capabilities`, is a failed check (as the Airbyte CDK reports it), not a crash.
@@ -164,7 +164,7 @@ async fn act(runtime: &Runtime, out: &Output, request: RunRequest, record_http: 
             Ok(Outcome::Check(result))
         }
         Action::Discover => {
-            let connector = session::open(plugin, config, &policy, http, out, false).await?;
+            let connector = session::open(plugin, config, &policy, http, out, false, true).await?;
             let streams = session::discover(&connector, out).await?;
             let catalog = match format {
                 Format::Airbyte => airbyte::catalog(streams.iter().map(airbyte_stream).collect()),
@@ -174,9 +174,10 @@ async fn act(runtime: &Runtime, out: &Output, request: RunRequest, record_http: 
             Ok(Outcome::Discover(streams.into_iter().map(|s| s.name).collect()))
         }
         Action::Read { selection, full_refresh } => {
-            let connector = session::open(plugin, config, &policy, http, out, true).await?;
+            let connector = session::open(plugin, config, &policy, http, out, true, true).await?;
             let streams = session::discover(&connector, out).await?;
             let by_name = |name: &str| Selected { name: name.to_string(), incremental: None };
+            let lenient = matches!(selection, Selection::Catalog(_));
             let selection: Vec<Selected> = match selection {
                 Selection::All => streams.iter().map(|s| by_name(&s.name)).collect(),
                 Selection::Streams(names) => {
@@ -184,9 +185,25 @@ async fn act(runtime: &Runtime, out: &Output, request: RunRequest, record_http: 
                 }
                 Selection::Catalog(selected) => selected,
             };
-            let selected = session::select(&streams, &selection, full_refresh, &state)?;
+            let resolved = session::select(&streams, &selection, full_refresh, &state, lenient)?;
+            for name in &resolved.in_full {
+                let message = format!(
+                    "stream {name} has no cursor field, so it cannot be read incrementally: it is read in full \
+                     (full_refresh), as the catalog's incremental sync mode allows no other way"
+                );
+                out.log("WARN", &message).await?;
+            }
+            for name in &resolved.missing {
+                session::report_missing(out, name).await?;
+            }
             let progress = Arc::new(Progress::new(progress));
-            let report = session::read(connector, out, selected, concurrency, progress, &state, &stop).await?;
+            let mut report =
+                session::read(connector, out, resolved.streams, concurrency, progress, &state, &stop).await?;
+            report.streams.extend(resolved.missing.into_iter().map(|name| StreamSummary {
+                name,
+                failed: true,
+                ..Default::default()
+            }));
             Ok(Outcome::Read(report))
         }
     }

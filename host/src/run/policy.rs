@@ -16,6 +16,13 @@ pub struct Policy {
 }
 
 impl Policy {
+    /// The policy file that goes with a plugin when none is given: `NAME.policy.json` beside
+    /// `NAME.wasm`, so a packaged connector carries its grants and limits and a platform that
+    /// passes only the standard arguments runs it sandboxed as its operator meant.
+    pub fn beside(plugin: &std::path::Path) -> std::path::PathBuf {
+        plugin.with_extension("policy.json")
+    }
+
     pub fn load(path: &std::path::Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read policy {}", path.display()))?;
         let de = &mut serde_json::Deserializer::from_str(&text);

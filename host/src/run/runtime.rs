@@ -124,6 +124,6 @@ impl Runtime {
         let replay = super::pipeline::load_recording(http_replay).await?;
         let plugin = self.plugin(path, out).await?;
         let http = HttpSetup { options: http, replay, ..Default::default() };
-        session::open(plugin, config, policy, http, out, false).await
+        session::open(plugin, config, policy, http, out, false, false).await
     }
 }

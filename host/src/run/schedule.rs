@@ -5,7 +5,7 @@
 //! ordered channel to the single writer, so no STATE ever claims a record not yet written.
 
 use crate::bindings::Partition;
-use crate::data::protocol::{FailureType, Output, OutputClosed, StreamStatus};
+use crate::data::protocol::{FailureType, Format, Output, OutputClosed, StreamStatus};
 use crate::data::state::{self, Resume, StreamCursor};
 use crate::guest::connector::{CallError, Connector};
 use crate::guest::limits::Limits;
@@ -557,7 +557,17 @@ impl StreamRead {
         if let Some(resume) = self.resume.as_mut() {
             resume.stream_finished(self.summary.complete());
         }
-        self.emit_state().await?;
+        // A stream read in full that finished says so, as the Airbyte CDK's do, so a platform sees a
+        // STATE for every stream (Singer keeps the stream's plain state).
+        if self.cursor.is_none() && self.summary.complete() && self.shared.out.format() == Format::Airbyte {
+            let done = state::no_cursor_state();
+            if self.last_state.as_ref() != Some(&done) {
+                self.shared.out.state(&self.name, done.clone()).await?;
+                self.last_state = Some(done);
+            }
+        } else {
+            self.emit_state().await?;
+        }
         let status = if self.summary.complete() { StreamStatus::Complete } else { StreamStatus::Incomplete };
         self.shared.out.status(&self.name, status).await?;
         Ok(self.summary)

@@ -10,7 +10,7 @@ use super::schedule::{self, Concurrency};
 use super::stop::Stop;
 use crate::bindings::Stream;
 use crate::data::catalog::Selected;
-use crate::data::protocol::{self, Output};
+use crate::data::protocol::{self, FailureType, Output, OutputClosed, StreamStatus};
 use crate::data::state::InputState;
 use crate::guest::connector::Connector;
 use crate::guest::engine::Plugin;
@@ -119,7 +119,9 @@ pub struct HttpSetup {
 
 /// Binds a plugin to a config under a policy: learns the secrets to mask, asks the plugin
 /// which hosts it needs, and checks them against the grant. A run (`is_run`) refuses to start
-/// when a needed host is not granted, unless the policy says to deny instead.
+/// when a needed host is not granted, unless the policy says to deny instead. With
+/// `check_config` a config the spec rejects is a config error before the connector sees it (the
+/// conformance kit reports that itself, then goes on testing the connector).
 pub async fn open(
     plugin: Arc<Plugin>,
     config: String,
@@ -127,6 +129,7 @@ pub async fn open(
     http: HttpSetup,
     out: &Output,
     is_run: bool,
+    check_config: bool,
 ) -> Result<Connector, RunError> {
     let granted = grants(&policy.allow_hosts)?;
     let probe = Connector::new(plugin.clone(), config.clone(), Arc::new(no_egress()?), policy.limits.clone());
@@ -146,6 +149,24 @@ pub async fn open(
                 crate::data::secrets::MIN_MASKED_CHARS
             );
             out.log("WARN", &message).await?;
+        }
+    }
+    // The config against the spec before the connector sees it (check, discover, read alike).
+    if let (Ok(spec), true) = (&spec, check_config) {
+        let verdict = match (serde_json::from_str::<Value>(spec), serde_json::from_str::<Value>(&config)) {
+            (Ok(spec), Ok(config)) => crate::data::config::check(&spec, &config),
+            (Err(e), _) => crate::data::config::Verdict::Unchecked(format!("the connector's spec is not JSON: {e}")),
+            (_, Err(e)) => crate::data::config::Verdict::Invalid(format!("the config is not JSON: {e}")),
+        };
+        match verdict {
+            crate::data::config::Verdict::Valid => {}
+            crate::data::config::Verdict::Invalid(why) => {
+                emit_logs(out, instance.take_logs()).await?;
+                return Err(RunError::config(why));
+            }
+            crate::data::config::Verdict::Unchecked(why) => {
+                out.log("WARN", &format!("{why}; the config is not checked against it")).await?;
+            }
         }
     }
     let caps = instance.capabilities(&config).await;
@@ -236,30 +257,51 @@ pub async fn discover(connector: &Connector, out: &Output) -> Result<Vec<Stream>
     Ok(streams)
 }
 
+/// What a selection resolved to: the streams to read, and what the operator must be told.
+#[derive(Default)]
+pub struct Resolved {
+    pub streams: Vec<SelectedStream>,
+    /// Streams a catalog names that the connector does not have (each fails, the others are read).
+    pub missing: Vec<String>,
+    /// Streams a catalog asks to read incrementally that have no cursor: read in full.
+    pub in_full: Vec<String>,
+}
+
 /// Resolves a selection against the discovered streams: incremental where asked, or, where the
-/// selection leaves it open, wherever the stream has a cursor.
+/// selection leaves it open, wherever the stream has a cursor. As the Airbyte CDK does, a
+/// catalog's stream that the connector lacks is reported and skipped (`lenient`; a name given on
+/// the command line is an error), and one asked for incrementally without a cursor is read in
+/// full.
 pub fn select(
     streams: &[Stream],
     selection: &[Selected],
     full_refresh: bool,
     state: &InputState,
-) -> Result<Vec<SelectedStream>, RunError> {
-    let mut selected = Vec::new();
+    lenient: bool,
+) -> Result<Resolved, RunError> {
+    let mut resolved = Resolved::default();
     for wanted in selection {
-        let stream = streams.iter().find(|s| s.name == wanted.name).ok_or_else(|| {
+        let Some(stream) = streams.iter().find(|s| s.name == wanted.name) else {
+            if lenient {
+                resolved.missing.push(wanted.name.clone());
+                continue;
+            }
             let offered: Vec<&str> = streams.iter().map(|s| s.name.as_str()).collect();
-            RunError::config(format!(
+            return Err(RunError::config(format!(
                 "the connector has no stream {:?} (it offers: {})",
                 wanted.name,
                 offered.join(", ")
-            ))
-        })?;
+            )));
+        };
         let cursor_field = match (full_refresh, wanted.incremental) {
             (true, _) | (false, Some(false)) => None,
             (false, None) => stream.cursor_field.clone(),
-            (false, Some(true)) => Some(stream.cursor_field.clone().ok_or_else(|| {
-                RunError::config(format!("stream {} cannot be read incrementally: it has no cursor field", stream.name))
-            })?),
+            (false, Some(true)) => {
+                if stream.cursor_field.is_none() {
+                    resolved.in_full.push(stream.name.clone());
+                }
+                stream.cursor_field.clone()
+            }
         };
         let saved = state.streams.get(&stream.name);
         let saved_state = match &cursor_field {
@@ -275,9 +317,24 @@ pub fn select(
                 (!kept.is_empty()).then_some(Value::Object(kept))
             }),
         };
-        selected.push(SelectedStream { stream: stream.clone(), cursor_field, saved_state });
+        resolved.streams.push(SelectedStream { stream: stream.clone(), cursor_field, saved_state });
     }
-    Ok(selected)
+    if resolved.streams.is_empty() && resolved.missing.is_empty() {
+        return Err(RunError::config("nothing to read: no stream is selected".to_string()));
+    }
+    Ok(resolved)
+}
+
+/// A catalog's stream the connector does not have, reported as the Airbyte CDK does: a config
+/// error naming it, and the stream INCOMPLETE.
+pub async fn report_missing(out: &Output, name: &str) -> Result<(), OutputClosed> {
+    let internal = format!(
+        "The stream '{name}' in your connection configuration was not found in the source. Refresh the schema \
+         in your replication settings and remove this stream from future sync attempts."
+    );
+    let message = format!("stream {name} is in the catalog but the connector has no such stream");
+    out.error_with(&message, Some(&internal), FailureType::Config, Some(name)).await?;
+    out.status(name, StreamStatus::Incomplete).await
 }
 
 /// Reads the selected streams and ends with the summary LOG line.
@@ -291,9 +348,9 @@ pub async fn read(
     stop: &Stop,
 ) -> Result<ReadReport, RunError> {
     let started = Instant::now();
-    // Streams not read now keep their state in Singer's whole-tap STATE.
-    let unread = state.streams.iter().filter(|(name, _)| !selected.iter().any(|s| &s.stream.name == *name));
-    out.seed_states(unread.map(|(k, v)| (k.clone(), v.clone())).collect()).await?;
+    // Singer's whole-tap STATE starts from the input: streams not read now keep their state,
+    // and one a run does not change (no new records) is still in the run's last STATE.
+    out.seed_states(state.streams.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).await?;
     let connector = Arc::new(connector);
     let limits = connector.limits.clone();
     let streams =

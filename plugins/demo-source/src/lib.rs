@@ -144,7 +144,7 @@ impl Source for DemoSource {
             "required": ["base_url"],
             "additionalProperties": true,
             "properties": {
-                "base_url": {"type": "string", "description": "Where the demo API listens, e.g. http://127.0.0.1:8080"},
+                "base_url": {"type": "string", "format": "uri", "description": "Where the demo API listens, e.g. http://127.0.0.1:8080"},
                 "page_size": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 100},
                 "start_date": {"type": "string", "format": "date-time", "description": "Read items updated after this time (incremental streams)"},
                 "window_minutes": {"type": "integer", "minimum": 1, "default": 60, "description": "Width of the windows of windowed_items"},

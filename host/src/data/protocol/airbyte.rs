@@ -51,9 +51,12 @@ pub fn estimate(stream: &str, records: u64) -> Value {
         "estimate": {"name": stream, "type": "STREAM", "row_estimate": records}}})
 }
 
-pub fn stream_state(stream: &str, state: &Value) -> Value {
+/// A stream's STATE, with the records of the stream written since its previous STATE
+/// (`sourceStats.recordCount`, a number as the Airbyte CDK writes it).
+pub fn stream_state(stream: &str, state: &Value, records: u64) -> Value {
     json!({"type": "STATE", "state": {"type": "STREAM",
-        "stream": {"stream_descriptor": {"name": stream}, "stream_state": state}}})
+        "stream": {"stream_descriptor": {"name": stream}, "stream_state": state},
+        "sourceStats": {"recordCount": records as f64}}})
 }
 
 /// Appends one RECORD line. `stream_json` is the stream name already encoded as a JSON string,

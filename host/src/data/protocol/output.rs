@@ -216,6 +216,8 @@ impl Output {
                     held: None,
                     bookmarks: Map::new(),
                     written_since_state: false,
+                    any_state: false,
+                    since_state: std::collections::HashMap::new(),
                 };
                 let mut outcome = "ended".to_string();
                 while let Some((event, room)) = rx.blocking_recv() {
@@ -312,10 +314,26 @@ impl Output {
         }
     }
 
+    /// An error for the operator (Airbyte TRACE ERROR, whose `internal_message` repeats it).
     pub async fn error(&self, message: &str, failure: FailureType, stream: Option<&str>) -> Result<(), OutputClosed> {
+        self.error_with(message, None, failure, stream).await
+    }
+
+    /// [`Output::error`] with an `internal_message` of its own.
+    pub async fn error_with(
+        &self,
+        message: &str,
+        internal: Option<&str>,
+        failure: FailureType,
+        stream: Option<&str>,
+    ) -> Result<(), OutputClosed> {
         let message = &self.secrets.mask_text(message);
+        let internal = internal.map(|i| self.secrets.mask_text(i));
         match self.format {
-            Format::Airbyte => self.message(&airbyte::trace_error(message, None, failure, stream)).await,
+            Format::Airbyte => {
+                let internal = internal.as_deref().unwrap_or(message);
+                self.message(&airbyte::trace_error(message, Some(internal), failure, stream)).await
+            }
             Format::Singer => self.send(Event::Stderr(format!("ERROR ({}) {message}", failure.as_str()))).await,
         }
     }
@@ -367,6 +385,10 @@ struct Pump {
     bookmarks: Map<String, Value>,
     /// Singer targets commit the last STATE only if nothing follows it.
     written_since_state: bool,
+    /// Whether any STATE was written: a Singer run always ends with one.
+    any_state: bool,
+    /// Records of each stream since its last STATE (Airbyte `sourceStats.recordCount`).
+    since_state: std::collections::HashMap<Arc<str>, u64>,
 }
 
 fn sink_error(e: anyhow::Error) -> std::io::Error {
@@ -378,6 +400,7 @@ impl Pump {
         match event {
             Event::Records { stream, lines, count } => {
                 self.written_since_state = true;
+                *self.since_state.entry(stream.clone()).or_default() += count;
                 if let Some(batch) = self.sinks.batch.as_mut() {
                     if let Some(message) = batch.add(&stream, &lines.stdout, count).map_err(sink_error)? {
                         self.singer_message(&message, &stream)?;
@@ -399,8 +422,9 @@ impl Pump {
             Event::State { stream, value } => {
                 self.flush_batches()?;
                 self.bookmarks.insert(stream.clone(), value);
+                let records = self.since_state.remove(stream.as_str()).unwrap_or(0);
                 let stdout = match self.format {
-                    Format::Airbyte => line(&airbyte::stream_state(&stream, &self.bookmarks[&stream])),
+                    Format::Airbyte => line(&airbyte::stream_state(&stream, &self.bookmarks[&stream], records)),
                     Format::Singer => line(&singer::state(&self.bookmarks)),
                 };
                 self.state(stdout)?;
@@ -462,6 +486,7 @@ impl Pump {
     /// gets it (and what follows) only once the lake holds it durably.
     fn state(&mut self, stdout: Vec<u8>) -> std::io::Result<()> {
         self.written_since_state = false;
+        self.any_state = true;
         let singer = line(&singer::state(&self.bookmarks));
         let hold = self.sinks.hold_state;
         self.keep(|sink| sink.state(&singer))?;
@@ -473,10 +498,13 @@ impl Pump {
         self.keep(|sink| if sink.is_continual() { sink.sync() } else { Ok(()) })
     }
 
-    /// The last Singer STATE (when records followed the last one), then the lake sealed.
+    /// The last Singer STATE (when records followed the last one, or no STATE was written at
+    /// all: a target writing the last STATE it sees to a file must get one, or the next run
+    /// would start over), then the lake sealed.
     fn finish(mut self, outcome: &str) -> std::io::Result<()> {
         self.flush_batches()?;
-        if self.written_since_state && !self.bookmarks.is_empty() {
+        let singer_owes_one = self.format == Format::Singer && !self.any_state && outcome != "interrupted";
+        if self.written_since_state && !self.bookmarks.is_empty() || singer_owes_one {
             let singer = line(&singer::state(&self.bookmarks));
             if self.format == Format::Singer {
                 self.stdout(&singer)?;

@@ -136,11 +136,13 @@ struct Converter {
     format: Format,
     /// Airbyte: the last state written per stream, so only changes are written.
     written: Map<String, Value>,
+    /// Airbyte: records of each stream since its last STATE (`sourceStats.recordCount`).
+    since_state: std::collections::HashMap<String, u64>,
 }
 
 impl Converter {
     fn new(format: Format) -> Self {
-        Converter { format, written: Map::new() }
+        Converter { format, written: Map::new(), since_state: Default::default() }
     }
 
     /// Writes one Singer line's equivalent; returns the records it wrote.
@@ -159,6 +161,7 @@ impl Converter {
                             serde_json::from_slice(data).with_context(|| format!("a record in {uri} is not JSON"))?;
                         self.record(stream, record, None, out)?;
                         records += 1;
+                        *self.since_state.entry(stream.to_string()).or_default() += 1;
                     }
                 }
                 Ok(records)
@@ -166,6 +169,7 @@ impl Converter {
             "RECORD" => {
                 let time = message["time_extracted"].as_str().map(str::to_string);
                 self.record(stream, message["record"].clone(), time, out)?;
+                *self.since_state.entry(stream.to_string()).or_default() += 1;
                 Ok(1)
             }
             _ if self.format == Format::Singer => {
@@ -176,7 +180,8 @@ impl Converter {
                 let bookmarks = message["value"]["bookmarks"].as_object().cloned().unwrap_or_default();
                 for (stream, value) in bookmarks {
                     if self.written.get(&stream) != Some(&value) {
-                        write_line(out, &airbyte::stream_state(&stream, &value))?;
+                        let records = self.since_state.remove(&stream).unwrap_or(0);
+                        write_line(out, &airbyte::stream_state(&stream, &value, records))?;
                         self.written.insert(stream, value);
                     }
                 }

@@ -1,0 +1,82 @@
+//! The operator's config checked against the connector's spec (its JSON Schema) before any call
+//! that uses it, as the Airbyte CDK does: an error names the field and the rule it breaks, not
+//! whatever the connector's own parser says.
+
+use serde_json::Value;
+
+/// Errors named at most, of a config that breaks many rules.
+const MAX_ERRORS: usize = 5;
+
+/// Why the spec itself cannot check a config (a connector's bug, said as a warning), or the
+/// config's errors.
+pub enum Verdict {
+    Valid,
+    /// The config breaks the spec: one line per rule broken, naming the field.
+    Invalid(String),
+    /// The spec is no usable JSON Schema; the config is not checked.
+    Unchecked(String),
+}
+
+/// Checks `config` against `spec`, formats (`date-time`, `uri`, `email`, ...) included.
+pub fn check(spec: &Value, config: &Value) -> Verdict {
+    let validator = match jsonschema::options().should_validate_formats(true).build(spec) {
+        Ok(v) => v,
+        Err(e) => return Verdict::Unchecked(format!("the connector's spec is not a usable JSON Schema: {e}")),
+    };
+    let mut errors: Vec<String> = Vec::new();
+    let mut more = 0;
+    for error in validator.iter_errors(config) {
+        if errors.len() == MAX_ERRORS {
+            more += 1;
+            continue;
+        }
+        let path = error.instance_path().to_string();
+        let field = path.trim_start_matches('/').replace('/', ".");
+        let line = if field.is_empty() { format!("the config: {error}") } else { format!("field {field}: {error}") };
+        errors.push(line);
+    }
+    if errors.is_empty() {
+        return Verdict::Valid;
+    }
+    if more > 0 {
+        errors.push(format!("and {more} more"));
+    }
+    Verdict::Invalid(format!("the config does not match the connector's spec: {}", errors.join("; ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec() -> Value {
+        json!({
+            "type": "object",
+            "required": ["base_url"],
+            "properties": {
+                "base_url": {"type": "string", "format": "uri"},
+                "page_size": {"type": "integer", "minimum": 1},
+                "nested": {"type": "object", "properties": {"start": {"type": "string", "format": "date-time"}}}
+            }
+        })
+    }
+
+    #[test]
+    fn errors_name_the_field_and_the_rule() {
+        let invalid = |config: Value| match check(&spec(), &config) {
+            Verdict::Invalid(m) => m,
+            _ => panic!("{config} should be invalid"),
+        };
+        let m = invalid(json!({"base_url": "http://h", "page_size": "ten"}));
+        assert!(m.contains("field page_size: \"ten\" is not of type \"integer\""), "{m}");
+        let m = invalid(json!({"base_url": "not a url"}));
+        assert!(m.contains("field base_url") && m.contains("uri"), "{m}");
+        let m = invalid(json!({"page_size": 0}));
+        assert!(m.contains("the config: \"base_url\" is a required property"), "{m}");
+        assert!(m.contains("field page_size: 0 is less than the minimum of 1"), "{m}");
+        let m = invalid(json!({"base_url": "http://h", "nested": {"start": "yesterday"}}));
+        assert!(m.contains("field nested.start") && m.contains("date-time"), "{m}");
+        assert!(matches!(check(&spec(), &json!({"base_url": "http://h", "page_size": 5})), Verdict::Valid));
+        assert!(matches!(check(&json!({"type": 5}), &json!({})), Verdict::Unchecked(_)));
+    }
+}

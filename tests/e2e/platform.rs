@@ -1,0 +1,157 @@
+//! Behaving as the sources and taps platforms drive (the Airbyte CDK, the Singer SDK): what
+//! PyAirbyte, the Airbyte platform and Meltano send and expect, against the demo API.
+
+use crate::support::*;
+use serde_json::{Value, json};
+
+fn read(api: &DemoApi, config: &Value, catalog: &Value, files: &Files) -> HostRun {
+    host(&["read", "--catalog"])
+        .arg(files.json("catalog.json", catalog))
+        .demo_source(api, files.json("config.json", config))
+        .run()
+}
+
+/// PyAirbyte configures every stream as incremental; a stream without a cursor is then read in
+/// full, as the CDK does, with a warning (it used to fail the whole read).
+#[test]
+fn an_incremental_entry_for_a_stream_without_a_cursor_is_read_in_full() {
+    let api = demo_api(DemoApiConfig { records: 50, accounts: 3, ..Default::default() });
+    let files = Files::new();
+    let run = read(&api, &demo_config(&api, 20), &catalog(&[("accounts", "incremental")]), &files);
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(run.ids("accounts"), [1, 2, 3]);
+    let warning = run.logs().into_iter().find(|l| l.contains("stream accounts has no cursor field")).unwrap();
+    assert!(warning.contains("read in full"), "{warning}");
+    assert_eq!(run.last_state("accounts"), Some(json!({"__ab_no_cursor_state_message": true})));
+}
+
+/// A catalog stream the connector lacks fails as the CDK reports it (a config error naming it,
+/// its status INCOMPLETE, the exit code), and the other streams are read in full.
+#[test]
+fn a_catalog_stream_the_connector_lacks_is_reported_and_the_rest_read() {
+    let api = demo_api(DemoApiConfig { records: 50, accounts: 3, ..Default::default() });
+    let files = Files::new();
+    let selection = catalog(&[("gone_stream", "full_refresh"), ("items", "incremental")]);
+    let run = read(&api, &demo_config(&api, 20), &selection, &files);
+    assert!(!run.success(), "a stream that could not be read fails the sync");
+    assert_eq!(sorted(run.ids("items")), (1..=50).collect::<Vec<_>>());
+    let errors = run.errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0]["stream_descriptor"]["name"], "gone_stream");
+    assert_eq!(errors[0]["failure_type"], "config_error");
+    let internal = errors[0]["internal_message"].as_str().unwrap();
+    assert!(internal.contains("The stream 'gone_stream' in your connection configuration was not found"), "{internal}");
+    assert_eq!(run.statuses("gone_stream"), ["INCOMPLETE"]);
+    assert_eq!(run.statuses("items").last().unwrap(), "COMPLETE");
+}
+
+/// Every STATE says how many records of its stream came since the stream's previous STATE
+/// (`sourceStats.recordCount`, as airbyte-cdk sets it), so the counts add up to the records.
+#[test]
+fn states_count_the_records_since_the_previous_state() {
+    let api = demo_api(DemoApiConfig { records: 120, accounts: 4, ..Default::default() });
+    let files = Files::new();
+    let selection = catalog(&[("account_items", "incremental"), ("accounts", "full_refresh")]);
+    let run = read(&api, &demo_config(&api, 10), &selection, &files);
+    assert!(run.success(), "{}", run.explain());
+    for stream in ["account_items", "accounts"] {
+        let states: Vec<&Value> = run
+            .of_type("STATE")
+            .into_iter()
+            .filter(|m| m["state"]["stream"]["stream_descriptor"]["name"] == stream)
+            .collect();
+        assert!(!states.is_empty(), "{stream} has a STATE");
+        let counted: f64 = states.iter().map(|s| s["state"]["sourceStats"]["recordCount"].as_f64().unwrap()).sum();
+        assert_eq!(counted as usize, run.records(stream).len(), "{stream}");
+    }
+}
+
+/// The config is checked against the spec before the connector sees it: the error names the
+/// field and the rule, for check, discover and read alike, and nothing reaches the API.
+#[test]
+fn the_config_is_checked_against_the_spec_first() {
+    let api = demo_api(DemoApiConfig::default());
+    let files = Files::new();
+    let bad = files.json("bad.json", &json!({"base_url": api.base_url(), "page_size": "ten"}));
+    let run = host(&["read", "--catalog"]).arg(files.json("c.json", &catalog(&[("items", "full_refresh")])));
+    let read = run.demo_source(&api, &bad).run();
+    assert!(!read.success());
+    let error = read.errors()[0]["message"].as_str().unwrap().to_string();
+    assert!(error.contains("field page_size: \"ten\" is not of type \"integer\""), "{error}");
+    assert_eq!(read.errors()[0]["failure_type"], "config_error");
+    let discover = host(&["discover"]).demo_source(&api, &bad).run();
+    assert!(discover.errors()[0]["message"].as_str().unwrap().contains("field page_size"), "{}", discover.explain());
+    let check = host(&["check"]).demo_source(&api, &bad).run();
+    let status = &check.of_type("CONNECTION_STATUS")[0]["connectionStatus"];
+    assert_eq!(status["status"], "FAILED");
+    assert!(status["message"].as_str().unwrap().contains("field page_size"), "{status}");
+    let url = files.json("url.json", &json!({"base_url": "not a url"}));
+    let check = host(&["check", "--config"]).arg(&url).arg(plugin("demo-source")).run();
+    let status = &check.of_type("CONNECTION_STATUS")[0]["connectionStatus"];
+    assert!(status["message"].as_str().unwrap().contains("field base_url"), "{status}");
+    assert_eq!(api.stats().requests, 0, "nothing reached the API");
+}
+
+/// A Singer run with state and nothing new still ends with a STATE holding that state: with
+/// `tap | target > state.json` the file used to end up empty, and the next run read everything.
+#[test]
+fn a_singer_run_with_nothing_new_ends_with_its_state() {
+    let api = demo_api(DemoApiConfig { records: 60, accounts: 3, ..Default::default() });
+    let files = Files::new();
+    let config = files.json("config.json", &demo_config(&api, 25));
+    let tap = |state: Option<&std::path::Path>| {
+        let mut run = host(&["run", "--format", "singer", "--streams", "account_items"]);
+        if let Some(state) = state {
+            run = run.arg("--state").arg(state);
+        }
+        run.demo_source(&api, &config).run()
+    };
+    let first = tap(None);
+    assert!(first.success(), "{}", first.stderr());
+    let saved = first.of_type("STATE").last().unwrap()["value"].clone();
+    let second = tap(Some(&files.json("state.json", &saved)));
+    assert!(second.success(), "{}", second.stderr());
+    assert!(second.of_type("RECORD").is_empty(), "nothing new");
+    let states = second.of_type("STATE");
+    assert_eq!(states.len(), 1, "one STATE at the end");
+    assert_eq!(states[0]["value"], saved, "the state carried through unchanged");
+}
+
+/// A platform passes only the standard arguments: grants come from SLUICE_ALLOW_HOSTS, or from
+/// the policy file beside the plugin (`NAME.policy.json` next to `NAME.wasm`); with neither the
+/// run refuses to start and names the grant it needs.
+#[test]
+fn grants_come_from_the_environment_or_the_policy_beside_the_plugin() {
+    let api = demo_api(DemoApiConfig { records: 30, accounts: 2, ..Default::default() });
+    let files = Files::new();
+    let wasm = files.path().join("source-demo.wasm");
+    std::fs::copy(plugin("demo-source"), &wasm).unwrap();
+    let config = files.json("config.json", &demo_config(&api, 10));
+    let selection = files.json("catalog.json", &catalog(&[("items", "incremental")]));
+    let standard = || host(&["read", "--config"]).arg(&config).arg("--catalog").arg(&selection).arg(&wasm);
+    let refused = standard().run();
+    assert!(!refused.success());
+    let message = refused.errors()[0]["message"].as_str().unwrap().to_string();
+    assert!(message.contains(&format!("--allow-host {}", grant(&api))), "{message}");
+
+    let from_env =
+        standard().envs(&[("SLUICE_ALLOW_HOSTS".into(), format!("api.example.com:443,{}", grant(&api)))]).run();
+    assert!(from_env.success(), "{}", from_env.explain());
+    assert_eq!(from_env.ids("items").len(), 30);
+
+    let policy = json!({"allow_hosts": [grant(&api)], "limits": {"max_records_per_page": 5}});
+    std::fs::write(files.path().join("source-demo.policy.json"), policy.to_string()).unwrap();
+    let beside = standard().run();
+    // Its grant lets the run start, and its limits hold: pages of 10 exceed 5 records a page.
+    let errors = beside.errors();
+    assert!(
+        !errors.is_empty() && errors[0]["message"].as_str().unwrap().contains("limit of 5 records per page"),
+        "{}",
+        beside.explain()
+    );
+    // A policy given explicitly wins over the one beside the plugin.
+    let explicit = files.json("explicit.json", &json!({"allow_hosts": [grant(&api)]}));
+    let chosen = standard().envs(&[("SLUICE_POLICY".into(), explicit.display().to_string())]).run();
+    assert!(chosen.success(), "{}", chosen.explain());
+    assert_eq!(chosen.ids("items").len(), 30);
+}
