@@ -218,10 +218,10 @@ fn every_segment_stands_alone(backend: Backend, extra: &[&str]) {
             let next = text(&lake.replay(&uri, &["--from", &segments[i + 1]]));
             let next_body: String = next.split_inclusive('\n').skip_while(|l| l.contains("\"SCHEMA\"")).collect();
             let own = &body[..body.len() - next_body.len().min(body.len())];
-            assert!(
-                own.trim_end().lines().last().unwrap().contains("\"type\":\"STATE\""),
-                "segment {i} does not end with a STATE"
-            );
+            // A stream whose first SCHEMA opens the next segment cannot be told from that
+            // segment's preamble here, so SCHEMA lines at the boundary are passed over.
+            let last = own.trim_end().lines().rev().find(|l| !l.contains("\"type\":\"SCHEMA\""));
+            assert!(last.unwrap().contains("\"type\":\"STATE\""), "segment {i} does not end with a STATE");
         }
     }
     // A segment from the middle loads into a real target on its own.

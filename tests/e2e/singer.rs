@@ -119,6 +119,13 @@ fn singer_discover_and_catalog_select_streams() {
     let streams: std::collections::BTreeSet<&str> =
         run.of_type("RECORD").iter().map(|m| m["stream"].as_str().unwrap()).collect();
     assert_eq!(streams, ["accounts"].into_iter().collect());
+    // `--properties`, the older name Meltano passes to taps without the catalog capability.
+    let run = host(&["run", "--format", "singer", "--properties"])
+        .arg(files.json("properties.json", &catalog))
+        .demo_source(&api, &config)
+        .run();
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(run.of_type("RECORD").len(), 2, "the two accounts");
 }
 
 #[test]

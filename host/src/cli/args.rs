@@ -215,8 +215,8 @@ pub struct RunArgs {
     #[arg(long, value_delimiter = ',', value_name = "NAMES", conflicts_with = "catalog")]
     pub streams: Option<Vec<String>>,
     /// Select streams with a catalog (Airbyte configured catalog or Singer catalog), as a tap's
-    /// --catalog.
-    #[arg(long, value_name = "FILE")]
+    /// --catalog (or --properties, the older name Meltano still passes to some taps).
+    #[arg(long, visible_alias = "properties", value_name = "FILE")]
     pub catalog: Option<PathBuf>,
     /// Print the catalog (a CATALOG message, or a Singer catalog with --format singer) and exit.
     #[arg(long)]
