@@ -125,6 +125,17 @@ fn native_child(args: &[String]) {
     });
 }
 
+/// The release `host` binary the process cases run, or `None` (and a line saying the case is
+/// skipped) when it was not built.
+fn release_host(case: &str) -> Option<std::path::PathBuf> {
+    let host = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("target/release/host");
+    if !host.exists() {
+        println!("\n{case}: skipped, {} is missing (run `cargo build --release -p sluice-host`)", host.display());
+        return None;
+    }
+    Some(host)
+}
+
 /// Runs `command` to its end, counting the RECORD lines of its stdout: the time taken, its own
 /// peak RSS in MiB ([`PeakRss`]), and the records.
 fn measured_child(command: &mut std::process::Command) -> (Duration, f64, u64) {
@@ -169,12 +180,7 @@ impl PeakRss {
 }
 
 fn scale(bench: &Bench) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    let host = root.join("target/release/host");
-    if !host.exists() {
-        println!("\n[12] scale: skipped, {} is missing (run `cargo build --release -p sluice-host`)", host.display());
-        return;
-    }
+    let Some(host) = release_host("[12] scale") else { return };
     let me = std::env::current_exe().unwrap();
     println!("\n[12] scale: the host process vs a native reader process, peak RSS and records/s");
     struct Case {
@@ -310,12 +316,7 @@ async fn native_streamed_report(
 /// Five SIGKILLs, each run resumed from the output of the one before.
 fn crash_and_resume(bench: &Bench) {
     use std::io::BufRead;
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    let host = root.join("target/release/host");
-    if !host.exists() {
-        println!("\n[11] crash and resume: skipped, {} is missing", host.display());
-        return;
-    }
+    let Some(host) = release_host("[11] crash and resume") else { return };
     const ACCOUNTS: u64 = 20;
     const RECORDS: u64 = 20_000;
     let api = DemoApi::start_background(DemoApiConfig {
@@ -335,7 +336,7 @@ fn crash_and_resume(bench: &Bench) {
         if with_state {
             command.arg("--state").arg(&state);
         }
-        command.arg(root.join("target/plugins/demo-source.wasm"));
+        command.arg(&bench.plugin);
         command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null());
         command
     };
@@ -379,14 +380,7 @@ fn crash_and_resume(bench: &Bench) {
 /// STATE bytes written for N partitions: linear in N, with the fallback past 10,000.
 fn state_bytes(bench: &Bench) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    let host = root.join("target/release/host");
-    if !host.exists() {
-        println!(
-            "\n[10] STATE bytes: skipped, {} is missing (run `cargo build --release -p sluice-host`)",
-            host.display()
-        );
-        return;
-    }
+    let Some(host) = release_host("[10] STATE bytes") else { return };
     println!("\n[10] STATE bytes of one incremental stream of N one-record partitions");
     for partitions in [1_000u64, 10_000, 100_000] {
         let path = bench.work.path().join("partitions.json");
@@ -448,14 +442,7 @@ fn hostile_rss(bench: &Bench, host: &Path, mode: serde_json::Value, stall: Durat
 
 fn memory_attacks(bench: &Bench) {
     use serde_json::json;
-    let host = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("target/release/host");
-    if !host.exists() {
-        println!(
-            "\n[9] memory attacks: skipped, {} is missing (run `cargo build --release -p sluice-host`)",
-            host.display()
-        );
-        return;
-    }
+    let Some(host) = release_host("[9] memory attacks") else { return };
     let none = Duration::ZERO;
     // Compile once, so no case counts the compile.
     hostile_rss(bench, &host, json!({"mode": "env"}), none);
@@ -804,11 +791,7 @@ fn peak_rss(bench: &Bench) {
     const RECORDS: u64 = 1_000_000;
     let api = DemoApi::start_background(DemoApiConfig { records: RECORDS, accounts: 5, ..Default::default() }).unwrap();
     let config = bench.config("rss.json", &api, 1000);
-    let host = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("target/release/host");
-    if !host.exists() {
-        println!("\n[3] peak RSS: skipped, {} is missing (run `cargo build --release -p sluice-host`)", host.display());
-        return;
-    }
+    let Some(host) = release_host("[3] peak RSS") else { return };
     let started = Instant::now();
     let mut child = std::process::Command::new(&host)
         .args(["run", "--streams", "items", "--config"])

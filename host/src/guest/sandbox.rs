@@ -228,25 +228,12 @@ impl bindings::sluice::connector::http::Host for GuestState {
     }
 
     async fn read_lines(&mut self, body: u32, max_lines: u32) -> Result<Lines, BodyError> {
-        let egress = self.egress.clone();
-        let cap = self.body_piece_cap();
-        let open = self.bodies.get(body)?;
-        self.clock.suspend();
-        let result = open.read_lines(max_lines, cap, &egress.stats).await;
-        self.clock.resume();
-        self.close_when_done(body, result.is_err());
-        result.map(|read| Lines { text: read.text, count: read.count, end: read.end })
+        let read = self.read_body(body, async |open, cap, stats| open.read_lines(max_lines, cap, stats).await).await?;
+        Ok(Lines { text: read.text, count: read.count, end: read.end })
     }
 
     async fn read_bytes(&mut self, body: u32, max_bytes: u32) -> Result<Vec<u8>, BodyError> {
-        let egress = self.egress.clone();
-        let cap = self.body_piece_cap();
-        let open = self.bodies.get(body)?;
-        self.clock.suspend();
-        let result = open.read_bytes(max_bytes, cap, &egress.stats).await;
-        self.clock.resume();
-        self.close_when_done(body, result.is_err());
-        result
+        self.read_body(body, async |open, cap, stats| open.read_bytes(max_bytes, cap, stats).await).await
     }
 
     async fn close_body(&mut self, body: u32) {
@@ -264,6 +251,23 @@ impl GuestState {
     /// The most bytes one read of a streamed body hands to the guest.
     fn body_piece_cap(&self) -> usize {
         usize::try_from(self.egress.max_response_bytes()).unwrap_or(usize::MAX)
+    }
+
+    /// One read of an open body, the guest's clock stopped while the host waits for the network;
+    /// a body read to its end, or broken, is closed.
+    async fn read_body<T>(
+        &mut self,
+        body: u32,
+        read: impl AsyncFnOnce(&mut OpenBody, usize, &crate::net::egress::EgressStats) -> Result<T, BodyError>,
+    ) -> Result<T, BodyError> {
+        let egress = self.egress.clone();
+        let cap = self.body_piece_cap();
+        let open = self.bodies.get(body)?;
+        self.clock.suspend();
+        let result = read(open, cap, &egress.stats).await;
+        self.clock.resume();
+        self.close_when_done(body, result.is_err());
+        result
     }
 
     /// A body read to its end, or broken, is closed: its connection goes back at once.
