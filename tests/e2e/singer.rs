@@ -180,3 +180,44 @@ fn targets_load_full_and_incremental_runs_exactly() {
     assert_eq!(duckdb_ids(&db, "account_items"), (1..=180).collect::<Vec<_>>());
     assert_eq!(duckdb_ids(&db, "items"), (1..=180).collect::<Vec<_>>());
 }
+
+/// Field selection as Meltano writes it (`select: items.id`, `items.amount`): deselected
+/// properties are left out of the records and the SCHEMA; keys and the replication key are
+/// `automatic` in the discovered catalog and read whatever the catalog says.
+#[test]
+fn deselected_properties_are_left_out() {
+    let api = demo_api(DemoApiConfig { records: 20, accounts: 2, ..Default::default() });
+    let files = Files::new();
+    let config = files.json("c.json", &demo_config(&api, 10));
+    let discovered = host(&["run", "--format", "singer", "--discover"]).demo_source(&api, &config).run();
+    let mut catalog = discovered.messages[0].clone();
+    let streams = catalog["streams"].as_array_mut().unwrap();
+    streams.retain(|s| s["tap_stream_id"] == "items");
+    let metadata = streams[0]["metadata"].as_array_mut().unwrap();
+    let inclusion = |metadata: &[Value], property: &str| {
+        metadata.iter().find(|m| m["breadcrumb"] == json!(["properties", property])).unwrap()["metadata"]["inclusion"]
+            .clone()
+    };
+    assert_eq!(inclusion(metadata, "id"), "automatic");
+    assert_eq!(inclusion(metadata, "name"), "available");
+    // Everything but amount deselected, the key too (it stays: automatic).
+    for m in metadata.iter_mut().skip(1) {
+        let keep = m["breadcrumb"][1] == "amount";
+        m["metadata"]["selected"] = json!(keep);
+    }
+    let run = host(&["run", "--format", "singer", "--catalog"])
+        .arg(files.json("catalog.json", &catalog))
+        .demo_source(&api, &config)
+        .run();
+    assert!(run.success(), "{}", run.explain());
+    let records = run.of_type("RECORD");
+    assert_eq!(records.len(), 20);
+    for record in &records {
+        let fields: Vec<&String> = record["record"].as_object().unwrap().keys().collect();
+        assert_eq!(fields, ["id", "amount"], "{record}");
+    }
+    let schema = &run.of_type("SCHEMA")[0]["schema"]["properties"];
+    let mut described: Vec<&String> = schema.as_object().unwrap().keys().collect();
+    described.sort();
+    assert_eq!(described, ["amount", "id"]);
+}

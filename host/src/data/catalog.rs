@@ -5,10 +5,13 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
 
 /// One selected stream; `incremental` is `None` when the catalog leaves it to the stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Selected {
     pub name: String,
     pub incremental: Option<bool>,
+    /// Top-level properties the catalog deselects (Singer `selected: false` on a property's
+    /// breadcrumb, as Meltano writes for `select` rules): left out of records and the SCHEMA.
+    pub excluded: Vec<String>,
 }
 
 /// Reads a catalog file of either kind.
@@ -34,7 +37,7 @@ pub fn parse(text: &str) -> Result<Vec<Selected>> {
                 }
                 None => return Err(at("sync_mode is missing")),
             };
-            selected.push(Selected { name: name.to_string(), incremental: Some(incremental) });
+            selected.push(Selected { name: name.to_string(), incremental: Some(incremental), excluded: Vec::new() });
         } else if let Some(id) = entry.get("tap_stream_id").or(entry.get("stream")).and_then(Value::as_str) {
             // Singer: a stream is read when it (or its top-level metadata) says selected.
             let top = entry
@@ -52,7 +55,23 @@ pub fn parse(text: &str) -> Result<Vec<Selected>> {
                 Some("FULL_TABLE") => Some(false),
                 _ => None,
             };
-            selected.push(Selected { name: id.to_string(), incremental });
+            let excluded = entry
+                .get("metadata")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|m| {
+                    let crumb = m.get("breadcrumb")?.as_array()?;
+                    let meta = m.get("metadata")?;
+                    let deselected = meta.get("selected").and_then(Value::as_bool) == Some(false)
+                        && meta.get("inclusion").and_then(Value::as_str) != Some("automatic");
+                    match crumb.as_slice() {
+                        [Value::String(p), Value::String(name)] if p == "properties" && deselected => Some(name.clone()),
+                        _ => None,
+                    }
+                })
+                .collect();
+            selected.push(Selected { name: id.to_string(), incremental, excluded });
         } else {
             return Err(at("neither an Airbyte configured stream nor a Singer stream"));
         }
@@ -86,7 +105,18 @@ pub fn singer_catalog(streams: &[crate::bindings::Stream]) -> Value {
                     entry["replication_method"] = json!("FULL_TABLE");
                 }
             }
-            entry["metadata"] = json!([{"breadcrumb": [], "metadata": top}]);
+            // Each property too, so Meltano can select fields: keys and the replication key are
+            // always read (`automatic`), the others may be left out.
+            let mut metadata = vec![json!({"breadcrumb": [], "metadata": top})];
+            if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+                for name in properties.keys() {
+                    let automatic = keys.contains(&name.as_str()) || cursor.as_deref() == Some(name.as_str());
+                    let inclusion = if automatic { "automatic" } else { "available" };
+                    metadata.push(json!({"breadcrumb": ["properties", name],
+                        "metadata": {"inclusion": inclusion, "selected-by-default": true}}));
+                }
+            }
+            entry["metadata"] = Value::Array(metadata);
             entry
         })
         .collect();
@@ -104,7 +134,7 @@ mod tests {
                 "sync_mode":"incremental","destination_sync_mode":"append","cursor_field":["updated_at"],"extra":1}]}"#,
         )
         .unwrap();
-        assert_eq!(c, [Selected { name: "items".into(), incremental: Some(true) }]);
+        assert_eq!(c, [Selected { name: "items".into(), incremental: Some(true), excluded: vec![] }]);
         let e = parse(r#"{"streams":[{"stream":{"name":"a"},"sync_mode":"sometimes"}]}"#).unwrap_err();
         assert!(e.to_string().contains("streams[0]: unknown sync_mode"), "{e}");
         assert!(parse(r#"{"streams":[]}"#).unwrap_err().to_string().contains("no streams"));
@@ -126,11 +156,34 @@ mod tests {
         assert_eq!(
             parse(&catalog.to_string()).unwrap(),
             [
-                Selected { name: "a".into(), incremental: Some(true) },
-                Selected { name: "b".into(), incremental: Some(false) }
+                Selected { name: "a".into(), incremental: Some(true), excluded: vec![] },
+                Selected { name: "b".into(), incremental: Some(false), excluded: vec![] }
             ]
         );
         catalog["streams"][0]["metadata"][0]["metadata"]["selected"] = json!(false);
         assert_eq!(parse(&catalog.to_string()).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn singer_properties_can_be_deselected_but_not_automatic_ones() {
+        let stream = crate::bindings::Stream {
+            name: "a".into(),
+            json_schema: r#"{"properties": {"id": {}, "u": {}, "name": {}, "note": {}}}"#.into(),
+            primary_key: vec![vec!["id".into()]],
+            cursor_field: Some(vec!["u".into()]),
+        };
+        let mut catalog = singer_catalog(&[stream]);
+        let metadata = catalog["streams"][0]["metadata"].as_array_mut().unwrap();
+        let inclusion = |m: &Value| m["metadata"]["inclusion"].as_str().unwrap().to_string();
+        let by_property: std::collections::BTreeMap<String, String> =
+            metadata[1..].iter().map(|m| (m["breadcrumb"][1].as_str().unwrap().to_string(), inclusion(m))).collect();
+        assert_eq!(by_property["id"], "automatic");
+        assert_eq!(by_property["u"], "automatic");
+        assert_eq!(by_property["name"], "available");
+        for m in metadata[1..].iter_mut() {
+            m["metadata"]["selected"] = json!(false);
+        }
+        let selected = parse(&catalog.to_string()).unwrap();
+        assert_eq!(selected[0].excluded, ["name", "note"]);
     }
 }

@@ -176,7 +176,7 @@ async fn act(runtime: &Runtime, out: &Output, request: RunRequest, record_http: 
         Action::Read { selection, full_refresh } => {
             let connector = session::open(plugin, config, &policy, http, out, true, true).await?;
             let streams = session::discover(&connector, out).await?;
-            let by_name = |name: &str| Selected { name: name.to_string(), incremental: None };
+            let by_name = |name: &str| Selected { name: name.to_string(), ..Default::default() };
             let lenient = matches!(selection, Selection::Catalog(_));
             let selection: Vec<Selected> = match selection {
                 Selection::All => streams.iter().map(|s| by_name(&s.name)).collect(),

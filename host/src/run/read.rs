@@ -22,6 +22,32 @@ pub struct SelectedStream {
     /// `Some(path)` reads incrementally on that cursor field.
     pub cursor_field: Option<Vec<String>>,
     pub saved_state: Option<Value>,
+    /// Top-level fields left out of every record (and the SCHEMA): a Singer catalog's
+    /// deselected properties, never a key or the cursor.
+    pub excluded: Arc<[String]>,
+}
+
+impl SelectedStream {
+    /// The stream as its SCHEMA describes it: without the excluded properties.
+    pub fn described(&self) -> Stream {
+        let mut stream = self.stream.clone();
+        if !self.excluded.is_empty()
+            && let Ok(mut schema) = serde_json::from_str::<Value>(&stream.json_schema)
+            && let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut)
+        {
+            properties.retain(|name, _| !self.excluded.contains(name));
+            stream.json_schema = schema.to_string();
+        }
+        stream
+    }
+}
+
+/// What the read path does with each record besides checking it: the cursor field whose largest
+/// value it tracks, and the fields it leaves out.
+#[derive(Clone, Copy, Default)]
+pub struct RecordRules<'a> {
+    pub cursor_field: Option<&'a [String]>,
+    pub excluded: &'a [String],
 }
 
 #[derive(Debug, Clone, Default)]
@@ -202,7 +228,7 @@ pub async fn read_partition(
     limits: &Limits,
     partition: &Partition,
     job: Option<(&String, &String)>,
-    cursor_field: Option<&[String]>,
+    rules: RecordRules<'_>,
     progress: &Progress,
     done: &mut PartitionDone,
     resuming: Resuming<'_>,
@@ -213,7 +239,8 @@ pub async fn read_partition(
         Err(e) => return Ok(Err(e)),
     };
     let stream_json: Arc<str> = serde_json::to_string(&partition.stream).expect("a string serializes").into();
-    let cursor_field: Option<Arc<[String]>> = cursor_field.map(Arc::from);
+    let cursor_field: Option<Arc<[String]>> = rules.cursor_field.map(Arc::from);
+    let excluded: Arc<[String]> = Arc::from(rules.excluded);
     let mut token: Option<String> = resuming.from.as_ref().map(|(token, _)| token.to_string());
     if let Some((_, cursor)) = resuming.from {
         done.max_cursor = cursor.cloned();
@@ -251,11 +278,13 @@ pub async fn read_partition(
             ))));
         }
         let (out_for_page, stream_json, field) = (out.clone(), stream_json.clone(), cursor_field.clone());
+        let excluded = excluded.clone();
         let bounds = (limits.max_record_bytes, limits.max_record_depth);
         let records = page.records;
         let bytes = records.iter().map(String::len).sum();
         let job = Rendering::start_sized(bytes, move || {
-            render_page(&out_for_page, &records, &stream_json, field.as_deref(), bounds)
+            let rules = RecordRules { cursor_field: field.as_deref(), excluded: &excluded };
+            render_page(&out_for_page, &records, &stream_json, rules, bounds)
         });
         match page.next_token {
             None => {
@@ -343,26 +372,42 @@ struct Rendered {
     max_cursor: Option<Value>,
 }
 
+/// A checked record (a JSON object) without the `excluded` top-level fields, keys in order.
+fn without(record: &str, excluded: &[String]) -> String {
+    match serde_json::from_str::<serde_json::Map<String, Value>>(record) {
+        Ok(mut fields) => {
+            fields.retain(|name, _| !excluded.contains(name));
+            Value::Object(fields).to_string()
+        }
+        // Checked already, so always an object; kept whole otherwise.
+        Err(_) => record.to_string(),
+    }
+}
+
 /// Checks and renders a page's records; the first record that fails its checks fails the page.
 fn render_page(
     out: &Output,
     records: &[String],
     stream_json: &str,
-    cursor_field: Option<&[String]>,
+    rules: RecordRules<'_>,
     (max_bytes, max_depth): (usize, usize),
 ) -> Result<Rendered, String> {
     let stamp = out.stamp();
     let mut lines = out.page(records.iter().map(|r| r.len() + 80).sum());
     let mut max_cursor = state::RunningMax::default();
     for record in records {
-        let (checked, cursor) = match cursor_field {
+        let (checked, cursor) = match rules.cursor_field {
             None => (protocol::checked_record(record, max_bytes, max_depth)?, None),
             Some(field) => protocol::checked_record_with_cursor(record, max_bytes, max_depth, field)?,
         };
         if let Some(v) = cursor {
             max_cursor.raise(v).map_err(|e| format!("{e}, in record {}", protocol::preview(record)))?;
         }
-        out.push_record(&mut lines, stream_json, &checked, &stamp);
+        if rules.excluded.is_empty() {
+            out.push_record(&mut lines, stream_json, &checked, &stamp);
+        } else {
+            out.push_record(&mut lines, stream_json, &without(&checked, rules.excluded), &stamp);
+        }
     }
     Ok(Rendered { lines, records: records.len() as u64, max_cursor: max_cursor.into_value() })
 }

@@ -207,13 +207,15 @@ struct StreamRead {
     written: Arc<AtomicU64>,
     stream_permits: Option<Arc<Semaphore>>,
     done_tx: mpsc::UnboundedSender<TaskEvent>,
+    /// Fields left out of its records.
+    excluded: Arc<[String]>,
 }
 
 async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamSummary, OutputClosed> {
     let out = shared.out.clone();
     let name = selected.stream.name.clone();
     let mut summary = StreamSummary { name: name.clone(), ..Default::default() };
-    out.schema(&selected.stream).await?;
+    out.schema(&selected.described()).await?;
     out.status(&name, StreamStatus::Started).await?;
 
     let cursor = match &selected.cursor_field {
@@ -252,6 +254,7 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
         lowest_start: None,
         running: Arc::new(AtomicBool::new(false)),
         written: Arc::default(),
+        excluded: selected.excluded.clone(),
         shared,
         name,
         summary,
@@ -322,6 +325,7 @@ impl StreamRead {
             partition,
             range,
             track,
+            excluded: self.excluded.clone(),
             running: self.running.clone(),
             written: self.written.clone(),
             resume_from,
@@ -656,6 +660,7 @@ struct PartitionTask {
     range: Option<Bounds>,
     /// Track the largest value of this cursor field (open-ended incremental partitions).
     track: Option<Vec<String>>,
+    excluded: Arc<[String]>,
     running: Arc<AtomicBool>,
     written: Arc<AtomicU64>,
     /// Where a resumed partition continues.
@@ -741,7 +746,7 @@ impl PartitionTask {
             &shared.limits,
             &self.partition,
             job,
-            self.track.as_deref(),
+            read::RecordRules { cursor_field: self.track.as_deref(), excluded: &self.excluded },
             &shared.progress,
             done,
             resuming,

@@ -317,7 +317,17 @@ pub fn select(
                 (!kept.is_empty()).then_some(Value::Object(kept))
             }),
         };
-        resolved.streams.push(SelectedStream { stream: stream.clone(), cursor_field, saved_state });
+        // Keys and the cursor are always read (Singer's `automatic`), whatever the catalog says.
+        let automatic = |name: &String| {
+            stream.primary_key.iter().chain(stream.cursor_field.iter()).any(|path| path.first() == Some(name))
+        };
+        let excluded: Vec<String> = wanted.excluded.iter().filter(|f| !automatic(f)).cloned().collect();
+        resolved.streams.push(SelectedStream {
+            stream: stream.clone(),
+            cursor_field,
+            saved_state,
+            excluded: excluded.into(),
+        });
     }
     if resolved.streams.is_empty() && resolved.missing.is_empty() {
         return Err(RunError::config("nothing to read: no stream is selected".to_string()));
