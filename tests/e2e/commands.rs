@@ -12,6 +12,13 @@ fn spec_describes_the_config() {
     let schema = &specs[0]["spec"]["connectionSpecification"];
     assert_eq!(schema["required"], json!(["base_url"]));
     assert_eq!(schema["properties"]["page_size"]["type"], "integer");
+    // What the Airbyte platform reads besides the schema; the connector's documentationUrl is
+    // lifted out of its spec.
+    let spec = &specs[0]["spec"];
+    assert_eq!(spec["protocol_version"], "0.2.0");
+    assert_eq!(spec["supportsIncremental"], true);
+    assert_eq!(spec["documentationUrl"], "https://example.com/sluice/demo-source");
+    assert!(schema.get("documentationUrl").is_none(), "{schema}");
 }
 
 #[test]

@@ -66,7 +66,9 @@ pub fn parse(text: &str) -> Result<Vec<Selected>> {
                     let deselected = meta.get("selected").and_then(Value::as_bool) == Some(false)
                         && meta.get("inclusion").and_then(Value::as_str) != Some("automatic");
                     match crumb.as_slice() {
-                        [Value::String(p), Value::String(name)] if p == "properties" && deselected => Some(name.clone()),
+                        [Value::String(p), Value::String(name)] if p == "properties" && deselected => {
+                            Some(name.clone())
+                        }
                         _ => None,
                     }
                 })

@@ -140,6 +140,7 @@ impl Source for DemoSource {
         json!({
             "$schema": "http://json-schema.org/draft-07/schema#",
             "title": "Demo API source",
+            "documentationUrl": "https://example.com/sluice/demo-source",
             "type": "object",
             "required": ["base_url"],
             "additionalProperties": true,

@@ -3,8 +3,27 @@
 use super::{FailureType, StreamStatus, now_ms};
 use serde_json::{Value, json};
 
+/// The Airbyte protocol version these messages follow.
+pub const PROTOCOL_VERSION: &str = "0.2.0";
+
+/// SPEC for a connector's spec. A connector's spec may carry `documentationUrl` and
+/// `supportsIncremental` at its top level (beside the JSON Schema keywords): they are lifted
+/// into SPEC, as the Airbyte CDK reads them from spec.yaml. `supportsIncremental` defaults to
+/// true: the host reads incrementally any stream with a cursor field.
 pub fn spec(connection_specification: Value) -> Value {
-    json!({"type": "SPEC", "spec": {"connectionSpecification": connection_specification}})
+    let mut schema = connection_specification;
+    let lifted = |schema: &mut Value, key: &str| schema.as_object_mut().and_then(|o| o.remove(key));
+    let documentation = lifted(&mut schema, "documentationUrl").filter(Value::is_string);
+    let incremental = lifted(&mut schema, "supportsIncremental").and_then(|v| v.as_bool()).unwrap_or(true);
+    let mut spec = json!({
+        "connectionSpecification": schema,
+        "supportsIncremental": incremental,
+        "protocol_version": PROTOCOL_VERSION,
+    });
+    if let Some(url) = documentation {
+        spec["documentationUrl"] = url;
+    }
+    json!({"type": "SPEC", "spec": spec})
 }
 
 pub fn connection_status(result: Result<(), String>) -> Value {
