@@ -92,6 +92,24 @@ fn the_first_poll_is_not_delayed() {
     assert_eq!(run.ids("report_items").len(), 50);
 }
 
+/// While a job runs and nothing else is written, the stream's STATE is repeated (the Airbyte
+/// platform fails a sync after 3 hours without RECORD or STATE): a job polled 12 times, 100 ms
+/// apart, with a 200 ms heartbeat, repeats its STATE (its job handle) during the wait.
+#[test]
+fn a_long_job_keeps_the_sync_alive_with_its_state() {
+    let api = demo_api(DemoApiConfig { records: 20, accounts: 1, job_polls: 12, ..Default::default() });
+    let files = Files::new();
+    let config = files.json("config.json", &report_config(&api, 1));
+    let args = ["run", "--streams", "report_items", "--job-poll-ms", "100", "--job-poll-max-ms", "100"];
+    let run = host(&args).args(["--job-heartbeat".to_string(), "0.2".to_string()]).demo_source(&api, config).run();
+    assert!(run.success(), "{}", run.explain());
+    let first_record = run.messages.iter().position(|m| m["type"] == "RECORD").unwrap();
+    let waiting: Vec<&Value> =
+        run.messages[..first_record].iter().filter(|m| m["type"] == "STATE").map(|m| &m["state"]["stream"]).collect();
+    let with_job = waiting.iter().filter(|s| s["stream_state"]["jobs"].as_array().is_some_and(|j| j.len() == 1));
+    assert!(with_job.count() >= 3, "the job's STATE, then repeats while it runs: {waiting:?}");
+}
+
 #[test]
 fn a_job_that_never_completes_is_aborted_at_its_timeout_and_retried() {
     // Jobs never finish; the ordinary stream beside them does.

@@ -280,6 +280,10 @@ pub struct JobArgs {
     /// A job running longer is aborted and retried, seconds.
     #[arg(long, default_value_t = 3600.0, value_name = "SECS")]
     pub job_timeout: f64,
+    /// While report jobs run, repeat the stream's STATE this often, seconds, so a platform that
+    /// gives up on a silent sync (Airbyte: after 3 hours) sees it is alive.
+    #[arg(long, default_value_t = 600.0, value_name = "SECS")]
+    pub job_heartbeat: f64,
 }
 
 impl JobArgs {
@@ -292,6 +296,7 @@ impl JobArgs {
             attempts: self.job_attempts,
             retry_delay: Duration::from_millis(self.job_retry_delay_ms),
             timeout: Duration::from_secs_f64(self.job_timeout.max(0.001)),
+            heartbeat: Duration::from_secs_f64(self.job_heartbeat.max(0.01)),
         }
     }
 }

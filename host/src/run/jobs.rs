@@ -43,6 +43,10 @@ pub struct JobOptions {
     pub retry_delay: Duration,
     /// A job running longer is aborted (and retried).
     pub timeout: Duration,
+    /// While a stream's jobs run and nothing else is written, its STATE is repeated this often,
+    /// so a platform that fails a sync after hours without RECORD or STATE (the Airbyte platform:
+    /// 3 hours) sees it is alive.
+    pub heartbeat: Duration,
 }
 
 impl Default for JobOptions {
@@ -55,6 +59,7 @@ impl Default for JobOptions {
             attempts: 3,
             retry_delay: Duration::from_secs(1),
             timeout: Duration::from_secs(3600),
+            heartbeat: Duration::from_secs(600),
         }
     }
 }

@@ -291,6 +291,9 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
                 }
             },
             permits = stream.room(), if stream.next.is_some() => stream.start(permits),
+            _ = tokio::time::sleep_until(stream.heartbeat_at()), if !stream.jobs_in_flight.is_empty() => {
+                stream.heartbeat().await?
+            }
             else => break,
         }
     }
@@ -526,6 +529,21 @@ impl StreamRead {
             resume.add_to(&mut state);
         }
         state
+    }
+
+    /// When the STATE is repeated while jobs run and nothing is said.
+    fn heartbeat_at(&self) -> tokio::time::Instant {
+        tokio::time::Instant::from_std(self.saved_at) + self.shared.concurrency.jobs.heartbeat
+    }
+
+    /// The stream's STATE again, unchanged: the sync is alive while its jobs run.
+    async fn heartbeat(&mut self) -> Result<(), OutputClosed> {
+        if let Some(state) = self.state() {
+            self.shared.out.state(&self.name, state.clone()).await?;
+            self.last_state = Some(state);
+        }
+        self.saved_at = std::time::Instant::now();
+        Ok(())
     }
 
     async fn emit_state(&mut self) -> Result<(), OutputClosed> {
