@@ -155,3 +155,26 @@ fn grants_come_from_the_environment_or_the_policy_beside_the_plugin() {
     assert!(chosen.success(), "{}", chosen.explain());
     assert_eq!(chosen.ids("items").len(), 30);
 }
+
+/// `run --about` describes the connector as a Singer tap does for Meltano, with no config: its
+/// capabilities and its settings (the spec), as JSON or a markdown table.
+#[test]
+fn about_describes_the_connector_without_a_config() {
+    let output = host(&["run", "--about"]).arg(plugin("demo-source")).run_raw();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let about: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(about["name"], "demo-source");
+    assert!(about["capabilities"].as_array().unwrap().contains(&json!("properties")));
+    assert_eq!(about["settings"]["required"], json!(["base_url"]));
+    let output = host(&["run", "--about=markdown"]).arg(plugin("demo-source")).run_raw();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("| base_url | True |"), "{text}");
+    assert!(
+        text.contains("| api_key | False |  | Sent as a bearer token, when the API requires one (secret) |"),
+        "{text}"
+    );
+    // Any other run still needs its config, and says so.
+    let run = host(&["run"]).arg(plugin("demo-source")).run_raw();
+    assert!(!run.status.success());
+    assert!(String::from_utf8_lossy(&run.stderr).contains("--config FILE is required"));
+}

@@ -142,9 +142,9 @@ pub struct SandboxArgs {
 pub struct ConfiguredArgs {
     #[command(flatten)]
     pub plugin: PluginArgs,
-    /// The connector's config (JSON).
+    /// The connector's config (JSON); required, but for `run --about`.
     #[arg(long, value_name = "FILE")]
-    pub config: PathBuf,
+    pub config: Option<PathBuf>,
     /// Allow requests to [http://]HOST[:PORT] (repeatable). The connector may reach only hosts it
     /// declares for its config *and* that are granted here. HOST may be a pattern (`*.example.com`)
     /// or an address; plain http needs the `http://` prefix; loopback, private and link-local
@@ -221,6 +221,10 @@ pub struct RunArgs {
     /// Print the catalog (a CATALOG message, or a Singer catalog with --format singer) and exit.
     #[arg(long)]
     pub discover: bool,
+    /// Print what the connector is and takes, as a Singer tap's `--about` does (`--about` or
+    /// `--about=json`; `--about=markdown`: its settings in a table), and exit; needs no config.
+    #[arg(long, value_name = "FORMAT", num_args = 0..=1, require_equals = true, default_missing_value = "json", value_parser = ["json", "markdown"])]
+    pub about: Option<String>,
     /// Saved state: Airbyte per-stream, global or legacy form, Singer bookmarks, or a previous
     /// run's output (the last STATE per stream wins).
     #[arg(long, value_name = "FILE")]
@@ -499,6 +503,11 @@ impl SandboxArgs {
 }
 
 impl ConfiguredArgs {
+    /// The config file, which every configured command needs.
+    pub fn config_path(&self) -> anyhow::Result<&std::path::Path> {
+        self.config.as_deref().ok_or_else(|| anyhow::anyhow!("--config FILE is required (the connector's config)"))
+    }
+
     /// The whole policy of a configured command: file, then flags.
     pub fn policy(&self) -> anyhow::Result<Policy> {
         let mut policy = self.plugin.policy()?;

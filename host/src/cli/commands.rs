@@ -69,6 +69,7 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
                 });
             run_request(&args.common.plugin, request, Format::Airbyte, sink).await
         }
+        Command::Run(args) if args.about.is_some() => about(&args, sink).await,
         Command::Run(args) => {
             let request = (|| {
                 let action = if args.discover {
@@ -98,7 +99,7 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
 /// A request for a command with a config, under the command line's policy and HTTP options.
 fn configured(args: &ConfiguredArgs, action: Action) -> Result<RunRequest, Fatal> {
     let policy = args.policy().map_err(|e| Fatal::config(format!("{e:#}")))?;
-    let config = read_config(&args.config).map_err(|e| Fatal::config(format!("{e:#}")))?;
+    let config = args.config_path().and_then(read_config).map_err(|e| Fatal::config(format!("{e:#}")))?;
     let mut request = RunRequest::new(&args.plugin.plugin, config, Box::new(std::io::sink()));
     request.action = action;
     request.policy = policy;
@@ -206,11 +207,43 @@ async fn write_alone(sink: Box<dyn Write + Send>, message: &Value) -> std::io::R
     tokio::task::spawn_blocking(move || writer.finish()).await.map_err(std::io::Error::other)?
 }
 
+/// `run --about`: the connector's name, capabilities and settings (its spec), as a Singer tap
+/// describes itself for Meltano.
+async fn about(args: &super::args::RunArgs, sink: Box<dyn Write + Send>) -> ExitCode {
+    let plugin = &args.common.plugin;
+    let request = plugin.policy().map_err(|e| Fatal::config(format!("{e:#}"))).and_then(|policy| {
+        let runtime = runtime_for(plugin, &policy)?;
+        let mut request = RunRequest::new(&plugin.plugin, json!({}), Box::new(std::io::sink()));
+        request.policy = policy;
+        request.action = Action::Spec;
+        Ok((runtime, request))
+    });
+    let (runtime, request) = match request {
+        Ok(both) => both,
+        Err(fatal) => return early_failure(&fatal, Format::Singer, sink).await,
+    };
+    let spec = match runtime.run(request).await.result {
+        Ok(Outcome::Spec(spec)) => spec,
+        Ok(_) => unreachable!("a spec request answers with the spec"),
+        Err(fatal) => return early_failure(&fatal, Format::Singer, sink).await,
+    };
+    let name = plugin.plugin.file_stem().map_or("connector".into(), |s| s.to_string_lossy().into_owned());
+    let text = match args.about.as_deref() {
+        Some("markdown") => crate::data::about::markdown(&name, &spec),
+        _ => format!("{}\n", crate::data::about::json(&name, &spec)),
+    };
+    let mut sink = sink;
+    match sink.write_all(text.as_bytes()).and_then(|()| sink.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(_) => ExitCode::FAILURE,
+    }
+}
+
 /// `host test`: the conformance kit, through the library.
 async fn test(args: super::args::TestArgs) -> ExitCode {
     let opened = (|| {
         let policy = args.common.policy().map_err(|e| format!("{e:#}"))?;
-        let config = read_config(&args.common.config).map_err(|e| format!("{e:#}"))?;
+        let config = args.common.config_path().and_then(read_config).map_err(|e| format!("{e:#}"))?;
         let runtime = runtime_for(&args.common.plugin, &policy).map_err(|e| e.message)?;
         Ok::<_, String>((runtime, policy, config))
     })();

@@ -1,8 +1,9 @@
 //! The data a run reads and writes, in plain Rust with no wasmtime: the messages and the single
-//! writer ([`protocol`]), incremental state ([`state`]), catalogs ([`catalog`]), the config's
+//! writer ([`protocol`]), a connector's `--about` ([`about`]), incremental state ([`state`]), catalogs ([`catalog`]), the config's
 //! check against the spec ([`config`]) and the secrets masked out of everything the host says
 //! ([`secrets`]).
 
+pub mod about;
 pub mod catalog;
 pub mod config;
 pub mod protocol;
