@@ -7,7 +7,17 @@ fn main() -> ExitCode {
         return sluice_host::compile_child_main();
     }
     sluice_host::enable_compile_helper();
-    let cli = sluice_host::cli::Cli::parse();
+    // Started as a packaged connector (source-NAME, tap-NAME), the platform's arguments become
+    // the host's.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = match sluice_host::cli::package::packaged_args(args.clone()) {
+        Ok(Some(packaged)) => sluice_host::cli::Cli::parse_from(packaged),
+        Ok(None) => sluice_host::cli::Cli::parse_from(args),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -178,3 +178,58 @@ fn about_describes_the_connector_without_a_config() {
     assert!(!run.status.success());
     assert!(String::from_utf8_lossy(&run.stderr).contains("--config FILE is required"));
 }
+
+/// `host package` writes a connector as platforms run it: `source-NAME` answers the Airbyte
+/// commands and `tap-NAME` the Singer ones with the packaged plugin and its grants, no other
+/// argument needed; a plugin swapped in afterwards is refused; the Meltano definition names the
+/// tap and marks secret settings.
+#[test]
+fn a_packaged_connector_runs_with_the_platforms_arguments() {
+    let api = demo_api(DemoApiConfig { records: 40, accounts: 2, ..Default::default() });
+    // Beside the host binary, so the package links it instead of copying 500 MB.
+    let scratch = tempfile::tempdir_in(workspace_root().join("target")).unwrap();
+    let out = scratch.path().join("pkg");
+    let files = Files::new();
+    let made = host(&["package", "--name", "demo", "--allow-host", &grant(&api), "--out"])
+        .arg(&out)
+        .arg(plugin("demo-source"))
+        .run_raw();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let config = files.json("config.json", &demo_config(&api, 10));
+    let source = |args: &[&str]| {
+        let output = std::process::Command::new(out.join("source-demo")).args(args).output().unwrap();
+        let messages: Vec<Value> =
+            String::from_utf8_lossy(&output.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        (output, messages)
+    };
+    let (spec, messages) = source(&["spec"]);
+    assert!(spec.status.success(), "{}", String::from_utf8_lossy(&spec.stderr));
+    assert!(messages.iter().any(|m| m["type"] == "SPEC"));
+    let config_arg = config.display().to_string();
+    let (_, messages) = source(&["check", "--config", &config_arg]);
+    let status = messages.iter().find(|m| m["type"] == "CONNECTION_STATUS").unwrap();
+    assert_eq!(status["connectionStatus"]["status"], "SUCCEEDED", "{status}");
+    let selection = files.json("catalog.json", &catalog(&[("items", "incremental")]));
+    let (read, messages) = source(&["read", "--config", &config_arg, "--catalog", &selection.display().to_string()]);
+    assert!(read.status.success(), "{}", String::from_utf8_lossy(&read.stderr));
+    assert_eq!(messages.iter().filter(|m| m["type"] == "RECORD").count(), 40);
+
+    let tap = std::process::Command::new(out.join("tap-demo")).args(["--config", &config_arg]).output().unwrap();
+    assert!(tap.status.success(), "{}", String::from_utf8_lossy(&tap.stderr));
+    let singer = String::from_utf8_lossy(&tap.stdout);
+    assert!(singer.lines().any(|l| l.starts_with("{\"type\":\"SCHEMA\"")), "Singer messages");
+    let about =
+        std::process::Command::new(out.join("tap-demo")).args(["--about", "--format", "json"]).output().unwrap();
+    let about: Value = serde_json::from_slice(&about.stdout).unwrap();
+    assert_eq!(about["name"], "demo");
+
+    let meltano = std::fs::read_to_string(out.join("meltano-plugin.yml")).unwrap();
+    assert!(meltano.contains("- name: \"tap-demo\""), "{meltano}");
+    assert!(meltano.contains("- name: \"api_key\"\n      kind: string\n      sensitive: true"), "{meltano}");
+
+    // Another plugin in the packaged one's place is not run.
+    std::fs::copy(plugin("hostile"), out.join("demo.wasm")).unwrap();
+    let (swapped, _) = source(&["spec"]);
+    assert!(!swapped.status.success());
+    assert!(String::from_utf8_lossy(&swapped.stderr).contains("is not the plugin packaged as demo"));
+}

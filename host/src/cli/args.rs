@@ -35,6 +35,11 @@ pub enum Command {
     /// Show what a plugin is and may do: its WIT version, sha256, the hosts it declares for a
     /// config, and the effective grant.
     Inspect(InspectArgs),
+    /// Package one connector for the platforms that run it: a folder with the host as
+    /// source-NAME (Airbyte: spec, check, discover, read) and tap-NAME (a Singer tap), the
+    /// plugin pinned by its sha256, its policy (grants and limits), and a Meltano plugin
+    /// definition. See docs/platforms.md.
+    Package(PackageArgs),
     /// Re-emit a run kept with --replay-to: byte-identical in Singer format. Every segment's
     /// checksum is verified first.
     Replay(ReplayArgs),
@@ -174,6 +179,24 @@ pub struct InspectArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PackageArgs {
+    #[command(flatten)]
+    pub plugin: PluginArgs,
+    /// The connector's name: the executables are source-NAME and tap-NAME.
+    #[arg(long, value_name = "NAME")]
+    pub name: String,
+    /// Grants the packaged connector gets (as for `run`; added to those of --policy).
+    #[arg(long = "allow-host", value_delimiter = ',', value_name = "HOST")]
+    pub allow_hosts: Vec<String>,
+    /// Let the packaged connector start without every host it needs granted.
+    #[arg(long)]
+    pub deny_ungranted: bool,
+    /// The folder to write (created if missing; files of the same names are replaced).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, Args)]

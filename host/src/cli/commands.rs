@@ -35,6 +35,7 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
             Err(fatal) => early_failure(&fatal, Format::Airbyte, sink).await,
         },
         Command::Test(args) => test(args).await,
+        Command::Package(args) => package(&args).await,
         Command::Spec(args) => {
             let request = args.policy().map_err(|e| Fatal::config(format!("{e:#}"))).map(|policy| {
                 let mut request = RunRequest::new(&args.plugin, json!({}), Box::new(std::io::sink()));
@@ -207,24 +208,57 @@ async fn write_alone(sink: Box<dyn Write + Send>, message: &Value) -> std::io::R
     tokio::task::spawn_blocking(move || writer.finish()).await.map_err(std::io::Error::other)?
 }
 
+/// `host package`: the connector's spec (for the Meltano settings), then the folder.
+async fn package(args: &super::args::PackageArgs) -> ExitCode {
+    let result = async {
+        let mut policy = args.plugin.policy().map_err(|e| Fatal::config(format!("{e:#}")))?;
+        policy.allow_hosts.extend(args.allow_hosts.iter().cloned());
+        policy.deny_ungranted |= args.deny_ungranted;
+        session::grants(&policy.allow_hosts)?;
+        let spec = spec_of(&args.plugin, &policy).await?;
+        let policy = serde_json::to_value(&policy).map_err(|e| Fatal::system(e.to_string()))?;
+        super::package::write(&args.plugin.plugin, &args.name, &policy, &spec, &args.out)
+            .map_err(|e| Fatal::config(format!("{e:#}")))
+    }
+    .await;
+    match result {
+        Ok(files) => {
+            for file in files {
+                println!("{}", file.display());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(fatal) => {
+            eprintln!("error: {}", printable(&fatal.message));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The connector's spec, from a run of its own with no output.
+async fn spec_of(plugin: &PluginArgs, policy: &Policy) -> Result<Value, Fatal> {
+    let runtime = runtime_for(plugin, policy)?;
+    let mut request = RunRequest::new(&plugin.plugin, json!({}), Box::new(std::io::sink()));
+    request.policy = policy.clone();
+    request.action = Action::Spec;
+    match runtime.run(request).await.result {
+        Ok(Outcome::Spec(spec)) => Ok(spec),
+        Ok(_) => unreachable!("a spec request answers with the spec"),
+        Err(fatal) => Err(fatal),
+    }
+}
+
 /// `run --about`: the connector's name, capabilities and settings (its spec), as a Singer tap
 /// describes itself for Meltano.
 async fn about(args: &super::args::RunArgs, sink: Box<dyn Write + Send>) -> ExitCode {
     let plugin = &args.common.plugin;
-    let request = plugin.policy().map_err(|e| Fatal::config(format!("{e:#}"))).and_then(|policy| {
-        let runtime = runtime_for(plugin, &policy)?;
-        let mut request = RunRequest::new(&plugin.plugin, json!({}), Box::new(std::io::sink()));
-        request.policy = policy;
-        request.action = Action::Spec;
-        Ok((runtime, request))
-    });
-    let (runtime, request) = match request {
-        Ok(both) => both,
-        Err(fatal) => return early_failure(&fatal, Format::Singer, sink).await,
+    let policy = plugin.policy().map_err(|e| Fatal::config(format!("{e:#}")));
+    let spec = match policy {
+        Ok(policy) => spec_of(plugin, &policy).await,
+        Err(fatal) => Err(fatal),
     };
-    let spec = match runtime.run(request).await.result {
-        Ok(Outcome::Spec(spec)) => spec,
-        Ok(_) => unreachable!("a spec request answers with the spec"),
+    let spec = match spec {
+        Ok(spec) => spec,
         Err(fatal) => return early_failure(&fatal, Format::Singer, sink).await,
     };
     let name = plugin.plugin.file_stem().map_or("connector".into(), |s| s.to_string_lossy().into_owned());

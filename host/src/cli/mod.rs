@@ -1,8 +1,10 @@
 //! The `host` command line: its arguments ([`args`]), what each command does on top of the
-//! library ([`commands`]), and the process's signals ([`signals`]).
+//! library ([`commands`]), packaged connectors ([`package`]), and the process's signals
+//! ([`signals`]).
 
 pub mod args;
 pub mod commands;
+pub mod package;
 pub mod signals;
 
 pub use args::Cli;

@@ -1,0 +1,206 @@
+//! One connector as platforms run it: `host package` writes a folder holding the host (as
+//! `source-NAME` and `tap-NAME`), the plugin, its policy and a manifest that pins the plugin's
+//! sha256, plus a Meltano plugin definition. Run under one of those names, the host takes the
+//! arguments platforms pass (Airbyte's `spec|check|discover|read`, a Singer tap's `--config
+//! --catalog|--properties --state --discover --about`) and runs the packaged plugin, refusing a
+//! plugin that is not the one packaged.
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// The manifest beside a packaged connector: `NAME.package.json`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Manifest {
+    pub name: String,
+    /// The plugin file, beside the manifest.
+    pub plugin: String,
+    pub sha256: String,
+    /// The host version that packaged it.
+    pub sluice: String,
+}
+
+fn manifest_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.package.json"))
+}
+
+/// Writes the package of `plugin` as `name` into `out`; `policy` is the policy file's JSON
+/// (grants and limits), and `spec` the connector's spec (for the Meltano settings).
+pub fn write(plugin: &Path, name: &str, policy: &Value, spec: &Value, out: &Path) -> Result<Vec<PathBuf>> {
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        bail!("--name {name:?}: use letters, digits, - and _ (it becomes source-NAME and tap-NAME)");
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let bytes = std::fs::read(plugin).with_context(|| format!("cannot read {}", plugin.display()))?;
+    let wasm = out.join(format!("{name}.wasm"));
+    std::fs::write(&wasm, &bytes).with_context(|| format!("cannot write {}", wasm.display()))?;
+    let policy_file = crate::run::policy::Policy::beside(&wasm);
+    std::fs::write(&policy_file, serde_json::to_string_pretty(policy)?)?;
+    let manifest = Manifest {
+        name: name.to_string(),
+        plugin: format!("{name}.wasm"),
+        sha256: crate::storage::replay::manifest::sha256_hex(&bytes),
+        sluice: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    std::fs::write(manifest_path(out, name), serde_json::to_string_pretty(&manifest)?)?;
+    let host = std::env::current_exe().context("cannot find the host executable to package")?;
+    let mut written = vec![wasm, policy_file, manifest_path(out, name)];
+    for exe in [format!("source-{name}"), format!("tap-{name}")] {
+        let target = out.join(exe);
+        let _ = std::fs::remove_file(&target);
+        // A hard link costs nothing when the folder is on the host's filesystem; else a copy.
+        if std::fs::hard_link(&host, &target).is_err() {
+            std::fs::copy(&host, &target).with_context(|| format!("cannot write {}", target.display()))?;
+        }
+        written.push(target);
+    }
+    let meltano = out.join("meltano-plugin.yml");
+    std::fs::write(&meltano, meltano_definition(name, &out.join(format!("tap-{name}")), spec))?;
+    written.push(meltano);
+    Ok(written)
+}
+
+/// A Meltano `extractors` entry: `meltano add --custom` asks the same, and a meltano.yml takes it
+/// as it is. Settings come from the spec's top-level properties; secret ones are `sensitive`.
+pub fn meltano_definition(name: &str, executable: &Path, spec: &Value) -> String {
+    // JSON strings are YAML strings: every value is written quoted.
+    let q = |s: &str| serde_json::to_string(s).expect("a string serializes");
+    let mut text = String::from("plugins:\n  extractors:\n");
+    text.push_str(&format!("  - name: {}\n", q(&format!("tap-{name}"))));
+    text.push_str(&format!("    namespace: {}\n", q(&format!("tap_{}", name.replace('-', "_")))));
+    text.push_str(&format!("    executable: {}\n", q(&executable.display().to_string())));
+    text.push_str("    capabilities: [\"catalog\", \"discover\", \"state\", \"properties\", \"about\"]\n");
+    let properties = spec.get("properties").and_then(Value::as_object);
+    if properties.is_some_and(|p| !p.is_empty()) {
+        text.push_str("    settings:\n");
+    }
+    for (setting, schema) in properties.into_iter().flatten() {
+        let kind = match schema.get("type").and_then(Value::as_str) {
+            Some("integer") => "integer",
+            Some("boolean") => "boolean",
+            Some("object") => "object",
+            Some("array") => "array",
+            _ => "string",
+        };
+        text.push_str(&format!("    - name: {}\n      kind: {kind}\n", q(setting)));
+        if schema.get("airbyte_secret").and_then(Value::as_bool) == Some(true) {
+            text.push_str("      sensitive: true\n");
+        }
+        if let Some(description) = schema.get("description").and_then(Value::as_str) {
+            text.push_str(&format!("      description: {}\n", q(description)));
+        }
+    }
+    text
+}
+
+/// The command line to run when the host was started as a packaged connector (`source-NAME` or
+/// `tap-NAME` beside `NAME.package.json`); `None` for the plain `host`.
+pub fn packaged_args(args: Vec<OsString>) -> Result<Option<Vec<OsString>>> {
+    let Some(exe) = args.first().map(PathBuf::from) else { return Ok(None) };
+    let file = exe.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    let (kind, name) = match (file.strip_prefix("source-"), file.strip_prefix("tap-")) {
+        (Some(name), _) => ("source", name.to_string()),
+        (_, Some(name)) => ("tap", name.to_string()),
+        _ => return Ok(None),
+    };
+    // The folder the executable is in, links followed (a platform may link it elsewhere).
+    let real = std::fs::canonicalize(&exe).or_else(|_| std::env::current_exe())?;
+    let dir = real.parent().map(Path::to_path_buf).unwrap_or_default();
+    let manifest_file = manifest_path(&dir, &name);
+    if !manifest_file.is_file() {
+        return Ok(None);
+    }
+    let manifest: Manifest = serde_json::from_slice(&std::fs::read(&manifest_file)?)
+        .with_context(|| format!("{} is not a package manifest", manifest_file.display()))?;
+    let plugin = dir.join(&manifest.plugin);
+    let bytes =
+        std::fs::read(&plugin).with_context(|| format!("cannot read the packaged plugin {}", plugin.display()))?;
+    let actual = crate::storage::replay::manifest::sha256_hex(&bytes);
+    if actual != manifest.sha256 {
+        bail!(
+            "{} is not the plugin packaged as {name} (sha256 {actual}, packaged {}): package it again with `host package`",
+            plugin.display(),
+            manifest.sha256
+        );
+    }
+    let rest: Vec<OsString> = args[1..].to_vec();
+    let host = OsString::from("host");
+    let plugin = plugin.into_os_string();
+    Ok(Some(match kind {
+        "source" => airbyte_args(host, plugin, rest)?,
+        _ => singer_args(host, plugin, rest),
+    }))
+}
+
+/// `source-NAME spec|check|discover|read ARGS` is `host spec|check|discover|read PLUGIN ARGS`.
+fn airbyte_args(host: OsString, plugin: OsString, rest: Vec<OsString>) -> Result<Vec<OsString>> {
+    let Some(command) = rest.first().and_then(|c| c.to_str()).map(str::to_string) else {
+        bail!(
+            "usage: source-NAME spec | check --config FILE | discover --config FILE | read --config FILE --catalog FILE [--state FILE]"
+        );
+    };
+    if !["spec", "check", "discover", "read"].contains(&command.as_str()) {
+        // --help, --version and the like reach the host as they are.
+        return Ok([host].into_iter().chain(rest).collect());
+    }
+    Ok([host, command.into(), plugin].into_iter().chain(rest.into_iter().skip(1)).collect())
+}
+
+/// `tap-NAME --config FILE [--catalog|--properties FILE] [--state FILE] [--discover]` is
+/// `host run PLUGIN --format singer ...`; `--about [--format json|markdown]` is `--about=FORMAT`.
+fn singer_args(host: OsString, plugin: OsString, rest: Vec<OsString>) -> Vec<OsString> {
+    let mut args = vec![host, "run".into(), plugin];
+    let mut rest = rest.into_iter().peekable();
+    let mut about = None;
+    let mut format = None;
+    let mut others = Vec::new();
+    while let Some(arg) = rest.next() {
+        match arg.to_str() {
+            Some("--about") => about = Some("json".to_string()),
+            Some("--format") => format = rest.next().and_then(|f| f.into_string().ok()),
+            Some(a) if a.starts_with("--format=") => format = Some(a["--format=".len()..].to_string()),
+            _ => others.push(arg),
+        }
+    }
+    match about {
+        Some(_) => args.push(format!("--about={}", format.unwrap_or_else(|| "json".into())).into()),
+        None => args.extend(["--format".into(), "singer".into()]),
+    }
+    args.extend(others);
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[OsString]) -> Vec<String> {
+        args.iter().map(|a| a.to_string_lossy().into_owned()).collect()
+    }
+
+    #[test]
+    fn platform_arguments_become_host_commands() {
+        let (host, plugin) = (OsString::from("host"), OsString::from("/p/x.wasm"));
+        let read = airbyte_args(host.clone(), plugin.clone(), vec!["read".into(), "--config".into(), "c".into()]);
+        assert_eq!(strings(&read.unwrap()), ["host", "read", "/p/x.wasm", "--config", "c"]);
+        let tap = singer_args(host.clone(), plugin.clone(), vec!["--config".into(), "c".into(), "--discover".into()]);
+        assert_eq!(strings(&tap), ["host", "run", "/p/x.wasm", "--format", "singer", "--config", "c", "--discover"]);
+        let about = singer_args(host, plugin, vec!["--about".into(), "--format".into(), "markdown".into()]);
+        assert_eq!(strings(&about), ["host", "run", "/p/x.wasm", "--about=markdown"]);
+    }
+
+    #[test]
+    fn meltano_settings_mark_secrets_sensitive() {
+        let spec = serde_json::json!({"properties": {
+            "base_url": {"type": "string", "description": "Where \"it\" is"},
+            "api_key": {"type": "string", "airbyte_secret": true},
+            "page_size": {"type": "integer"}}});
+        let text = meltano_definition("demo", Path::new("/opt/demo/tap-demo"), &spec);
+        assert!(text.contains("  - name: \"tap-demo\"\n    namespace: \"tap_demo\"\n"), "{text}");
+        assert!(text.contains("    - name: \"api_key\"\n      kind: string\n      sensitive: true\n"), "{text}");
+        assert!(text.contains("    - name: \"page_size\"\n      kind: integer\n"), "{text}");
+        assert!(text.contains("description: \"Where \\\"it\\\" is\""), "{text}");
+    }
+}
