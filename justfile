@@ -80,6 +80,21 @@ build:
 demo records="1000": build-plugins build
     scripts/demo.sh {{records}} target/release
 
+# The platforms' own clients from PyPI, pinned, in virtualenvs under target/tools, for the tests
+# that run a packaged connector under them.
+setup-platform-clients:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    for spec in "pyairbyte:airbyte==0.71.3"; do
+        name=${spec%%:*}; pins=${spec#*:}
+        venv=target/tools/$name
+        [[ -x $venv/bin/python && "$(cat "$venv/.spec" 2>/dev/null)" == "$pins" ]] && continue
+        rm -rf "$venv"
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install --quiet --disable-pip-version-check $pins
+        echo "$pins" > "$venv/.spec"
+    done
+
 # Real Singer targets from PyPI, each in its own virtualenv (their pins conflict), for the tests.
 setup-singer-targets:
     #!/usr/bin/env bash
@@ -108,7 +123,7 @@ setup-s3-server:
     echo "$spec" > "$venv/.spec"
 
 # Run every test.
-test: build-plugins setup-singer-targets setup-s3-server test-guest-sdks
+test: build-plugins setup-singer-targets setup-s3-server setup-platform-clients test-guest-sdks
     @command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
     cargo nextest run --workspace --exclude demo-source --exclude test-connector --exclude wrong-version --exclude hostile --exclude broken-connector --no-fail-fast
     # nextest does not run doc tests: the embedding guide's example and the crate docs.

@@ -233,3 +233,43 @@ fn a_packaged_connector_runs_with_the_platforms_arguments() {
     assert!(!swapped.status.success());
     assert!(String::from_utf8_lossy(&swapped.stderr).contains("is not the plugin packaged as demo"));
 }
+
+/// PyAirbyte itself (0.71.3, `just setup-platform-clients`) reads a packaged source through
+/// `local_executable` into its DuckDB cache: exact rows per stream; a second read brings nothing
+/// new for the incremental streams (the full-refresh ones are read again); after the API grew,
+/// exactly the new rows arrive.
+#[test]
+fn pyairbyte_reads_a_packaged_source_incrementally() {
+    let python = workspace_root().join("target/tools/pyairbyte/bin/python");
+    assert!(python.exists(), "{} is missing: run `just setup-platform-clients` (`just test` does)", python.display());
+    let first = demo_api(DemoApiConfig { records: 100, accounts: 3, ..Default::default() });
+    let grown = demo_api(DemoApiConfig { records: 150, accounts: 3, ..Default::default() });
+    let scratch = tempfile::tempdir_in(workspace_root().join("target")).unwrap();
+    let out = scratch.path().join("pkg");
+    let grants = format!("{},{}", grant(&first), grant(&grown));
+    let made = host(&["package", "--name", "demo", "--allow-host", &grants, "--out"])
+        .arg(&out)
+        .arg(plugin("demo-source"))
+        .run_raw();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let files = Files::new();
+    let (c1, c2) = (files.json("c1.json", &demo_config(&first, 25)), files.json("c2.json", &demo_config(&grown, 25)));
+    let cache = scratch.path().join("cache");
+    std::fs::create_dir(&cache).unwrap();
+    let output = std::process::Command::new(&python)
+        .arg(workspace_root().join("tests/clients/pyairbyte_read.py"))
+        .arg(out.join("source-demo"))
+        .args([&c1, &c2, &cache])
+        .current_dir(scratch.path())
+        .env("HOME", scratch.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let reads: Vec<Value> =
+        stdout.lines().filter(|l| l.starts_with("{\"processed\"")).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let counts = |n: u64| json!({"items": n, "accounts": 3, "account_items": n, "windowed_items": n});
+    assert_eq!(reads[0], json!({"processed": 303, "counts": counts(100)}));
+    assert_eq!(reads[1], json!({"processed": 103, "counts": counts(100)}), "only the full-refresh streams again");
+    assert_eq!(reads[2], json!({"processed": 253, "counts": counts(150)}), "50 new rows per incremental stream");
+}
