@@ -85,7 +85,7 @@ demo records="1000": build-plugins build
 setup-platform-clients:
     #!/usr/bin/env bash
     set -euo pipefail
-    for spec in "pyairbyte:airbyte==0.71.3"; do
+    for spec in "pyairbyte:airbyte==0.71.3" "meltano:meltano==4.4.1"; do
         name=${spec%%:*}; pins=${spec#*:}
         venv=target/tools/$name
         [[ -x $venv/bin/python && "$(cat "$venv/.spec" 2>/dev/null)" == "$pins" ]] && continue

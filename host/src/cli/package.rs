@@ -57,7 +57,9 @@ pub fn write(plugin: &Path, name: &str, policy: &Value, spec: &Value, out: &Path
         written.push(target);
     }
     let meltano = out.join("meltano-plugin.yml");
-    std::fs::write(&meltano, meltano_definition(name, &out.join(format!("tap-{name}")), spec))?;
+    // Meltano runs plugins from its project folder: the executable's path must be absolute.
+    let folder = std::fs::canonicalize(out).with_context(|| format!("cannot resolve {}", out.display()))?;
+    std::fs::write(&meltano, meltano_definition(name, &folder.join(format!("tap-{name}")), spec))?;
     written.push(meltano);
     Ok(written)
 }

@@ -217,6 +217,7 @@ impl Output {
                     bookmarks: Map::new(),
                     written_since_state: false,
                     any_state: false,
+                    reading: false,
                     since_state: std::collections::HashMap::new(),
                 };
                 let mut outcome = "ended".to_string();
@@ -385,8 +386,11 @@ struct Pump {
     bookmarks: Map<String, Value>,
     /// Singer targets commit the last STATE only if nothing follows it.
     written_since_state: bool,
-    /// Whether any STATE was written: a Singer run always ends with one.
+    /// Whether any STATE was written: a Singer read always ends with one.
     any_state: bool,
+    /// A read started (its input state was seeded): only a read owes a final STATE, not
+    /// `--discover`, whose stdout is the catalog alone.
+    reading: bool,
     /// Records of each stream since its last STATE (Airbyte `sourceStats.recordCount`).
     since_state: std::collections::HashMap<Arc<str>, u64>,
 }
@@ -429,7 +433,10 @@ impl Pump {
                 };
                 self.state(stdout)?;
             }
-            Event::Seed(states) => self.bookmarks.extend(states),
+            Event::Seed(states) => {
+                self.reading = true;
+                self.bookmarks.extend(states);
+            }
             Event::Stderr(text) => {
                 self.out.flush()?;
                 eprintln!("{}", super::printable(&text));
@@ -503,7 +510,8 @@ impl Pump {
     /// would start over), then the lake sealed.
     fn finish(mut self, outcome: &str) -> std::io::Result<()> {
         self.flush_batches()?;
-        let singer_owes_one = self.format == Format::Singer && !self.any_state && outcome != "interrupted";
+        let singer_owes_one =
+            self.format == Format::Singer && self.reading && !self.any_state && outcome != "interrupted";
         if self.written_since_state && !self.bookmarks.is_empty() || singer_owes_one {
             let singer = line(&singer::state(&self.bookmarks));
             if self.format == Format::Singer {
