@@ -234,14 +234,17 @@ fn a_packaged_connector_runs_with_the_platforms_arguments() {
     assert!(String::from_utf8_lossy(&swapped.stderr).contains("is not the plugin packaged as demo"));
 }
 
-/// PyAirbyte itself (0.71.3, `just setup-platform-clients`) reads a packaged source through
-/// `local_executable` into its DuckDB cache: exact rows per stream; a second read brings nothing
-/// new for the incremental streams (the full-refresh ones are read again); after the API grew,
-/// exactly the new rows arrive.
-#[test]
-fn pyairbyte_reads_a_packaged_source_incrementally() {
-    let python = workspace_root().join("target/tools/pyairbyte/bin/python");
-    assert!(python.exists(), "{} is missing: run `just setup-platform-clients` (`just test` does)", python.display());
+/// A platform client installed by `just setup-platform-clients`.
+fn client(path: &str) -> std::path::PathBuf {
+    let path = workspace_root().join(path);
+    assert!(path.exists(), "{} is missing: run `just setup-platform-clients` (`just test` does)", path.display());
+    path
+}
+
+/// The demo API before and after it grew by 50 items, and the demo connector packaged as `demo`
+/// with both granted, in `DIR/pkg` of a scratch folder beside the host binary (so the package
+/// links it instead of copying 500 MB).
+fn packaged_demo() -> (DemoApi, DemoApi, tempfile::TempDir, std::path::PathBuf) {
     let first = demo_api(DemoApiConfig { records: 100, accounts: 3, ..Default::default() });
     let grown = demo_api(DemoApiConfig { records: 150, accounts: 3, ..Default::default() });
     let scratch = tempfile::tempdir_in(workspace_root().join("target")).unwrap();
@@ -252,6 +255,17 @@ fn pyairbyte_reads_a_packaged_source_incrementally() {
         .arg(plugin("demo-source"))
         .run_raw();
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    (first, grown, scratch, out)
+}
+
+/// PyAirbyte itself (0.71.3, `just setup-platform-clients`) reads a packaged source through
+/// `local_executable` into its DuckDB cache: exact rows per stream; a second read brings nothing
+/// new for the incremental streams (the full-refresh ones are read again); after the API grew,
+/// exactly the new rows arrive.
+#[test]
+fn pyairbyte_reads_a_packaged_source_incrementally() {
+    let python = client("target/tools/pyairbyte/bin/python");
+    let (first, grown, scratch, out) = packaged_demo();
     let files = Files::new();
     let (c1, c2) = (files.json("c1.json", &demo_config(&first, 25)), files.json("c2.json", &demo_config(&grown, 25)));
     let cache = scratch.path().join("cache");
@@ -279,19 +293,9 @@ fn pyairbyte_reads_a_packaged_source_incrementally() {
 /// incremental (nothing new), and after the API grew exactly the new rows.
 #[test]
 fn meltano_runs_a_packaged_tap_incrementally_with_field_selection() {
-    let meltano = workspace_root().join("target/tools/meltano/bin/meltano");
-    assert!(meltano.exists(), "{} is missing: run `just setup-platform-clients` (`just test` does)", meltano.display());
-    let first = demo_api(DemoApiConfig { records: 100, accounts: 3, ..Default::default() });
-    let grown = demo_api(DemoApiConfig { records: 150, accounts: 3, ..Default::default() });
-    let scratch = tempfile::tempdir_in(workspace_root().join("target")).unwrap();
-    let (out, project, loaded) =
-        (scratch.path().join("pkg"), scratch.path().join("project"), scratch.path().join("out"));
-    let grants = format!("{},{}", grant(&first), grant(&grown));
-    let made = host(&["package", "--name", "demo", "--allow-host", &grants, "--out"])
-        .arg(&out)
-        .arg(plugin("demo-source"))
-        .run_raw();
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let meltano = client("target/tools/meltano/bin/meltano");
+    let (first, grown, scratch, out) = packaged_demo();
+    let (project, loaded) = (scratch.path().join("project"), scratch.path().join("out"));
     std::fs::create_dir_all(&project).unwrap();
     std::fs::create_dir_all(&loaded).unwrap();
     let definition = std::fs::read_to_string(out.join("meltano-plugin.yml")).unwrap();
