@@ -1,8 +1,8 @@
 """Reads a packaged Sluice source with PyAirbyte, as a user would: check, then read every stream
-into a local DuckDB cache three times: twice with the first config, once with the second (the
+into PyAirbyte's default DuckDB cache three times: twice with the first config, once with the second (the
 API grown). Prints one JSON line per read: records processed and rows per stream in the cache.
 
-Usage: pyairbyte_read.py SOURCE_EXECUTABLE CONFIG_1 CONFIG_2 CACHE_DIR
+Usage: pyairbyte_read.py SOURCE_EXECUTABLE CONFIG_1 CONFIG_2 WORK_DIR (the cache goes there)
 """
 
 import json
@@ -16,7 +16,9 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 import airbyte as ab  # noqa: E402
 
 executable, first, second, cache_dir = sys.argv[1:5]
-cache = ab.DuckDBCache(db_path=f"{cache_dir}/sluice.duckdb", cache_dir=cache_dir)
+# PyAirbyte's default cache (DuckDB, under .cache in the working folder), as a user gets it.
+os.chdir(cache_dir)
+cache = ab.get_default_cache()
 for config_path in (first, first, second):
     with open(config_path) as f:
         config = json.load(f)

@@ -343,3 +343,106 @@ fn meltano_runs_a_packaged_tap_incrementally_with_field_selection() {
     assert_eq!(ids.len(), 150);
     assert_eq!(sorted(ids[100..].to_vec()), (101..=150).collect::<Vec<_>>(), "exactly the new rows");
 }
+
+/// `host package --oci` writes an OCI image podman loads (entrypoint, `AIRBYTE_ENTRYPOINT`, the
+/// `io.airbyte.*` labels); its filesystem, exported by podman, runs `spec` and `read` through the
+/// entrypoint under chroot (containers cannot be started on these machines).
+#[test]
+fn the_oci_image_loads_and_its_entrypoint_reads() {
+    let api = demo_api(DemoApiConfig { records: 30, accounts: 2, ..Default::default() });
+    // podman names an image it loads from a folder after the folder's path: lower case only.
+    let scratch = tempfile::Builder::new()
+        .prefix("oci")
+        .rand_bytes(0)
+        .suffix(&std::process::id().to_string())
+        .tempdir_in(workspace_root().join("target"))
+        .unwrap();
+    let out = scratch.path().join("pkg");
+    let made = host(&["package", "--name", "demo", "--oci", "--image-version", "1.2.3", "--allow-host", &grant(&api)])
+        .arg("--out")
+        .arg(&out)
+        .arg(plugin("demo-source"))
+        .run_raw();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let podman = |args: &[&std::ffi::OsStr]| {
+        let output = std::process::Command::new("podman").args(args).output().expect("podman is installed (.ci/run)");
+        assert!(output.status.success(), "podman {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let os = |s: &str| std::ffi::OsString::from(s);
+    let loaded = podman(&[&os("load"), &os("-i"), out.join("image").as_os_str()]);
+    let image = loaded.lines().find_map(|l| l.strip_prefix("Loaded image: ")).unwrap().trim().to_string();
+    let inspected: Value = serde_json::from_str(&podman(&[&os("image"), &os("inspect"), &os(&image)])).unwrap();
+    let config = &inspected[0]["Config"];
+    assert_eq!(config["Entrypoint"], json!(["/airbyte/source-demo"]), "{config}");
+    assert!(config["Env"].as_array().unwrap().contains(&json!("AIRBYTE_ENTRYPOINT=/airbyte/source-demo")));
+    assert_eq!(config["Labels"]["io.airbyte.name"], "airbyte/source-demo");
+    assert_eq!(config["Labels"]["io.airbyte.version"], "1.2.3");
+    // Its root filesystem, as podman exports it.
+    let container = podman(&[&os("create"), &os(&image)]).trim().to_string();
+    let rootfs = scratch.path().join("rootfs");
+    std::fs::create_dir(&rootfs).unwrap();
+    let tarball = scratch.path().join("rootfs.tar");
+    podman(&[&os("export"), &os("-o"), tarball.as_os_str(), &os(&container)]);
+    podman(&[&os("rm"), &os(&container)]);
+    podman(&[&os("rmi"), &os(&image)]);
+    let untar = std::process::Command::new("tar").arg("-xf").arg(&tarball).arg("-C").arg(&rootfs).status().unwrap();
+    assert!(untar.success());
+    std::fs::write(rootfs.join("tmp/config.json"), demo_config(&api, 10).to_string()).unwrap();
+    std::fs::write(rootfs.join("tmp/catalog.json"), catalog(&[("items", "incremental")]).to_string()).unwrap();
+    let entrypoint = |args: &[&str]| {
+        let output = std::process::Command::new(which("chroot"))
+            .arg(&rootfs)
+            .arg("/airbyte/source-demo")
+            .args(args)
+            .env_clear()
+            .env("SLUICE_CACHE_DIR", "/tmp/sluice")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect::<Vec<Value>>()
+    };
+    assert!(entrypoint(&["spec"]).iter().any(|m| m["type"] == "SPEC"));
+    let read = entrypoint(&["read", "--config", "/tmp/config.json", "--catalog", "/tmp/catalog.json"]);
+    assert_eq!(read.iter().filter(|m| m["type"] == "RECORD").count(), 30);
+}
+
+/// A program's path on this machine's PATH (the entrypoint runs with an empty environment).
+fn which(program: &str) -> std::path::PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|dir| dir.join(program))
+        .find(|path| path.is_file())
+        .unwrap_or_else(|| panic!("{program} is not on PATH"))
+}
+
+/// An empty state file is no state, with a warning naming it: never a silent full re-read.
+#[test]
+fn an_empty_state_file_is_warned_about() {
+    let api = demo_api(DemoApiConfig { records: 20, accounts: 2, ..Default::default() });
+    let files = Files::new();
+    let empty = files.text("state.json", b"");
+    let run = host(&["run", "--streams", "account_items", "--state"])
+        .arg(&empty)
+        .demo_source(&api, files.json("c.json", &demo_config(&api, 10)))
+        .run();
+    assert!(run.success(), "{}", run.explain());
+    assert!(run.stderr().contains(&format!("state file {} is empty", empty.display())), "{}", run.stderr());
+    assert_eq!(run.ids("account_items").len(), 20);
+}
+
+/// `run --test` (a Singer tap's `--test`) is the connector's check, its verdict in the exit code.
+#[test]
+fn the_connection_test_exits_with_the_checks_verdict() {
+    let api = demo_api(DemoApiConfig::default());
+    let files = Files::new();
+    let good = host(&["run", "--test"]).demo_source(&api, files.json("c.json", &demo_config(&api, 10))).run_raw();
+    assert!(good.status.success(), "{}", String::from_utf8_lossy(&good.stderr));
+    assert!(String::from_utf8_lossy(&good.stderr).contains("connection test passed"));
+    let bad = files.json("bad.json", &json!({"base_url": api.base_url(), "page_size": 0}));
+    let failed = host(&["run", "--test"]).demo_source(&api, &bad).run_raw();
+    assert!(!failed.status.success());
+    assert!(String::from_utf8_lossy(&failed.stderr).contains("connection test failed: the config does not match"));
+}

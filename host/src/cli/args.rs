@@ -197,6 +197,13 @@ pub struct PackageArgs {
     /// The folder to write (created if missing; files of the same names are replaced).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+    /// Also write an OCI image of it for the Airbyte platform, as an image layout in DIR/image
+    /// (`podman load -i DIR/image`, `skopeo copy oci:DIR/image ...`).
+    #[arg(long)]
+    pub oci: bool,
+    /// The image's version (its tag and `io.airbyte.version`) [default: the host's version].
+    #[arg(long, value_name = "VERSION", requires = "oci")]
+    pub image_version: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -248,6 +255,10 @@ pub struct RunArgs {
     /// `--about=json`; `--about=markdown`: its settings in a table), and exit; needs no config.
     #[arg(long, value_name = "FORMAT", num_args = 0..=1, require_equals = true, default_missing_value = "json", value_parser = ["json", "markdown"])]
     pub about: Option<String>,
+    /// Test the connection, as a Singer tap's `--test` does: the connector's check against the
+    /// API; exits 0 when it passes, 1 (saying why on stderr) when not.
+    #[arg(long, conflicts_with_all = ["discover", "about"])]
+    pub test: bool,
     /// Saved state: Airbyte per-stream, global or legacy form, Singer bookmarks, or a previous
     /// run's output (the last STATE per stream wins).
     #[arg(long, value_name = "FILE")]

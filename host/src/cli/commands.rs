@@ -71,6 +71,7 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
             run_request(&args.common.plugin, request, Format::Airbyte, sink).await
         }
         Command::Run(args) if args.about.is_some() => about(&args, sink).await,
+        Command::Run(args) if args.test => connection_test(&args).await,
         Command::Run(args) => {
             let request = (|| {
                 let action = if args.discover {
@@ -210,15 +211,22 @@ async fn write_alone(sink: Box<dyn Write + Send>, message: &Value) -> std::io::R
 
 /// `host package`: the connector's spec (for the Meltano settings), then the folder.
 async fn package(args: &super::args::PackageArgs) -> ExitCode {
-    let result = async {
+    let result: Result<Vec<std::path::PathBuf>, Fatal> = async {
         let mut policy = args.plugin.policy().map_err(|e| Fatal::config(format!("{e:#}")))?;
         policy.allow_hosts.extend(args.allow_hosts.iter().cloned());
         policy.deny_ungranted |= args.deny_ungranted;
         session::grants(&policy.allow_hosts)?;
         let spec = spec_of(&args.plugin, &policy).await?;
         let policy = serde_json::to_value(&policy).map_err(|e| Fatal::system(e.to_string()))?;
-        super::package::write(&args.plugin.plugin, &args.name, &policy, &spec, &args.out)
-            .map_err(|e| Fatal::config(format!("{e:#}")))
+        let mut files = super::package::write(&args.plugin.plugin, &args.name, &policy, &spec, &args.out)
+            .map_err(|e| Fatal::config(format!("{e:#}")))?;
+        if args.oci {
+            let version = args.image_version.as_deref().unwrap_or(env!("CARGO_PKG_VERSION"));
+            let image = super::oci::write(&args.out, &args.name, version, &args.out.join("image"))
+                .map_err(|e| Fatal::system(format!("cannot write the image: {e:#}")))?;
+            files.push(image);
+        }
+        Ok(files)
     }
     .await;
     match result {
@@ -245,6 +253,33 @@ async fn spec_of(plugin: &PluginArgs, policy: &Policy) -> Result<Value, Fatal> {
         Ok(Outcome::Spec(spec)) => Ok(spec),
         Ok(_) => unreachable!("a spec request answers with the spec"),
         Err(fatal) => Err(fatal),
+    }
+}
+
+/// `run --test`: the check, its verdict in the exit status (a Singer tap's `--test`).
+async fn connection_test(args: &super::args::RunArgs) -> ExitCode {
+    let request = configured(&args.common, Action::Check);
+    let (runtime, request) = match request.and_then(|r| Ok((runtime_for(&args.common.plugin, &r.policy)?, r))) {
+        Ok(both) => both,
+        Err(fatal) => {
+            eprintln!("error: {}", printable(&fatal.message));
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.run(request).await.result {
+        Ok(Outcome::Check(Ok(()))) => {
+            eprintln!("INFO connection test passed");
+            ExitCode::SUCCESS
+        }
+        Ok(Outcome::Check(Err(why))) => {
+            eprintln!("ERROR connection test failed: {}", printable(&why));
+            ExitCode::FAILURE
+        }
+        Ok(_) => unreachable!("a check request answers with its verdict"),
+        Err(fatal) => {
+            eprintln!("error: {}", printable(&fatal.message));
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -449,6 +484,14 @@ fn load_state(path: Option<&std::path::Path>) -> Result<InputState, Fatal> {
     let Some(path) = path else { return Ok(InputState::default()) };
     let text = std::fs::read_to_string(path)
         .map_err(|e| Fatal::config(format!("cannot read state {}: {e}", path.display())))?;
+    // An empty file is no state, said out loud: a state file emptied by a pipeline that failed
+    // must not turn into a silent full re-read.
+    if text.trim().is_empty() {
+        eprintln!(
+            "warning: state file {} is empty: there is no state, so every stream is read from its start",
+            printable(&path.display().to_string())
+        );
+    }
     InputState::parse(&text).map_err(|e| Fatal::config(format!("invalid state {}: {e:#}", path.display())))
 }
 

@@ -150,7 +150,7 @@ fn airbyte_args(host: OsString, plugin: OsString, rest: Vec<OsString>) -> Result
     Ok([host, command.into(), plugin].into_iter().chain(rest.into_iter().skip(1)).collect())
 }
 
-/// `tap-NAME --config FILE [--catalog|--properties FILE] [--state FILE] [--discover]` is
+/// `tap-NAME --config FILE [--catalog|--properties FILE] [--state FILE] [--discover|--test]` is
 /// `host run PLUGIN --format singer ...`; `--about [--format json|markdown]` is `--about=FORMAT`.
 fn singer_args(host: OsString, plugin: OsString, rest: Vec<OsString>) -> Vec<OsString> {
     let mut args = vec![host, "run".into(), plugin];
