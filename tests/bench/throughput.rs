@@ -66,47 +66,33 @@ fn main() {
     };
     // `cargo bench --bench throughput -- 1 7` runs only cases 1 and 7.
     let only: Vec<String> = std::env::args().skip(1).filter(|a| a.parse::<u32>().is_ok()).collect();
-    let run = |case: &str| only.is_empty() || only.iter().any(|c| c == case);
-    if run("1") {
-        throughput(&bench);
+    let cases: [(&str, Measure); 12] = [
+        ("1", throughput),
+        ("2", latency_bound),
+        ("3", peak_rss),
+        ("4", instantiation_time),
+        ("5", tenants),
+        ("6", pooling),
+        ("7", replay_storage),
+        ("8", report_job),
+        ("9", memory_attacks),
+        ("10", state_bytes),
+        ("11", crash_and_resume),
+        ("12", scale),
+    ];
+    for (case, measure) in cases {
+        if only.is_empty() || only.iter().any(|c| c == case) {
+            measure(&bench);
+        }
     }
-    if run("2") {
-        latency_bound(&bench);
-    }
-    if run("3") {
-        peak_rss(&bench);
-    }
-    if run("4") {
-        let instantiate = bench.runtime.block_on(instantiation(&bench.plugin, bench.cache.path()));
-        println!(
-            "\n[4] per-partition instantiation: median {:.1} µs over {INSTANCES}",
-            instantiate.as_secs_f64() * 1e6
-        );
-    }
-    if run("5") {
-        tenants(&bench);
-    }
-    if run("6") {
-        pooling(&bench);
-    }
-    if run("7") {
-        replay_storage(&bench);
-    }
-    if run("8") {
-        report_job(&bench);
-    }
-    if run("9") {
-        memory_attacks(&bench);
-    }
-    if run("10") {
-        state_bytes(&bench);
-    }
-    if run("11") {
-        crash_and_resume(&bench);
-    }
-    if run("12") {
-        scale(&bench);
-    }
+}
+
+/// One benchmark case.
+type Measure = fn(&Bench);
+
+fn instantiation_time(bench: &Bench) {
+    let instantiate = bench.runtime.block_on(instantiation(&bench.plugin, bench.cache.path()));
+    println!("\n[4] per-partition instantiation: median {:.1} µs over {INSTANCES}", instantiate.as_secs_f64() * 1e6);
 }
 
 /// `__native items|partitions|report BASE_URL N`: a native reader writing Airbyte records to

@@ -190,16 +190,18 @@ pub fn same_kind(seen: &Value, new: &Value) -> Result<(), String> {
     ))
 }
 
-/// Keeps in `max` the larger of it and `value`, refusing a value of another kind ([`same_kind`]).
+/// Keeps in `max` the larger of it and `value`, refusing a value of another kind ([`same_kind`]);
+/// on an error `max` stays as it was.
 pub fn raise_max(max: &mut Option<Value>, value: Value) -> Result<(), String> {
-    if let Some(m) = max.as_ref() {
-        same_kind(m, &value)?;
-        if compare(&value, m) != Ordering::Greater {
-            return Ok(());
-        }
-    }
-    *max = Some(value);
-    Ok(())
+    let mut running = RunningMax {
+        max: max.take().map(|m| {
+            let kind = CursorKind::of(&m);
+            (m, kind)
+        }),
+    };
+    let raised = running.raise(value);
+    *max = running.into_value();
+    raised
 }
 
 /// The state the Airbyte CDK (and Sluice, in Airbyte format) writes at the end of a stream read

@@ -582,11 +582,7 @@ impl StreamRead {
         // A stream read in full that finished says so, as the Airbyte CDK's do, so a platform sees a
         // STATE for every stream (Singer keeps the stream's plain state).
         if self.cursor.is_none() && self.summary.complete() && self.shared.out.format() == Format::Airbyte {
-            let done = state::no_cursor_state();
-            if self.last_state.as_ref() != Some(&done) {
-                self.shared.out.state(&self.name, done.clone()).await?;
-                self.last_state = Some(done);
-            }
+            emit_state(&self.shared.out, &self.name, Some(state::no_cursor_state()), &mut self.last_state).await?;
         } else {
             self.emit_state().await?;
         }

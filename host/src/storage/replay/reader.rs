@@ -161,7 +161,6 @@ impl Converter {
                             serde_json::from_slice(data).with_context(|| format!("a record in {uri} is not JSON"))?;
                         self.record(stream, record, None, out)?;
                         records += 1;
-                        *self.since_state.entry(stream.to_string()).or_default() += 1;
                     }
                 }
                 Ok(records)
@@ -169,7 +168,6 @@ impl Converter {
             "RECORD" => {
                 let time = message["time_extracted"].as_str().map(str::to_string);
                 self.record(stream, message["record"].clone(), time, out)?;
-                *self.since_state.entry(stream.to_string()).or_default() += 1;
                 Ok(1)
             }
             _ if self.format == Format::Singer => {
@@ -192,7 +190,7 @@ impl Converter {
         }
     }
 
-    fn record(&self, stream: &str, record: Value, time: Option<String>, out: &mut dyn Write) -> Result<()> {
+    fn record(&mut self, stream: &str, record: Value, time: Option<String>, out: &mut dyn Write) -> Result<()> {
         match self.format {
             Format::Singer => {
                 let mut message = json!({"type": "RECORD", "stream": stream, "record": record});
@@ -202,6 +200,7 @@ impl Converter {
                 write_line(out, &message)
             }
             Format::Airbyte => {
+                *self.since_state.entry(stream.to_string()).or_default() += 1;
                 let emitted_at = time
                     .and_then(|t| time::OffsetDateTime::parse(&t, &time::format_description::well_known::Rfc3339).ok())
                     .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as u64)
