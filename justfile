@@ -3,8 +3,9 @@
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
 plugins_dir := "target/plugins"
-# Rust connectors built by build-plugins: the demo and the test plugins the host tests pair with.
-plugins := "demo-source test-connector wrong-version hostile broken-connector"
+# Rust connectors built by build-plugins: the demo, the declarative engine (declarative.wasm, which
+# runs manifests) and the test plugins the host tests pair with.
+plugins := "demo-source test-connector wrong-version hostile broken-connector declarative"
 # The Python and JavaScript tools, pinned; setup-guest-tools installs them into project folders.
 componentize_py := "target/tools/componentize-py/bin/componentize-py"
 componentize_js := "guest-sdk/js/node_modules/.bin/componentize-js"

@@ -62,6 +62,12 @@ pub use storage::replay::{
 /// The HTTP bindings' types a hook sees.
 pub use bindings::{HttpError, Request as HttpRequest, Response as HttpResponse};
 
+/// Declarative manifests: how the host tells one from a component, and the JSON the declarative
+/// engine takes (a `RunRequest` whose plugin is a `.yaml` file runs it in the engine).
+pub mod manifest {
+    pub use crate::guest::manifest::{MANIFEST_KEY, is_manifest, parse};
+}
+
 /// Internals the benchmark binaries measure in isolation (a guest call, the writer). Not a
 /// stable API.
 #[doc(hidden)]

@@ -25,6 +25,10 @@
 //!     one, `__native …`), peak RSS and records/s: 10M records in one stream (`items`), 100k
 //!     partitions of one record (`account_items`, 8 in flight), and a 1M-row report job polled
 //!     on a 5 s schedule by both, its download streamed.
+//! 13. Declarative manifests: the demo manifest (`tests/fixtures/manifests/demo.yaml`) in the
+//!     declarative engine against the Rust demo connector, both in the release `host` process on
+//!     the same data: `items` (100k records, pages of 1000) and `account_items` (20 accounts x
+//!     1000 records, pages of 100); then the start-up of each with a warm cache (`host discover`).
 //! 7. Replay storage: a 100k-record Singer run with `--replay-to file://…` (continual, and
 //!    batched with gzip) vs without; then `host replay` of that run.
 
@@ -66,7 +70,7 @@ fn main() {
     };
     // `cargo bench --bench throughput -- 1 7` runs only cases 1 and 7.
     let only: Vec<String> = std::env::args().skip(1).filter(|a| a.parse::<u32>().is_ok()).collect();
-    let cases: [(&str, Measure); 12] = [
+    let cases: [(&str, Measure); 13] = [
         ("1", throughput),
         ("2", latency_bound),
         ("3", peak_rss),
@@ -79,6 +83,7 @@ fn main() {
         ("10", state_bytes),
         ("11", crash_and_resume),
         ("12", scale),
+        ("13", declarative),
     ];
     for (case, measure) in cases {
         if only.is_empty() || only.iter().any(|c| c == case) {
@@ -235,6 +240,95 @@ fn scale(bench: &Bench) {
             native_took.as_secs_f64() / host_took.as_secs_f64()
         );
     }
+}
+
+fn declarative(bench: &Bench) {
+    let Some(host) = release_host("[13] declarative manifests") else { return };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let manifest = root.join("tests/fixtures/manifests/demo.yaml");
+    println!(
+        "\n[13] declarative manifests: the demo manifest in the engine vs the Rust demo connector (records/s, median of {ROUNDS})"
+    );
+    let cases = [
+        (
+            "items, 100k records in pages of 1000",
+            DemoApiConfig { records: 100_000, accounts: 1, ..Default::default() },
+            1000,
+            "items",
+        ),
+        (
+            "account_items, 20 accounts x 1000 records in pages of 100",
+            DemoApiConfig { records: 20_000, accounts: 20, ..Default::default() },
+            100,
+            "account_items",
+        ),
+    ];
+    let run = |plugin: &Path, config: &Path, api: &DemoApi, args: &[&str]| {
+        let mut command = std::process::Command::new(&host);
+        command
+            .arg("run")
+            .arg(plugin)
+            .args(["--no-progress", "--config"])
+            .arg(config)
+            .args(args)
+            .arg("--allow-host")
+            .arg(format!("http://{}", api.addr()))
+            .arg("--cache-dir")
+            .arg(bench.cache.path());
+        measured_child(&mut command)
+    };
+    for (name, api_config, page_size, stream) in cases {
+        let records = api_config.records;
+        let api = DemoApi::start_background(api_config).unwrap();
+        let config = bench.config("declarative.json", &api, page_size);
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        // One warm-up each (compiling the components), then alternating rounds.
+        run(&manifest, &config, &api, &["--streams", stream]);
+        run(&bench.plugin, &config, &api, &["--streams", stream]);
+        for _ in 0..ROUNDS {
+            let (took, _, n) = run(&manifest, &config, &api, &["--streams", stream]);
+            assert_eq!(n, records, "{name}: the manifest");
+            ours.push(took);
+            let (took, _, n) = run(&bench.plugin, &config, &api, &["--streams", stream]);
+            assert_eq!(n, records, "{name}: the Rust connector");
+            theirs.push(took);
+        }
+        let (ours, theirs) = (median(&mut ours), median(&mut theirs));
+        let rate = |took: Duration| records as f64 / took.as_secs_f64();
+        println!(
+            "    {name}: manifest {:.0} records/s, Rust {:.0} records/s; manifest/Rust {:.2}x",
+            rate(ours),
+            rate(theirs),
+            theirs.as_secs_f64() / ours.as_secs_f64()
+        );
+    }
+    // Start-up: the whole `host discover` process with the compiled engine in the cache.
+    let api = DemoApi::start_background(DemoApiConfig { records: 10, ..Default::default() }).unwrap();
+    let config = bench.config("declarative.json", &api, 100);
+    let discover = |plugin: &Path| {
+        let started = Instant::now();
+        let out = std::process::Command::new(&host)
+            .arg("discover")
+            .arg(plugin)
+            .arg("--config")
+            .arg(&config)
+            .arg("--cache-dir")
+            .arg(bench.cache.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        started.elapsed()
+    };
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..10 {
+        ours.push(discover(&manifest));
+        theirs.push(discover(&bench.plugin));
+    }
+    println!(
+        "    start-up, warm cache (`host discover`, median of 10): manifest {:.1} ms, Rust {:.1} ms",
+        ms(median(&mut ours)),
+        ms(median(&mut theirs))
+    );
 }
 
 /// A native reader of one report job on `poll` schedule (first poll at once, as the host's),

@@ -6,6 +6,7 @@ mod support;
 mod commands;
 mod concurrency;
 mod conformance;
+mod declarative;
 mod guest_behaviour;
 mod hostile;
 mod jobs;

@@ -54,7 +54,8 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct PluginArgs {
-    /// The connector: a WebAssembly component (.wasm).
+    /// The connector: a WebAssembly component (.wasm), or a declarative manifest (.yaml, run in the
+    /// declarative engine).
     pub plugin: PathBuf,
     /// Where compiled components are cached [default: the user's cache dir, sluice/components].
     #[arg(long, env = "SLUICE_CACHE_DIR", value_name = "DIR")]

@@ -430,7 +430,8 @@ async fn inspect(args: InspectArgs) -> Result<ExitCode, Fatal> {
             let connector =
                 Connector::new(plugin.clone(), config.clone(), Arc::new(session::no_egress()?), policy.limits.clone());
             let mut instance = connector.instance().await.map_err(|e| Fatal::call("cannot start the connector", e))?;
-            let caps = instance.capabilities(&config).await.map_err(|e| Fatal::call("capabilities failed", e))?;
+            let caps =
+                instance.capabilities(&connector.config).await.map_err(|e| Fatal::call("capabilities failed", e))?;
             Some(session::declared(&caps.hosts)?)
         }
         None => None,

@@ -1,14 +1,17 @@
 //! Listing and reading a stream the way the scheduler does (fresh instance per partition, saved
 //! cursors raised into partitions, finished windows skipped, state kept by [`StreamCursor`]), but
 //! one partition at a time, handing every page and record to the checks with where it came from.
+//! A stream read through report jobs is read job by job: created, polled, its result read page by
+//! page, deleted.
 
-use crate::bindings::Partition;
+use crate::bindings::{JobStatus, Partition};
 use crate::data::protocol::{self, preview};
 use crate::data::state::{self, Resume, StreamCursor};
-use crate::guest::connector::{CallError, Connector};
+use crate::guest::connector::{CallError, Connector, Instance};
 use crate::run::read;
 use serde_json::Value;
 use std::collections::HashMap;
+use std::time::Duration;
 
 /// A stream's partitions as listed, or why the listing failed.
 pub struct Listing {
@@ -164,11 +167,21 @@ pub async fn read_stream(
         c.listing_complete(lowest.flatten().as_ref());
     }
     let field = cursor.as_ref().map(|c| c.field().to_vec());
+    let through_jobs = is_job_stream(connector, stream).await;
     for (partition, bounds) in plans {
         let start = partition.cursor_range.as_ref().and_then(|r| r.start.as_ref()).map(read::cursor_to_json);
         visitor.partition(&partition, start.as_ref());
-        let outcome =
-            read_partition(connector, stream, &partition, field.as_deref(), start.as_ref(), max_pages, visitor).await;
+        let outcome = read_partition(
+            connector,
+            stream,
+            &partition,
+            through_jobs,
+            field.as_deref(),
+            start.as_ref(),
+            max_pages,
+            visitor,
+        )
+        .await;
         if let (Some(c), Ok(max_cursor)) = (cursor.as_mut(), outcome) {
             match &bounds {
                 Some((start, end)) => c.complete_range(start.as_ref(), end),
@@ -189,12 +202,55 @@ fn bounded_range(partition: &Partition) -> Option<(Option<Value>, Value)> {
     Some((range.start.as_ref().map(read::cursor_to_json), end))
 }
 
-/// The pagination loop of one partition. Returns the largest cursor value seen when it ended
-/// cleanly.
+/// Whether the connector reads `stream` through report jobs (its `async-jobs` settings say so).
+pub async fn is_job_stream(connector: &Connector, stream: &str) -> bool {
+    let Ok(mut instance) = connector.instance().await else { return false };
+    let settings = instance.job_settings(&connector.config).await;
+    instance.take_logs();
+    matches!(settings, Ok(Some(s)) if s.streams.iter().any(|s| s == stream))
+}
+
+/// Polls a job is given before the kit gives up on it, and the waits between them.
+const MAX_POLLS: u32 = 600;
+const FIRST_POLL_WAIT: Duration = Duration::from_millis(20);
+const LONGEST_POLL_WAIT: Duration = Duration::from_secs(1);
+
+/// A report job for the partition, created and polled (as the orchestrator does, on a growing
+/// timer) until it completes: the job's handle and its download.
+async fn run_job(
+    instance: &mut Instance,
+    connector: &Connector,
+    partition: &Partition,
+) -> Result<(String, String), String> {
+    let job =
+        instance.create_job(&connector.config, partition).await.map_err(|e| format!("create-job: {}", describe(&e)))?;
+    let mut wait = FIRST_POLL_WAIT;
+    for _ in 0..MAX_POLLS {
+        let status = instance.poll_job(&connector.config, partition, &job).await;
+        instance.take_logs();
+        match status.map_err(|e| format!("poll-job: {}", describe(&e)))? {
+            JobStatus::Completed(download) => return Ok((job, download)),
+            JobStatus::Running => {}
+            JobStatus::Failed(why) => return Err(format!("the job {} failed: {why}", preview(&job))),
+            JobStatus::Unknown => {
+                return Err(format!("the API does not know the job {} it just created", preview(&job)));
+            }
+        }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 3 / 2).min(LONGEST_POLL_WAIT);
+    }
+    Err(format!("the job {} did not complete in {MAX_POLLS} polls", preview(&job)))
+}
+
+/// The pagination loop of one partition: its pages, or for a job stream the pages of its job's
+/// result (the job created, polled, read and deleted). Returns the largest cursor value seen when
+/// it ended cleanly.
+#[allow(clippy::too_many_arguments)]
 async fn read_partition(
     connector: &Connector,
     stream: &str,
     partition: &Partition,
+    through_jobs: bool,
     cursor_field: Option<&[String]>,
     start: Option<&Value>,
     max_pages: u64,
@@ -207,6 +263,44 @@ async fn read_partition(
             return Err(());
         }
     };
+    let job = match through_jobs {
+        false => None,
+        true => match run_job(&mut instance, connector, partition).await {
+            Ok(job) => Some(job),
+            Err(problem) => {
+                visitor.partition_done(partition, 0, Some((1, Problem::Read(problem))));
+                return Err(());
+            }
+        },
+    };
+    let outcome =
+        read_pages(&mut instance, connector, stream, partition, job.as_ref(), cursor_field, start, max_pages, visitor)
+            .await;
+    if let Some((handle, _)) = &job {
+        // A job the kit is done with is deleted, as the orchestrator deletes it.
+        if let Err(e) = instance.end_job(&connector.config, partition, handle, false).await
+            && outcome.is_ok()
+        {
+            let message = format!("delete-job: {}", describe(&e));
+            visitor.partition_done(partition, 0, Some((0, Problem::Read(message))));
+            return Err(());
+        }
+    }
+    outcome
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn read_pages(
+    instance: &mut Instance,
+    connector: &Connector,
+    stream: &str,
+    partition: &Partition,
+    job: Option<&(String, String)>,
+    cursor_field: Option<&[String]>,
+    start: Option<&Value>,
+    max_pages: u64,
+    visitor: &mut dyn Visitor,
+) -> Result<Option<Value>, ()> {
     let limits = &connector.limits;
     let mut token: Option<String> = None;
     let mut tokens: HashMap<String, u64> = HashMap::new();
@@ -222,7 +316,12 @@ async fn read_partition(
             visitor.partition_done(partition, max_pages, Some((max_pages, problem)));
             return Err(());
         }
-        let result = instance.read_page(&connector.config, partition, token.as_ref()).await;
+        let result = match job {
+            None => instance.read_page(&connector.config, partition, token.as_ref()).await,
+            Some((handle, download)) => {
+                instance.read_result(&connector.config, partition, handle, download, token.as_ref()).await
+            }
+        };
         instance.take_logs();
         let page = match result {
             Ok(p) => p,

@@ -86,10 +86,18 @@ pub struct Instance {
     resume: Option<bindings::Resume>,
     limits: Limits,
     usage: Arc<Usage>,
+    /// A manifest's spec, which `spec` answers instead of the engine's.
+    declared_spec: Option<String>,
 }
 
 impl Connector {
+    /// For the declarative engine running a manifest, the manifest goes into the config here,
+    /// so every call gets it.
     pub fn new(plugin: Arc<Plugin>, config: String, egress: Arc<Egress>, limits: Limits) -> Self {
+        let config = match &plugin.manifest {
+            Some(manifest) => crate::guest::manifest::inject(&config, &manifest.json),
+            None => config,
+        };
         Connector { plugin, config, egress, limits, usage: Arc::default() }
     }
 
@@ -141,7 +149,16 @@ impl Connector {
             Ok((bindings, jobs, resume))
         });
         let (bindings, jobs, resume) = loaded.map_err(|e| CallError::Trap(format!("cannot instantiate: {e:#}")))?;
-        Ok(Instance { bindings, jobs, resume, store, limits: self.limits.clone(), usage: self.usage.clone() })
+        let declared_spec = self.plugin.manifest.as_ref().map(|m| m.spec.clone());
+        Ok(Instance {
+            bindings,
+            jobs,
+            resume,
+            store,
+            limits: self.limits.clone(),
+            usage: self.usage.clone(),
+            declared_spec,
+        })
     }
 }
 
@@ -243,6 +260,9 @@ impl Instance {
     }
 
     pub async fn spec(&mut self) -> Result<String, CallError> {
+        if let Some(spec) = &self.declared_spec {
+            return Ok(spec.clone());
+        }
         let Instance { store, bindings, limits, usage, .. } = self;
         let source = bindings.sluice_connector_source();
         let context = r#"{"call":"spec"}"#.to_string();

@@ -14,6 +14,7 @@ use crate::guest::sandbox::{GuestState, MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TA
 use anyhow::{Context, Result, anyhow, bail};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wasmtime::component::{Component, Linker, types::ComponentItem};
 
@@ -28,6 +29,7 @@ pub struct Engine {
 }
 
 /// A loaded plugin, ready to instantiate cheaply (one instance per partition).
+#[derive(Clone)]
 pub struct Plugin {
     pub path: PathBuf,
     pub sha256: String,
@@ -41,6 +43,9 @@ pub struct Plugin {
     /// Where the `resume` export is, when the plugin has it (contract 0.1.2).
     pub resume: Option<ResumeIndices>,
     pub load: LoadInfo,
+    /// The declarative manifest this plugin (the declarative engine) runs, for `host run
+    /// manifest.yaml`: injected into every config, and the source of the spec.
+    pub manifest: Option<Arc<crate::guest::manifest::Manifest>>,
 }
 
 #[derive(Debug, Clone)]
@@ -200,6 +205,7 @@ impl Engine {
             jobs,
             resume,
             load: LoadInfo { cache_hit, elapsed: started.elapsed(), cache_file },
+            manifest: None,
         })
     }
 

@@ -1,10 +1,12 @@
 //! The guest runtime: the only part that touches wasmtime. [`engine`] loads components,
 //! [`compile`] bounds compiling them, [`cache`] keeps the compiled code, [`sandbox`] is what a guest can see (its imports, memory limiter, logs),
-//! [`limits`] what it may consume, and [`connector`] makes instances and calls them.
+//! [`limits`] what it may consume, [`manifest`] runs declarative manifests in the declarative engine, and
+//! [`connector`] makes instances and calls them.
 
 pub mod cache;
 pub mod compile;
 pub mod connector;
 pub mod engine;
 pub mod limits;
+pub mod manifest;
 pub mod sandbox;

@@ -12,6 +12,7 @@ use crate::data::catalog::{self, Selected};
 use crate::data::protocol::{FailureType, Format, Output, airbyte};
 use crate::guest::connector::Connector;
 use crate::guest::engine::POOLED_MAX_MEMORY;
+use crate::guest::manifest::RunHints;
 use crate::run::read::{StreamSummary, emit_logs};
 use crate::storage::recording::Cassette;
 use crate::storage::replay::{Opened, StorageOptions};
@@ -81,6 +82,32 @@ pub(crate) async fn execute(runtime: &Runtime, mut request: RunRequest) -> RunRe
     RunReport { result, kept_at, stopped, output }
 }
 
+/// A manifest's `concurrency_level` and `api_budget`, as far as they lower the run's own limits.
+async fn apply_hints(
+    hints: &RunHints,
+    http: &mut crate::net::HttpOptions,
+    concurrency: &mut crate::run::schedule::Concurrency,
+    out: &Output,
+) -> Result<(), RunError> {
+    if let Some(n) = hints.concurrency.filter(|n| *n < concurrency.partitions) {
+        concurrency.partitions = n;
+        out.log("INFO", &format!("the manifest's concurrency_level: {n} partitions at once")).await?;
+    }
+    if let Some(rate) = hints.rate_per_sec.filter(|r| http.max_rate_per_host.is_none_or(|own| *r < own)) {
+        http.max_rate_per_host = Some(rate);
+        out.log("INFO", &format!("the manifest's api_budget: at most {rate} requests per second to any one host"))
+            .await?;
+    }
+    for field in &hints.unread {
+        out.log(
+            "WARN",
+            &format!("the manifest's {field} is not a number the host can read; the host's own setting applies"),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 /// Opens replay storage and BATCH files for a run, if asked (blocking I/O, off the workers).
 async fn open_storage(storage: StorageOptions, format: Format) -> Result<Opened, RunError> {
     if storage.batch && format != Format::Singer {
@@ -130,6 +157,10 @@ async fn act(runtime: &Runtime, out: &Output, request: RunRequest, record_http: 
     }
     let replay = load_recording(http_replay).await?;
     let plugin = runtime.plugin(&path, out).await?;
+    let (mut http, mut concurrency) = (http, concurrency);
+    if let Some(manifest) = &plugin.manifest {
+        apply_hints(&RunHints::of(&manifest.json, &config), &mut http, &mut concurrency, out).await?;
+    }
     let http = HttpSetup { options: http, replay, record: record_http, hooks: http_hooks };
     let config = config.to_string();
     match action {

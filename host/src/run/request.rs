@@ -51,7 +51,7 @@ pub enum Selection {
 /// One run. [`RunRequest::new`] reads every stream with safe defaults; set the fields to change
 /// them.
 pub struct RunRequest {
-    /// The connector, a `.wasm` component.
+    /// The connector, a `.wasm` component or a declarative manifest (`.yaml`).
     pub plugin: PathBuf,
     /// Its config: a JSON object.
     pub config: Value,

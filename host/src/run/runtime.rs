@@ -11,6 +11,7 @@ use crate::guest::compile::CompileLimits;
 use crate::guest::connector::Connector;
 use crate::guest::engine::{Engine, Plugin};
 use crate::guest::limits::Limits;
+use crate::guest::manifest;
 use crate::net::HttpOptions;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -88,6 +89,28 @@ impl Runtime {
     /// The plugin at `path`, loaded once per file version (compiled off the async workers), and
     /// announced in the run's first LOG line.
     pub(crate) async fn plugin(&self, path: &Path, out: &Output) -> Result<Arc<Plugin>, RunError> {
+        if !manifest::is_manifest(path) {
+            return self.component(path, out).await;
+        }
+        // A declarative manifest: the engine component, given the manifest.
+        let owned = path.to_path_buf();
+        let loaded = tokio::task::spawn_blocking(move || manifest::load(&owned))
+            .await
+            .map_err(|e| RunError::system(format!("loading the manifest failed: {e}")))?
+            .map_err(|e| RunError::config(format!("{e:#}")))?;
+        let engine_path = manifest::engine_path().map_err(|e| RunError::config(format!("{e:#}")))?;
+        let engine = self.component(&engine_path, out).await?;
+        let message = format!(
+            "declarative manifest {} sha256 {}, run by the declarative engine",
+            loaded.path.display(),
+            loaded.sha256
+        );
+        out.log("INFO", &message).await?;
+        Ok(Arc::new(Plugin { manifest: Some(Arc::new(loaded)), ..(*engine).clone() }))
+    }
+
+    /// The component at `path`, compiled once per file version.
+    async fn component(&self, path: &Path, out: &Output) -> Result<Arc<Plugin>, RunError> {
         let slot = {
             let mut plugins = self.plugins.lock().unwrap_or_else(|e| e.into_inner());
             plugins.entry(path.to_path_buf()).or_default().clone()

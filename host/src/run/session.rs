@@ -154,6 +154,10 @@ pub async fn open(
     // The config against the spec before the connector sees it (check, discover, read alike).
     if let (Ok(spec), true) = (&spec, check_config) {
         let verdict = match (serde_json::from_str::<Value>(spec), serde_json::from_str::<Value>(&config)) {
+            // A manifest carried in the config is the engine's input, not a setting the spec describes.
+            (Ok(spec), Ok(config)) if plugin.manifest.is_some() => {
+                crate::data::config::check(&spec, &crate::guest::manifest::without_manifest(&config))
+            }
             (Ok(spec), Ok(config)) => crate::data::config::check(&spec, &config),
             (Err(e), _) => crate::data::config::Verdict::Unchecked(format!("the connector's spec is not JSON: {e}")),
             (_, Err(e)) => crate::data::config::Verdict::Invalid(format!("the config is not JSON: {e}")),
@@ -169,7 +173,7 @@ pub async fn open(
             }
         }
     }
-    let caps = instance.capabilities(&config).await;
+    let caps = instance.capabilities(&probe.config).await;
     emit_logs(out, instance.take_logs()).await?;
     spec.map_err(|e| RunError::call("spec failed", e))?;
     let caps = caps.map_err(|e| RunError::call("the connector cannot say what it needs for this config", e))?;

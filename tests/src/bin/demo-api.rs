@@ -5,12 +5,23 @@ use std::io::Write;
 use clap::Parser;
 use sluice_tests::demo_api::{DemoApi, DemoApiConfig};
 
-/// Serves deterministic demo data over HTTP on 127.0.0.1, with cursor, page-number and next-URL
-/// pagination, asynchronous report jobs and optional fault injection.
+/// Serves deterministic demo data over HTTP on 127.0.0.1, with cursor, page-number, next-URL,
+/// offset and Link-header pagination, asynchronous report jobs (JSON lines or CSV, plain or
+/// gzip), session, OAuth, API-key and basic authentication, and optional fault injection.
 ///
 /// Endpoints: GET /items?updated_after=TS&updated_until=TS&limit=N&cursor=C, GET /items/bounds,
 /// GET /accounts?page=P&per_page=N, GET /accounts/{id}/items?updated_after=TS&limit=N&cursor=C,
-/// POST /reports, GET|DELETE /reports/{id}, GET /reports/{id}/download, GET /_stats.
+/// POST /reports ({"format": "jsonl"|"csv", "compression": "none"|"gzip", ...}),
+/// GET|DELETE /reports/{id}, GET /reports/{id}/download, GET /_stats.
+///
+/// For declarative manifests, over the same items (P, K: page=P&per_page=K): GET
+/// /v2/items?offset=O&limit=L, GET /v2/linked_items?P,K (Link: rel="next"), POST /v2/session
+/// ({"username": "demo", "password": "demo-password"}) then GET /v2/session/items?P,K
+/// (X-Session-Token), POST /v2/oauth/token (grant_type=refresh_token, client_id=demo-client,
+/// client_secret=demo-secret, refresh_token=demo-refresh) then GET /v2/oauth/items?P,K
+/// (Authorization: Bearer), GET /v2/keyed/items?P,K (X-Api-Key: demo-key or api_key=demo-key),
+/// GET /v2/basic/items?P,K (basic demo:demo-password), GET /v2/throttled_items?P,K (one 429 per
+/// page), GET /v2/accounts/{id}/items?P,K (403 for ids divisible by 4, 404 for unknown ones).
 ///
 /// Prints `listening on 127.0.0.1:PORT` as its first line on stdout once it accepts
 /// connections, then serves until SIGINT or SIGTERM. `GET /_stats` returns request counters and
@@ -64,6 +75,10 @@ struct Args {
     /// Require `Authorization: Bearer KEY` on every request (401 otherwise).
     #[arg(long, value_name = "KEY")]
     api_key: Option<String>,
+
+    /// Lifetime of the access tokens POST /v2/oauth/token issues, in seconds (its `expires_in`).
+    #[arg(long = "oauth-expires-in", value_name = "SECS", default_value_t = DemoApiConfig::default().oauth_expires_in_secs)]
+    oauth_expires_in_secs: u64,
 }
 
 #[tokio::main]
@@ -80,6 +95,7 @@ async fn main() -> anyhow::Result<()> {
         job_polls: args.job_polls,
         fail_job_every: args.fail_job_every,
         api_key: args.api_key,
+        oauth_expires_in_secs: args.oauth_expires_in_secs,
         port: args.port,
     })
     .await?;

@@ -2,9 +2,11 @@
 //! tests and the benchmarks.
 //!
 //! It offers the pagination styles connectors meet in the wild (opaque cursor, page number,
-//! next URL), asynchronous report jobs, and fault injection (latency, extra delay for chosen
-//! requests, 429 with `Retry-After`, 500), and counts and logs what it served so tests can
-//! assert on client behaviour.
+//! next URL, offset, `Link` header), asynchronous report jobs (JSON lines or CSV, plain or
+//! gzip), the authentication schemes of declarative manifests (session token, OAuth refresh, API
+//! key, basic), and fault injection (latency, extra delay for chosen requests, 429 with
+//! `Retry-After`, 500), and counts and logs what it served so tests can assert on client
+//! behaviour.
 //!
 //! Endpoints (timestamps TS are RFC 3339; a malformed one is a 400 naming the parameter):
 //! - `GET /items?updated_after=TS&updated_until=TS&limit=N&cursor=C` →
@@ -15,9 +17,12 @@
 //!   over all items (null when there are none)
 //! - `GET /accounts?page=P&per_page=N` → `{"data": [account], "page": P, "per_page": N}`
 //! - `GET /accounts/{id}/items?updated_after=TS&limit=N&cursor=C` → `{"data": [item], "next": "/accounts/..." | null}`
-//! - `POST /reports` `{"account_id"?: A, "updated_after"?: TS}` → 201 `{"id": "job-N", "status": "running"}`
+//! - `POST /reports` `{"account_id"?: A, "updated_after"?: TS, "format"?: "jsonl" | "csv",
+//!   "compression"?: "none" | "gzip"}` → 201 `{"id": "job-N", "status": "running"}`
 //! - `GET /reports/{id}` → `{"id", "status", "download_url"? , "error"?}`
-//! - `GET /reports/{id}/download` → NDJSON items (409 until completed)
+//! - `GET /reports/{id}/download` → the items (409 until completed): NDJSON by default; CSV
+//!   (RFC 4180, `\r\n` line ends) starts with the line [`CSV_HEADER`]; gzip is one gzip member
+//!   with `Content-Type: application/gzip`
 //! - `DELETE /reports/{id}` → 204
 //! - `GET /redirect?to=URL` → 302 to `URL` (for redirect policy tests)
 //! - `GET /echo` → `{"headers": {...}}`: the headers the request arrived with
@@ -25,14 +30,40 @@
 //!   `N` ms (for response-size and read-timeout tests)
 //! - `GET /_stats` → [`Stats`] (not counted, never delayed or failed)
 //!
+//! Under `/v2`, the shapes declarative (Airbyte low-code) manifests are written for, over the same
+//! items as `/items`, in id order; `P` is a page number from 1 (default 1), `K` a page size
+//! (default 100, at most [`MAX_PAGE_SIZE`]); pages past the end are empty. Credentials are the
+//! constants of [`v2`]; a wrong or missing one is a 401 `{"error": ...}`.
+//! - `GET /v2/items?offset=O&limit=L` → `{"results": [item], "total": N}`
+//! - `GET /v2/linked_items?page=P&per_page=K` → `[item]`, while more remain with
+//!   `Link: <http://HOST/v2/linked_items?page=P+1&per_page=K>; rel="next"` (HOST: the request's)
+//! - `POST /v2/session` `{"username", "password"}` → `{"token": T, "expires_in": 3600}`;
+//!   `GET /v2/session/items?page=P&per_page=K` with `X-Session-Token: T` →
+//!   `{"data": [item], "has_more": bool}`
+//! - `POST /v2/oauth/token`, form-encoded or JSON (`grant_type=refresh_token`, `client_id`,
+//!   `client_secret`, `refresh_token`) → `{"access_token": T, "expires_in": S, "token_type":
+//!   "Bearer"}`, or 400/401 `{"error": "<RFC 6749 code>: ..."}`; `GET
+//!   /v2/oauth/items?page=P&per_page=K` with `Authorization: Bearer T` (until it expires) →
+//!   `{"data": [item], "next_page": P+1 | null}`
+//! - `GET /v2/keyed/items?page=P&per_page=K` with `X-Api-Key: KEY` or the query `api_key=KEY`,
+//!   and `GET /v2/basic/items?page=P&per_page=K` with `Authorization: Basic ...` →
+//!   `{"data": [item]}`
+//! - `GET /v2/throttled_items?page=P&per_page=K` → the first request for each page is a 429 with
+//!   `Retry-After: retry_after_secs`, the next `{"data": [item]}`
+//! - `GET /v2/accounts/{id}/items?page=P&per_page=K` → `{"data": [item]}`, the account's items;
+//!   404 `{"error": "no such account"}`, and 403 `{"error": "account suspended"}` for ids
+//!   divisible by 4
+//!
 //! Item `i` was updated at 2024-01-01T00:00:00Z plus `i` minutes (see [`data::item`]), so the
 //! items' `updated_at` strictly increase with their ids.
 
 pub mod data;
+mod formats;
 mod routes;
 mod state;
 #[cfg(test)]
 mod tests;
+pub mod v2;
 
 use std::collections::BTreeMap;
 use std::future::IntoFuture;
@@ -44,6 +75,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+pub use formats::CSV_HEADER;
 pub use routes::MAX_PAGE_SIZE;
 
 use state::Shared;
@@ -80,8 +112,12 @@ pub struct DemoApiConfig {
     /// Every K-th report job fails instead of completing; 0 = never.
     pub fail_job_every: u64,
     /// When set, every request (but `/_stats`) must carry `Authorization: Bearer <key>`;
-    /// others get 401.
+    /// others get 401. (So `/v2/oauth/items` and `/v2/basic/items`, which want an
+    /// `Authorization` of their own, cannot be served.)
     pub api_key: Option<String>,
+    /// `expires_in` of the access tokens `POST /v2/oauth/token` issues, in seconds; a token is
+    /// refused once that long has passed (at once, with 0).
+    pub oauth_expires_in_secs: u64,
     /// Port on 127.0.0.1; 0 picks a free one.
     pub port: u16,
 }
@@ -99,6 +135,7 @@ impl Default for DemoApiConfig {
             job_polls: 2,
             fail_job_every: 0,
             api_key: None,
+            oauth_expires_in_secs: 3600,
             port: 0,
         }
     }
@@ -127,6 +164,15 @@ pub struct Stats {
     /// When the last job completed (Unix milliseconds; 0: none yet), to time what follows.
     #[serde(default)]
     pub last_job_completed_ms: u64,
+    /// Successful logins at `POST /v2/session`.
+    #[serde(default)]
+    pub sessions_created: u64,
+    /// Access tokens issued by `POST /v2/oauth/token`.
+    #[serde(default)]
+    pub tokens_issued: u64,
+    /// Requests of `/v2/throttled_items` answered with its 429 (injected errors not included).
+    #[serde(default)]
+    pub throttled: u64,
     /// Requests being answered right now (latency included).
     pub in_flight: u64,
     /// Highest `in_flight` seen: how many requests a client had open at once.

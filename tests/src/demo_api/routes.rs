@@ -15,6 +15,7 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
 use super::data::{self, Account, Item};
+use super::formats::{Compression, ReportFormat, ReportOutput};
 use super::state::{InjectedError, JobStatus, Shared};
 
 /// Largest accepted `limit` / `per_page`.
@@ -26,8 +27,8 @@ const STATS_PATH: &str = "/_stats";
 /// `requests_by_path` key for requests that matched no route.
 const UNMATCHED_PATH: &str = "<unmatched>";
 
-type AppState = Arc<Shared>;
-type Params = HashMap<String, String>;
+pub(super) type AppState = Arc<Shared>;
+pub(super) type Params = HashMap<String, String>;
 
 pub fn router(shared: AppState) -> Router {
     Router::new()
@@ -44,6 +45,7 @@ pub fn router(shared: AppState) -> Router {
         .route("/reports/{id}", get(get_report).delete(delete_report))
         .route("/reports/{id}/download", get(download_report))
         .route(STATS_PATH, get(stats))
+        .merge(super::v2::router())
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such endpoint") })
         .method_not_allowed_fallback(|| async { ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed") })
         .layer(middleware::from_fn_with_state(shared.clone(), instrument))
@@ -93,13 +95,13 @@ async fn instrument(State(shared): State<AppState>, req: Request, next: Next) ->
 
 /// An error answer: `{"error": message}` with the given status.
 #[derive(Debug)]
-struct ApiError {
+pub(super) struct ApiError {
     status: StatusCode,
     message: String,
 }
 
 impl ApiError {
-    fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+    pub(super) fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
         ApiError { status, message: message.into() }
     }
 
@@ -128,10 +130,10 @@ impl From<QueryRejection> for ApiError {
     }
 }
 
-type ApiResult<T> = Result<T, ApiError>;
+pub(super) type ApiResult<T> = Result<T, ApiError>;
 
 /// An integer query parameter within `min..=max`, or `default` when absent.
-fn int_param(q: &Params, name: &str, default: u64, min: u64, max: u64) -> ApiResult<u64> {
+pub(super) fn int_param(q: &Params, name: &str, default: u64, min: u64, max: u64) -> ApiResult<u64> {
     let Some(raw) = q.get(name) else {
         return Ok(default);
     };
@@ -141,7 +143,7 @@ fn int_param(q: &Params, name: &str, default: u64, min: u64, max: u64) -> ApiRes
         .ok_or_else(|| ApiError::bad_param(name, raw, &format!("an integer between {min} and {max}")))
 }
 
-fn limit_param(q: &Params, name: &str) -> ApiResult<u64> {
+pub(super) fn limit_param(q: &Params, name: &str) -> ApiResult<u64> {
     int_param(q, name, DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)
 }
 
@@ -167,7 +169,7 @@ fn timestamp_param(name: &str, raw: &str) -> ApiResult<i64> {
         .ok_or_else(|| ApiError::bad_param(name, raw, "an RFC 3339 timestamp such as 2024-01-01T00:00:00Z"))
 }
 
-fn items(ids: &[u64], accounts: u64) -> Vec<Item> {
+pub(super) fn items(ids: &[u64], accounts: u64) -> Vec<Item> {
     ids.iter().map(|&id| data::item(id, accounts)).collect()
 }
 
@@ -382,6 +384,10 @@ fn percent_decode(s: &str) -> String {
 struct ReportRequest {
     account_id: Option<u64>,
     updated_after: Option<String>,
+    /// `"jsonl"` (the default) or `"csv"`.
+    format: Option<String>,
+    /// `"none"` (the default) or `"gzip"`.
+    compression: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -394,8 +400,9 @@ struct JobView {
     error: Option<String>,
 }
 
-/// `POST /reports` with an optional JSON body `{"account_id": A, "updated_after": TS}`
-/// (both optional; an empty body means all items): starts a report job.
+/// `POST /reports` with an optional JSON body `{"account_id": A, "updated_after": TS, "format":
+/// "jsonl" | "csv", "compression": "none" | "gzip"}` (all optional; an empty body means all
+/// items as plain JSON lines): starts a report job.
 async fn create_report(State(shared): State<AppState>, body: Bytes) -> ApiResult<(StatusCode, Json<JobView>)> {
     let request: ReportRequest = if body.iter().all(u8::is_ascii_whitespace) {
         ReportRequest::default()
@@ -409,8 +416,22 @@ async fn create_report(State(shared): State<AppState>, body: Bytes) -> ApiResult
         return Err(ApiError::bad_param("account_id", &a.to_string(), "an existing account id"));
     }
     let after_ts = request.updated_after.as_deref().map(|ts| timestamp_param("updated_after", ts)).transpose()?;
+    // Checked here rather than by serde so that the error names the field.
+    let format = match request.format.as_deref() {
+        None => ReportFormat::default(),
+        Some(raw) => {
+            ReportFormat::parse(raw).ok_or_else(|| ApiError::bad_param("format", raw, r#""jsonl" or "csv""#))?
+        }
+    };
+    let compression = match request.compression.as_deref() {
+        None => Compression::default(),
+        Some(raw) => {
+            Compression::parse(raw).ok_or_else(|| ApiError::bad_param("compression", raw, r#""none" or "gzip""#))?
+        }
+    };
 
-    let id = shared.create_job(shared.filter(request.account_id, after_ts, None));
+    let filter = shared.filter(request.account_id, after_ts, None);
+    let id = shared.create_job(filter, ReportOutput { format, compression });
     let view = JobView { id, status: JobStatus::Running.as_str(), download_url: None, error: None };
     Ok((StatusCode::CREATED, Json(view)))
 }
@@ -424,8 +445,9 @@ async fn get_report(State(shared): State<AppState>, Path(id): Path<String>) -> A
     Ok(Json(JobView { id, status: status.as_str(), download_url, error }))
 }
 
-/// `GET /reports/{id}/download[?offset=N&limit=M]`: the completed report's items as NDJSON, all
-/// of them or `limit` from the `offset`-th.
+/// `GET /reports/{id}/download[?offset=N&limit=M]`: the completed report's items in the format
+/// and compression the job was created with (NDJSON by default), all of them or `limit` from the
+/// `offset`-th.
 async fn download_report(
     State(shared): State<AppState>,
     Path(id): Path<String>,
@@ -443,20 +465,9 @@ async fn download_report(
         let msg = format!("report {id:?} is {}, not completed", job.status.as_str());
         return Err(ApiError::new(StatusCode::CONFLICT, msg));
     }
-    // Written as it is sent, a thousand lines a chunk, so a report of any size costs this server
-    // (running inside a benchmark's process) one chunk.
-    let accounts = shared.cfg.accounts;
-    let mut ids = job.filter.ids_after(0).skip(offset).take(limit);
-    let chunks = futures_util::stream::poll_fn(move |_| {
-        let mut chunk = Vec::new();
-        for item_id in ids.by_ref().take(1000) {
-            serde_json::to_writer(&mut chunk, &data::item(item_id, accounts)).expect("items serialize");
-            chunk.push(b'\n');
-        }
-        std::task::Poll::Ready((!chunk.is_empty()).then(|| Ok::<_, std::io::Error>(Bytes::from(chunk))))
-    });
-    let body = axum::body::Body::from_stream(chunks);
-    Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response())
+    let ids = job.filter.ids_after(0).skip(offset).take(limit);
+    let body = job.output.body(ids, shared.cfg.accounts);
+    Ok(([(header::CONTENT_TYPE, job.output.content_type())], body).into_response())
 }
 
 /// `DELETE /reports/{id}`: forgets a job, aborting it if it is still running.

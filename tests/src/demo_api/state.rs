@@ -1,10 +1,13 @@
-//! The server's shared state: counters and report jobs, behind one mutex so that every snapshot
-//! is consistent and every count exact.
+//! The server's shared state: counters, report jobs and issued credentials, behind one mutex so
+//! that every snapshot is consistent and every count exact.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use super::data::ItemFilter;
+use super::formats::ReportOutput;
 use super::{DemoApiConfig, RECENT_REQUESTS_CAP, Stats};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,6 +30,8 @@ impl JobStatus {
 #[derive(Clone, Debug)]
 pub struct Job {
     pub filter: ItemFilter,
+    /// How the download is encoded.
+    pub output: ReportOutput,
     pub status: JobStatus,
     polls: u64,
     /// Decided at creation (every `fail_job_every`-th job), revealed when the job finishes.
@@ -52,6 +57,34 @@ struct Inner {
     /// The request log, kept as a ring so dropping the oldest entry is O(1).
     recent: VecDeque<String>,
     jobs: HashMap<String, Job>,
+    /// Session tokens issued by `POST /v2/session`.
+    sessions: Tokens,
+    /// Access tokens issued by `POST /v2/oauth/token`.
+    access_tokens: Tokens,
+    /// Pages of `/v2/throttled_items` already answered with a 429.
+    throttled_pages: HashSet<u64>,
+}
+
+/// Issued tokens and when each stops being accepted (`None`: never).
+#[derive(Default)]
+struct Tokens(HashMap<String, Option<Instant>>);
+
+impl Tokens {
+    /// A fresh token `{prefix}-{n}-{random}`, accepted for `ttl`.
+    fn issue(&mut self, prefix: &str, n: u64, ttl: Duration) -> String {
+        let now = Instant::now();
+        // An expired token is never accepted again; forgetting it bounds the map by the tokens
+        // alive at once.
+        self.0.retain(|_, expires| expires.is_none_or(|e| now < e));
+        // The random part keeps tokens of another server (or an earlier run) from being accepted.
+        let token = format!("{prefix}-{n}-{:016x}", RandomState::new().hash_one((prefix, n)));
+        self.0.insert(token.clone(), now.checked_add(ttl));
+        token
+    }
+
+    fn accepts(&self, token: &str) -> bool {
+        self.0.get(token).is_some_and(|expires| expires.is_none_or(|e| Instant::now() < e))
+    }
 }
 
 impl Shared {
@@ -113,7 +146,7 @@ impl Shared {
     }
 
     /// Creates a running report job and returns its id.
-    pub fn create_job(&self, filter: ItemFilter) -> String {
+    pub fn create_job(&self, filter: ItemFilter, output: ReportOutput) -> String {
         let mut inner = self.lock();
         let stats = &mut inner.stats;
         stats.jobs_created += 1;
@@ -121,7 +154,7 @@ impl Shared {
         stats.max_jobs_running = stats.max_jobs_running.max(stats.jobs_running);
         let n = stats.jobs_created;
         let k = self.cfg.fail_job_every;
-        let job = Job { filter, status: JobStatus::Running, polls: 0, will_fail: k > 0 && n.is_multiple_of(k) };
+        let job = Job { filter, output, status: JobStatus::Running, polls: 0, will_fail: k > 0 && n.is_multiple_of(k) };
         let id = format!("job-{n}");
         inner.jobs.insert(id.clone(), job);
         id
@@ -149,6 +182,43 @@ impl Shared {
     /// A job's current state, without counting as a poll.
     pub fn job(&self, id: &str) -> Option<Job> {
         self.lock().jobs.get(id).cloned()
+    }
+
+    /// Issues a session token accepted for `ttl`.
+    pub fn create_session(&self, ttl: Duration) -> String {
+        let mut inner = self.lock();
+        inner.stats.sessions_created += 1;
+        let n = inner.stats.sessions_created;
+        inner.sessions.issue("session", n, ttl)
+    }
+
+    /// Whether `token` is a session token this server issued and that has not expired.
+    pub fn session_valid(&self, token: &str) -> bool {
+        self.lock().sessions.accepts(token)
+    }
+
+    /// Issues an OAuth access token accepted for `ttl`.
+    pub fn issue_access_token(&self, ttl: Duration) -> String {
+        let mut inner = self.lock();
+        inner.stats.tokens_issued += 1;
+        let n = inner.stats.tokens_issued;
+        inner.access_tokens.issue("access", n, ttl)
+    }
+
+    /// Whether `token` is an access token this server issued and that has not expired.
+    pub fn access_token_valid(&self, token: &str) -> bool {
+        self.lock().access_tokens.accepts(token)
+    }
+
+    /// Whether this request for `page` of `/v2/throttled_items` is to be throttled: the first
+    /// request for each page is, later ones are not.
+    pub fn throttle_once(&self, page: u64) -> bool {
+        let mut inner = self.lock();
+        let first = inner.throttled_pages.insert(page);
+        if first {
+            inner.stats.throttled += 1;
+        }
+        first
     }
 
     /// Deletes a job, aborting it if still running. False if there is no such job.

@@ -34,14 +34,24 @@ impl Response {
     }
 }
 
-/// One request on a fresh connection (`Connection: close`), read to the end.
+/// One request with a JSON content type on a fresh connection (`Connection: close`), read to
+/// the end.
 async fn request(addr: SocketAddr, method: &str, target: &str, body: &str) -> Response {
+    send(addr, method, target, &[("Content-Type", "application/json")], body).await
+}
+
+/// Like [`request`], with exactly the given headers (plus `Host: ADDR` unless they have a `Host`,
+/// `Connection` and `Content-Length`).
+async fn send(addr: SocketAddr, method: &str, target: &str, headers: &[(&str, &str)], body: &str) -> Response {
     let mut stream = TcpStream::connect(addr).await.expect("connect");
-    let head = format!(
-        "{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
+    let mut head = format!("{method} {target} HTTP/1.1\r\n");
+    if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("host")) {
+        head += &format!("Host: {addr}\r\n");
+    }
+    for (name, value) in headers {
+        head += &format!("{name}: {value}\r\n");
+    }
+    head += &format!("Connection: close\r\nContent-Length: {}\r\n\r\n", body.len());
     stream.write_all(head.as_bytes()).await.expect("write head");
     stream.write_all(body.as_bytes()).await.expect("write body");
     let mut raw = Vec::new();
@@ -698,4 +708,513 @@ async fn recent_requests_log_decoded_targets_in_arrival_order() {
     assert_eq!(stats.errors_injected, 2);
     let served: Stats = serde_json::from_value(get_ok(&api, "/_stats").await).unwrap();
     assert_eq!(served, stats);
+}
+
+// The `/v2` endpoints and report formats: each must serve exactly the records `/items` serves.
+
+/// Every item, as `/items` serves them.
+async fn all_items(api: &DemoApi) -> Vec<Value> {
+    get_ok(api, "/items?limit=10000").await["data"].as_array().expect("data array").clone()
+}
+
+/// The records of a JSON array.
+fn records(array: &Value) -> Vec<Value> {
+    array.as_array().unwrap_or_else(|| panic!("not an array: {array}")).clone()
+}
+
+/// Asserts a 401 with a JSON error.
+fn assert_unauthorized(response: &Response, context: &str) {
+    assert_eq!(response.status, 401, "{context}: {}", response.text());
+    assert!(response.json()["error"].is_string(), "{context}");
+}
+
+/// Reads `{path}?page=1&per_page={per_page}`, `page=2`, ... (after any query `path` has) with
+/// `headers` until a page is short, checking every page's body with `check`; returns the
+/// records of the `data` arrays.
+async fn read_pages(
+    api: &DemoApi,
+    path: &str,
+    per_page: usize,
+    headers: &[(&str, &str)],
+    check: impl Fn(u64, &Value),
+) -> Vec<Value> {
+    let mut seen = Vec::new();
+    let separator = if path.contains('?') { '&' } else { '?' };
+    for page in 1.. {
+        assert!(page <= 1000, "{path}: no short page in sight");
+        let target = format!("{path}{separator}page={page}&per_page={per_page}");
+        let response = send(api.addr(), "GET", &target, headers, "").await;
+        assert_eq!(response.status, 200, "{target}: {}", response.text());
+        let body = response.json();
+        check(page, &body);
+        let data = records(&body["data"]);
+        let short = data.len() < per_page;
+        seen.extend(data);
+        if short {
+            break;
+        }
+    }
+    seen
+}
+
+#[tokio::test]
+async fn v2_offset_pages_serve_the_items_in_order() {
+    let records_n = 250;
+    let api = start(DemoApiConfig { records: records_n, accounts: 3, ..Default::default() }).await;
+    let expected = all_items(&api).await;
+    assert_eq!(expected.len(), 250);
+
+    let first = get_ok(&api, "/v2/items").await;
+    assert_eq!(first["total"], 250);
+    assert_eq!(records(&first["results"]), expected[..100], "default offset 0, limit 100");
+    for limit in [1, 7, 100, 249, 250, 251, 10_000] {
+        let mut seen = Vec::new();
+        let mut offset = 0;
+        loop {
+            let page = get_ok(&api, &format!("/v2/items?offset={offset}&limit={limit}")).await;
+            assert_eq!(page.as_object().unwrap().len(), 2, "only results and total: {page}");
+            assert_eq!(page["total"], 250);
+            let results = records(&page["results"]);
+            let short = (results.len() as u64) < limit;
+            offset += results.len();
+            seen.extend(results);
+            if short {
+                break;
+            }
+        }
+        assert_eq!(seen, expected, "limit {limit}");
+    }
+    let past = get_ok(&api, "/v2/items?offset=250").await;
+    assert_eq!((records(&past["results"]).len(), &past["total"]), (0, &json!(250)));
+    let far = get_ok(&api, &format!("/v2/items?offset={}&limit=10000", u64::MAX)).await;
+    assert_eq!(records(&far["results"]).len(), 0);
+    for (target, param) in [
+        ("/v2/items?limit=0", "limit"),
+        ("/v2/items?limit=10001", "limit"),
+        ("/v2/items?offset=-1", "offset"),
+        ("/v2/items?offset=x", "offset"),
+    ] {
+        let response = get(&api, target).await;
+        assert_eq!(response.status, 400, "{target}");
+        assert!(response.json()["error"].as_str().unwrap().contains(&format!("`{param}`")), "{target}");
+    }
+}
+
+#[tokio::test]
+async fn v2_link_headers_lead_to_the_last_page() {
+    let api = start(DemoApiConfig { records: 23, accounts: 4, ..Default::default() }).await;
+    let expected = all_items(&api).await;
+
+    let mut seen = Vec::new();
+    let mut target = "/v2/linked_items?per_page=5".to_owned();
+    let mut pages = 0;
+    loop {
+        let response = get(&api, &target).await;
+        assert_eq!(response.status, 200, "{target}");
+        pages += 1;
+        seen.extend(records(&response.json()));
+        let Some(link) = response.header("link") else {
+            break;
+        };
+        let base = format!("http://{}", api.addr());
+        let want = format!("<{base}/v2/linked_items?page={}&per_page=5>; rel=\"next\"", pages + 1);
+        assert_eq!(link, want);
+        target = link[1..link.find('>').unwrap()].strip_prefix(&base).unwrap().to_owned();
+    }
+    assert_eq!(pages, 5, "23 items, 5 a page");
+    assert_eq!(seen, expected);
+
+    // The link names the host the client asked for, and the page size in effect.
+    let response = send(api.addr(), "GET", "/v2/linked_items", &[("Host", "api.example:8443")], "").await;
+    assert_eq!(records(&response.json()), expected);
+    assert_eq!(response.header("link"), None, "23 items fit the default page");
+    let response = send(api.addr(), "GET", "/v2/linked_items?page=2&per_page=10", &[("Host", "api.example")], "").await;
+    assert_eq!(records(&response.json()), expected[10..20]);
+    assert_eq!(response.header("link"), Some(r#"<http://api.example/v2/linked_items?page=3&per_page=10>; rel="next""#));
+    // Exactly at the end: no link, and the page after is an empty array.
+    let response = get(&api, "/v2/linked_items?page=1&per_page=23").await;
+    assert_eq!((records(&response.json()).len(), response.header("link")), (23, None));
+    let response = get(&api, "/v2/linked_items?page=2&per_page=23").await;
+    assert_eq!((response.json(), response.header("link")), (json!([]), None));
+    assert_eq!(get(&api, "/v2/linked_items?page=0").await.status, 400);
+    assert_eq!(api.stats().requests_by_path.get("/v2/linked_items"), Some(&10));
+}
+
+#[tokio::test]
+async fn v2_session_tokens_come_from_logging_in() {
+    use super::v2::{SESSION_EXPIRES_IN_SECS, SESSION_PASSWORD, SESSION_TOKEN_HEADER, SESSION_USERNAME};
+
+    let api = start(DemoApiConfig { records: 12, accounts: 2, ..Default::default() }).await;
+    let login = json!({"username": SESSION_USERNAME, "password": SESSION_PASSWORD}).to_string();
+    for (body, status) in [
+        (json!({"username": SESSION_USERNAME, "password": "guess"}).to_string(), 401),
+        (json!({"username": "admin", "password": SESSION_PASSWORD}).to_string(), 401),
+        (json!({"username": SESSION_USERNAME}).to_string(), 400),
+        ("{".to_owned(), 400),
+        (String::new(), 400),
+    ] {
+        let response = post(&api, "/v2/session", &body).await;
+        assert_eq!(response.status, status, "{body}");
+        assert!(response.json()["error"].is_string(), "{body}");
+    }
+    assert_eq!(api.stats().sessions_created, 0);
+
+    let session = post(&api, "/v2/session", &login).await;
+    assert_eq!(session.status, 200);
+    let session = session.json();
+    assert_eq!(session.as_object().unwrap().len(), 2, "{session}");
+    assert_eq!(session["expires_in"], SESSION_EXPIRES_IN_SECS);
+    let token = session["token"].as_str().unwrap().to_owned();
+    let again = post(&api, "/v2/session", &login).await.json()["token"].as_str().unwrap().to_owned();
+    assert_ne!(token, again, "every login gets a fresh token");
+    assert_eq!(api.stats().sessions_created, 2);
+
+    // Only tokens this server issued are accepted: not a made-up one, nor another server's.
+    let other = start(DemoApiConfig::default()).await;
+    let foreign = post(&other, "/v2/session", &login).await.json()["token"].as_str().unwrap().to_owned();
+    let target = "/v2/session/items";
+    assert_unauthorized(&get(&api, target).await, "no token");
+    for bad in ["", "session-1", &foreign, &format!("{token}x")] {
+        assert_unauthorized(&send(api.addr(), "GET", target, &[(SESSION_TOKEN_HEADER, bad)], "").await, bad);
+    }
+
+    let expected = all_items(&api).await;
+    for token in [&token, &again] {
+        let headers = [(SESSION_TOKEN_HEADER, token.as_str())];
+        let seen = read_pages(&api, target, 5, &headers, |page, body| {
+            assert_eq!(body.as_object().unwrap().len(), 2, "only data and has_more: {body}");
+            assert_eq!(body["has_more"], page < 3, "page {page}");
+        })
+        .await;
+        assert_eq!(seen, expected);
+    }
+    // A page that ends exactly at the last item has nothing more.
+    let headers = [("x-session-token", token.as_str())];
+    let last = send(api.addr(), "GET", "/v2/session/items?page=2&per_page=6", &headers, "").await.json();
+    assert_eq!((records(&last["data"]), &last["has_more"]), (expected[6..].to_vec(), &json!(false)));
+    assert_eq!(api.stats().sessions_created, 2);
+}
+
+#[tokio::test]
+async fn v2_oauth_refresh_accepts_form_and_json_bodies() {
+    use super::v2::{OAUTH_CLIENT_ID, OAUTH_CLIENT_SECRET, OAUTH_REFRESH_TOKEN};
+
+    let api = start(DemoApiConfig { records: 7, accounts: 2, ..Default::default() }).await;
+    let (id, secret, refresh) = (OAUTH_CLIENT_ID, OAUTH_CLIENT_SECRET, OAUTH_REFRESH_TOKEN);
+    let form = format!("grant_type=refresh_token&client_id={id}&client_secret={secret}&refresh_token={refresh}");
+    let json_body = json!({
+        "grant_type": "refresh_token",
+        "client_id": OAUTH_CLIENT_ID,
+        "client_secret": OAUTH_CLIENT_SECRET,
+        "refresh_token": OAUTH_REFRESH_TOKEN,
+    })
+    .to_string();
+    let form_type = ("Content-Type", "application/x-www-form-urlencoded");
+    let json_type = ("Content-Type", "application/json; charset=utf-8");
+    let mut tokens = Vec::new();
+    for (headers, body) in [
+        (&[form_type][..], form.as_str()),
+        (&[json_type][..], json_body.as_str()),
+        // Without a content type, the body's shape decides.
+        (&[][..], form.as_str()),
+        (&[][..], json_body.as_str()),
+        // Percent-encoded form values decode as they should.
+        (&[form_type][..], &form.replace("refresh_token&", "refresh%5Ftoken&").replace("demo-client", "demo%2Dclient")),
+    ] {
+        let response = send(api.addr(), "POST", "/v2/oauth/token", headers, body).await;
+        assert_eq!(response.status, 200, "{body}: {}", response.text());
+        let token = response.json();
+        assert_eq!(token.as_object().unwrap().len(), 3, "{token}");
+        assert_eq!((&token["expires_in"], &token["token_type"]), (&json!(3600), &json!("Bearer")), "{body}");
+        tokens.push(token["access_token"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(tokens.iter().collect::<BTreeSet<_>>().len(), tokens.len(), "every token is fresh");
+    assert_eq!(api.stats().tokens_issued, 5);
+
+    let field = |name: &str, value: &str| {
+        let pair = form.split('&').find(|p| p.starts_with(&format!("{name}="))).unwrap();
+        form.replace(pair, &format!("{name}={value}"))
+    };
+    for (body, status, code) in [
+        (field("grant_type", "client_credentials"), 400, "unsupported_grant_type"),
+        (form.replace("grant_type=refresh_token&", ""), 400, "invalid_request"),
+        (field("client_id", "someone"), 401, "invalid_client"),
+        (field("client_secret", "guess"), 401, "invalid_client"),
+        (form.replace(&format!("&client_secret={OAUTH_CLIENT_SECRET}"), ""), 401, "invalid_client"),
+        (field("refresh_token", "stale"), 400, "invalid_grant"),
+        (String::new(), 400, "invalid_request"),
+    ] {
+        let response = send(api.addr(), "POST", "/v2/oauth/token", &[form_type], &body).await;
+        assert_eq!(response.status, status, "{body}");
+        let message = response.json()["error"].as_str().unwrap().to_owned();
+        assert!(message.starts_with(code), "{body}: {message}");
+    }
+    let response = send(api.addr(), "POST", "/v2/oauth/token", &[json_type], r#"{"grant_type": 1}"#).await;
+    assert_eq!(response.status, 400);
+    assert!(response.json()["error"].as_str().unwrap().contains("JSON"));
+    assert_eq!(api.stats().tokens_issued, 5);
+
+    let target = "/v2/oauth/items";
+    assert_unauthorized(&get(&api, target).await, "no token");
+    let basic = super::v2::basic_authorization("demo", "demo-password");
+    for bad in ["Bearer".to_owned(), "Bearer nope".to_owned(), format!("Token {}", tokens[0]), basic] {
+        assert_unauthorized(&send(api.addr(), "GET", target, &[("Authorization", &bad)], "").await, &bad);
+    }
+    let expected = all_items(&api).await;
+    for token in &tokens {
+        let bearer = format!("Bearer {token}");
+        let seen = read_pages(&api, target, 3, &[("Authorization", &bearer)], |page, body| {
+            assert_eq!(body.as_object().unwrap().len(), 2, "only data and next_page: {body}");
+            assert_eq!(body["next_page"], if page < 3 { json!(page + 1) } else { Value::Null }, "page {page}");
+        })
+        .await;
+        assert_eq!(seen, expected);
+    }
+    // The scheme is case-insensitive.
+    let lower = format!("bearer {}", tokens[1]);
+    let page = send(api.addr(), "GET", "/v2/oauth/items?per_page=7", &[("Authorization", &lower)], "").await.json();
+    assert_eq!((records(&page["data"]), &page["next_page"]), (expected.clone(), &Value::Null));
+}
+
+#[tokio::test]
+async fn v2_oauth_access_tokens_expire() {
+    use super::v2::{OAUTH_CLIENT_ID, OAUTH_CLIENT_SECRET, OAUTH_REFRESH_TOKEN};
+
+    let refresh = |api: &DemoApi| {
+        let body = json!({
+            "grant_type": "refresh_token",
+            "client_id": OAUTH_CLIENT_ID,
+            "client_secret": OAUTH_CLIENT_SECRET,
+            "refresh_token": OAUTH_REFRESH_TOKEN,
+        });
+        let addr = api.addr();
+        async move {
+            let response = request(addr, "POST", "/v2/oauth/token", &body.to_string()).await;
+            assert_eq!(response.status, 200);
+            response.json()
+        }
+    };
+    let items_with = |api: &DemoApi, token: &Value| {
+        let (addr, bearer) = (api.addr(), format!("Bearer {}", token["access_token"].as_str().unwrap()));
+        async move { send(addr, "GET", "/v2/oauth/items", &[("Authorization", &bearer)], "").await }
+    };
+
+    let api = start(DemoApiConfig { records: 3, oauth_expires_in_secs: 1, ..Default::default() }).await;
+    let token = refresh(&api).await;
+    assert_eq!(token["expires_in"], 1);
+    assert_eq!(items_with(&api, &token).await.status, 200);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_unauthorized(&items_with(&api, &token).await, "expired");
+    let fresh = refresh(&api).await;
+    assert_eq!(items_with(&api, &fresh).await.status, 200);
+    assert_eq!(api.stats().tokens_issued, 2);
+
+    // With 0, a token is expired as soon as it is issued.
+    let api = start(DemoApiConfig { oauth_expires_in_secs: 0, ..Default::default() }).await;
+    let token = refresh(&api).await;
+    assert_eq!(token["expires_in"], 0);
+    assert_unauthorized(&items_with(&api, &token).await, "expires_in 0");
+}
+
+#[tokio::test]
+async fn v2_api_key_and_basic_auth_guard_their_items() {
+    use super::v2::{API_KEY, API_KEY_HEADER, API_KEY_PARAM, BASIC_PASSWORD, BASIC_USERNAME, basic_authorization};
+
+    let api = start(DemoApiConfig { records: 11, accounts: 3, ..Default::default() }).await;
+    let expected = all_items(&api).await;
+    let only_data = |_: u64, body: &Value| assert_eq!(body.as_object().unwrap().len(), 1, "only data: {body}");
+
+    // The key in a header, or in the query (any position).
+    let seen = read_pages(&api, "/v2/keyed/items", 4, &[(API_KEY_HEADER, API_KEY)], only_data).await;
+    assert_eq!(seen, expected);
+    let seen = read_pages(&api, &format!("/v2/keyed/items?{API_KEY_PARAM}={API_KEY}&x=1"), 4, &[], only_data).await;
+    assert_eq!(seen, expected);
+    let page = get_ok(&api, &format!("/v2/keyed/items?page=3&per_page=4&{API_KEY_PARAM}={API_KEY}")).await;
+    assert_eq!(records(&page["data"]), expected[8..]);
+    // Either place suffices, even when the other holds a wrong key.
+    let response =
+        send(api.addr(), "GET", &format!("/v2/keyed/items?{API_KEY_PARAM}={API_KEY}"), &[(API_KEY_HEADER, "x")], "")
+            .await;
+    assert_eq!(response.status, 200);
+    for (target, headers) in [
+        ("/v2/keyed/items", &[][..]),
+        ("/v2/keyed/items", &[(API_KEY_HEADER, "demo-ke")][..]),
+        ("/v2/keyed/items", &[("Authorization", "Bearer demo-key")][..]),
+        ("/v2/keyed/items?api_key=DEMO-KEY", &[][..]),
+        ("/v2/keyed/items?apikey=demo-key", &[][..]),
+    ] {
+        assert_unauthorized(&send(api.addr(), "GET", target, headers, "").await, &format!("{target} {headers:?}"));
+    }
+
+    let basic = basic_authorization(BASIC_USERNAME, BASIC_PASSWORD);
+    assert_eq!(basic, "Basic ZGVtbzpkZW1vLXBhc3N3b3Jk");
+    let seen = read_pages(&api, "/v2/basic/items", 4, &[("Authorization", &basic)], only_data).await;
+    assert_eq!(seen, expected);
+    let lower = basic.replace("Basic", "basic");
+    let seen = read_pages(&api, "/v2/basic/items", 11, &[("Authorization", &lower)], only_data).await;
+    assert_eq!(seen, expected);
+    for bad in [
+        basic_authorization(BASIC_USERNAME, "guess"),
+        basic_authorization("admin", BASIC_PASSWORD),
+        basic.replace("Basic ", "Bearer "),
+        "Basic".to_owned(),
+        "Basic demo:demo-password".to_owned(),
+    ] {
+        assert_unauthorized(&send(api.addr(), "GET", "/v2/basic/items", &[("Authorization", &bad)], "").await, &bad);
+    }
+    assert_unauthorized(&get(&api, "/v2/basic/items").await, "no credentials");
+    // Keyed: 3 + 3 pages, 2 single pages, 5 refusals; basic: 3 + 2 pages, 6 refusals.
+    let by_path = api.stats().requests_by_path;
+    assert_eq!((by_path.get("/v2/keyed/items"), by_path.get("/v2/basic/items")), (Some(&13), Some(&11)));
+}
+
+#[tokio::test]
+async fn v2_throttled_pages_answer_429_once_each() {
+    let api = start(DemoApiConfig { records: 9, accounts: 2, retry_after_secs: 3, ..Default::default() }).await;
+    let expected = all_items(&api).await;
+    let mut seen = Vec::new();
+    for page in 1..=3 {
+        let target = format!("/v2/throttled_items?page={page}&per_page=4");
+        let throttled = get(&api, &target).await;
+        assert_eq!(throttled.status, 429, "{target}");
+        assert_eq!(throttled.header("retry-after"), Some("3"), "{target}");
+        assert!(throttled.json()["error"].is_string(), "{target}");
+        let body = get_ok(&api, &target).await;
+        assert_eq!(body.as_object().unwrap().len(), 1, "only data: {body}");
+        seen.extend(records(&body["data"]));
+        // Once served, a page stays served.
+        assert_eq!(get_ok(&api, &target).await, body);
+    }
+    assert_eq!(seen, expected);
+    // The page number alone decides; a bad parameter is a 400 that throttles nothing.
+    assert_eq!(get(&api, "/v2/throttled_items?page=1&per_page=9").await.status, 200);
+    assert_eq!(get(&api, "/v2/throttled_items?page=0").await.status, 400);
+    assert_eq!(get(&api, "/v2/throttled_items?per_page=2").await.status, 200, "page 1 by default");
+    let stats = api.stats();
+    assert_eq!((stats.throttled, stats.errors_injected), (3, 0));
+
+    // Retry-After 0: retry at once.
+    let api = start(DemoApiConfig { records: 2, retry_after_secs: 0, ..Default::default() }).await;
+    let throttled = get(&api, "/v2/throttled_items").await;
+    assert_eq!((throttled.status, throttled.header("retry-after")), (429, Some("0")));
+    assert_eq!(records(&get_ok(&api, "/v2/throttled_items").await["data"]).len(), 2);
+    assert_eq!(api.stats().throttled, 1);
+}
+
+#[tokio::test]
+async fn v2_account_items_declare_404_and_403() {
+    let (records_n, accounts) = (30, 9);
+    let api = start(DemoApiConfig { records: records_n, accounts, ..Default::default() }).await;
+    for id in [4, 8] {
+        let response = get(&api, &format!("/v2/accounts/{id}/items")).await;
+        assert_eq!((response.status, response.json()), (403, json!({"error": "account suspended"})), "account {id}");
+    }
+    for id in ["0", "10", "x", "-1", "18446744073709551616"] {
+        let response = get(&api, &format!("/v2/accounts/{id}/items?page=1")).await;
+        assert_eq!((response.status, response.json()), (404, json!({"error": "no such account"})), "account {id}");
+    }
+    // Account 2 owns ids 2, 11, 20, 29: the same records `/accounts/2/items` serves.
+    let expected = records(&get_ok(&api, "/accounts/2/items?limit=10000").await["data"]);
+    assert_eq!(expected.iter().map(|r| r["id"].as_u64().unwrap()).collect::<Vec<_>>(), [2, 11, 20, 29]);
+    let only_data = |_: u64, body: &Value| assert_eq!(body.as_object().unwrap().len(), 1, "only data: {body}");
+    for per_page in [1, 3, 4, 100] {
+        let seen = read_pages(&api, "/v2/accounts/2/items", per_page, &[], only_data).await;
+        assert_eq!(seen, expected, "per_page {per_page}");
+    }
+    let all = all_items(&api).await;
+    let account_9 = records(&get_ok(&api, "/v2/accounts/9/items").await["data"]);
+    assert_eq!(account_9, [all[8].clone(), all[17].clone(), all[26].clone()]);
+    let far = get_ok(&api, &format!("/v2/accounts/1/items?page={}&per_page=10000", u64::MAX)).await;
+    assert_eq!(far, json!({"data": []}));
+    assert_eq!(get(&api, "/v2/accounts/1/items?per_page=0").await.status, 400);
+    // 7 refusals, 5 + 2 + 2 + 1 pages of account 2, then 3 more.
+    assert_eq!(api.stats().requests_by_path.get("/v2/accounts/{id}/items"), Some(&20));
+}
+
+/// Creates a report job with `body`, polls it to completion, and downloads it.
+async fn download(api: &DemoApi, body: &str, query: &str) -> Response {
+    let created = post(api, "/reports", body).await;
+    assert_eq!(created.status, 201, "{body}: {}", created.text());
+    let id = created.json()["id"].as_str().unwrap().to_owned();
+    while get_ok(api, &format!("/reports/{id}")).await["status"] == "running" {}
+    get(api, &format!("/reports/{id}/download{query}")).await
+}
+
+fn gunzip(bytes: &[u8]) -> String {
+    use std::io::Read;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(bytes).read_to_string(&mut text).expect("a gzip body");
+    text
+}
+
+/// The items of a CSV report, as JSON records like `/items` serves.
+fn csv_records(text: &str) -> Vec<Value> {
+    assert!(text.is_empty() || text.ends_with("\r\n"), "CRLF line ends");
+    let mut lines = text.split_terminator("\r\n");
+    assert_eq!(lines.next(), Some(super::CSV_HEADER));
+    lines
+        .map(|line| {
+            let f: Vec<&str> = line.split(',').collect();
+            assert_eq!(f.len(), 5, "{line}");
+            let number = |s: &str| s.parse::<u64>().unwrap();
+            let (id, name, account_id, amount, updated_at) = (number(f[0]), f[1], number(f[2]), number(f[3]), f[4]);
+            json!({"id": id, "name": name, "account_id": account_id, "amount": amount, "updated_at": updated_at})
+        })
+        .collect()
+}
+
+fn jsonl_records(text: &str) -> Vec<Value> {
+    text.lines().map(|line| serde_json::from_str(line).unwrap()).collect()
+}
+
+#[tokio::test]
+async fn reports_download_as_csv_and_gzip() {
+    // Over a thousand rows, so bodies span several chunks (and gzip members would show).
+    let (records_n, accounts) = (2500, 2);
+    let api = start(DemoApiConfig { records: records_n, accounts, job_polls: 1, ..Default::default() }).await;
+    let all = all_items(&api).await;
+    let account_2: Vec<Value> = all.iter().filter(|r| r["account_id"] == 2).cloned().collect();
+
+    let plain = download(&api, r#"{"format": "jsonl", "compression": "none"}"#, "").await;
+    assert_eq!(plain.header("content-type"), Some("application/x-ndjson"));
+    assert_eq!(jsonl_records(plain.text()), all);
+    let default = download(&api, "", "").await;
+    assert_eq!(default.body, plain.body, "JSON lines, uncompressed, by default");
+
+    let csv = download(&api, r#"{"format": "csv"}"#, "").await;
+    assert_eq!((csv.status, csv.header("content-type")), (200, Some("text/csv")));
+    assert!(csv.text().starts_with("id,name,account_id,amount,updated_at\r\n1,item-1,1,7,2024-01-01T00:01:00Z\r\n"));
+    assert_eq!(csv_records(csv.text()), all);
+
+    let gz_jsonl = download(&api, r#"{"compression": "gzip", "account_id": 2}"#, "").await;
+    assert_eq!((gz_jsonl.status, gz_jsonl.header("content-type")), (200, Some("application/gzip")));
+    assert_eq!(gz_jsonl.header("content-encoding"), None, "the client gets the gzip file itself");
+    assert_eq!(&gz_jsonl.body[..2], [0x1f, 0x8b]);
+    assert_eq!(jsonl_records(&gunzip(&gz_jsonl.body)), account_2);
+
+    let gz_csv = download(&api, r#"{"format": "csv", "compression": "gzip"}"#, "").await;
+    assert_eq!(gz_csv.header("content-type"), Some("application/gzip"));
+    assert_eq!(gunzip(&gz_csv.body), csv.text());
+
+    // offset and limit count rows; the CSV header comes first all the same.
+    let window =
+        download(&api, r#"{"format": "csv", "updated_after": "2024-01-01T00:10:00Z"}"#, "?offset=5&limit=3").await;
+    assert_eq!(csv_records(window.text()), all[15..18]);
+    let empty = download(&api, r#"{"format": "csv", "compression": "gzip"}"#, "?offset=9999").await;
+    assert_eq!(gunzip(&empty.body), "id,name,account_id,amount,updated_at\r\n");
+    let empty = download(&api, r#"{"compression": "gzip"}"#, "?limit=0").await;
+    assert_eq!(gunzip(&empty.body), "");
+
+    for (body, field) in [
+        (r#"{"format": "xml"}"#, "format"),
+        (r#"{"format": "CSV"}"#, "format"),
+        (r#"{"compression": "zstd"}"#, "compression"),
+        (r#"{"format": "csv", "compression": ""}"#, "compression"),
+    ] {
+        let response = post(&api, "/reports", body).await;
+        assert_eq!(response.status, 400, "{body}");
+        let message = response.json()["error"].as_str().unwrap().to_owned();
+        assert!(message.contains(&format!("`{field}`")), "{body}: {message}");
+    }
+    assert_eq!(api.stats().jobs_created, 8);
 }

@@ -1,0 +1,294 @@
+//! Declarative manifests as plugins: `host run manifest.yaml` runs the manifest in the
+//! declarative engine (a component shipped with the host, `declarative.wasm`), sandboxed like any
+//! plugin. The host reads the YAML only to hand it on as JSON (in the config, under
+//! `__injected_declarative_manifest`, as `source-declarative-manifest` takes it) and to answer
+//! `spec` from the manifest's own spec; everything else the manifest says is interpreted by the
+//! engine, inside the sandbox.
+//!
+//! A manifest is untrusted input: its size is capped before it is parsed, and the YAML parser's
+//! own limits (nesting, alias repetition) stop a billion-laughs document.
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// Where the config carries the manifest.
+pub const MANIFEST_KEY: &str = "__injected_declarative_manifest";
+/// The largest manifest file (the biggest real ones are a few hundred KB).
+pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
+/// The largest manifest once aliases are expanded, as JSON.
+const MAX_EXPANDED_BYTES: usize = 16 << 20;
+/// Overrides where the engine component is.
+pub const ENGINE_ENV: &str = "SLUICE_DECLARATIVE_ENGINE";
+const ENGINE_FILE: &str = "declarative.wasm";
+
+/// A loaded manifest.
+#[derive(Debug)]
+pub struct Manifest {
+    pub path: PathBuf,
+    pub sha256: String,
+    /// The manifest as JSON, handed to the engine.
+    pub json: Value,
+    /// The spec `host spec` answers: the manifest's `connection_specification` (with its
+    /// `documentationUrl`).
+    pub spec: String,
+}
+
+/// Whether `path` names a manifest rather than a component: by its extension.
+pub fn is_manifest(path: &Path) -> bool {
+    matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
+}
+
+pub fn load(path: &Path) -> Result<Manifest> {
+    use std::io::Read;
+    let shown = path.display();
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .with_context(|| format!("cannot read the manifest {shown}"))?
+        .take(MAX_MANIFEST_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read the manifest {shown}"))?;
+    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+        bail!("the manifest {shown} is larger than {} MiB", MAX_MANIFEST_BYTES >> 20);
+    }
+    let json = parse(&bytes).with_context(|| format!("the manifest {shown} cannot be loaded"))?;
+    let spec = spec_of(&json).with_context(|| format!("the manifest {shown} cannot be loaded"))?;
+    Ok(Manifest { path: path.to_path_buf(), sha256: hex::encode(Sha256::digest(&bytes)), json, spec })
+}
+
+/// YAML to JSON, refusing documents that expand past the cap.
+pub fn parse(bytes: &[u8]) -> Result<Value> {
+    let text = std::str::from_utf8(bytes).map_err(|e| anyhow!("it is not UTF-8 text: {e}"))?;
+    let value: Value = serde_norway::from_str(text).map_err(|e| anyhow!("it is not valid YAML: {e}"))?;
+    let size = serde_json::to_vec(&value).map(|v| v.len()).unwrap_or(usize::MAX);
+    if size > MAX_EXPANDED_BYTES {
+        bail!("it expands to {} MiB of JSON (more than {} MiB)", size >> 20, MAX_EXPANDED_BYTES >> 20);
+    }
+    if !value.is_object() {
+        bail!("it is not a mapping (a DeclarativeSource with version, streams and spec)");
+    }
+    Ok(value)
+}
+
+fn spec_of(manifest: &Value) -> Result<String> {
+    let spec = manifest.get("spec").ok_or_else(|| anyhow!("it has no spec (spec.connection_specification)"))?;
+    // `$ref`s inside the spec are the engine's business; a spec that is one stays as written.
+    let mut connection = match spec.get("connection_specification") {
+        Some(Value::Object(c)) => c.clone(),
+        _ => bail!("spec.connection_specification must be a JSON schema object"),
+    };
+    if let Some(url) = spec.get("documentation_url").and_then(Value::as_str) {
+        connection.entry("documentationUrl").or_insert_with(|| Value::from(url));
+    }
+    Ok(Value::Object(connection).to_string())
+}
+
+/// The config the engine gets: the operator's, with the manifest in it (unless it has one).
+pub fn inject(config: &str, manifest: &Value) -> String {
+    match serde_json::from_str::<Value>(config) {
+        Ok(Value::Object(mut map)) => {
+            map.entry(MANIFEST_KEY).or_insert_with(|| manifest.clone());
+            Value::Object(map).to_string()
+        }
+        // Not an object: the run refuses it before any call, so it is passed on as it is.
+        _ => config.to_string(),
+    }
+}
+
+/// The operator's config without the manifest (for checking it against the manifest's spec).
+pub fn without_manifest(config: &Value) -> Value {
+    match config {
+        Value::Object(map) => Value::Object(
+            map.iter().filter(|(k, _)| *k != MANIFEST_KEY).map(|(k, v)| (k.clone(), v.clone())).collect::<Map<_, _>>(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// What a manifest says about how hard its API may be driven: `concurrency_level` and
+/// `api_budget`. The host only ever lowers its own settings to these, never raises them.
+#[derive(Debug, Default, PartialEq)]
+pub struct RunHints {
+    /// Partitions at once (`concurrency_level.max_concurrency`, else `default_concurrency`).
+    pub concurrency: Option<usize>,
+    /// Requests per second (the strictest of `api_budget`'s policies, whatever they match).
+    pub rate_per_sec: Option<f64>,
+    /// What was written but could not be read (a template the host does not evaluate).
+    pub unread: Vec<String>,
+}
+
+impl RunHints {
+    pub fn of(manifest: &Value, config: &Value) -> RunHints {
+        let mut hints = RunHints::default();
+        if let Some(level) = manifest.get("concurrency_level") {
+            let field = if level.get("max_concurrency").is_some() { "max_concurrency" } else { "default_concurrency" };
+            match number(level.get(field), config) {
+                Some(n) if n >= 1.0 => hints.concurrency = Some(n as usize),
+                _ => hints.unread.push(format!("concurrency_level.{field}")),
+            }
+        }
+        let policies = manifest.get("api_budget").and_then(|b| b.get("policies")).and_then(Value::as_array);
+        for (i, policy) in policies.into_iter().flatten().enumerate() {
+            let rates: Vec<(Option<f64>, Option<f64>)> = match policy.get("type").and_then(Value::as_str) {
+                Some("FixedWindowCallRatePolicy") => {
+                    vec![(number(policy.get("call_limit"), config), seconds(policy.get("period")))]
+                }
+                Some("MovingWindowCallRatePolicy") => policy
+                    .get("rates")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(|r| (number(r.get("limit"), config), seconds(r.get("interval"))))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            for rate in rates {
+                match rate {
+                    (Some(limit), Some(secs)) if limit > 0.0 && secs > 0.0 => {
+                        let per_sec = limit / secs;
+                        hints.rate_per_sec = Some(hints.rate_per_sec.map_or(per_sec, |r: f64| r.min(per_sec)));
+                    }
+                    _ => hints.unread.push(format!("api_budget.policies[{i}]")),
+                }
+            }
+        }
+        hints
+    }
+}
+
+/// A number as written, or a `{{ config['k'] }}` / `{{ config.get('k', N) }}` template read
+/// against the config (the engine evaluates every other template; these settings are the
+/// host's).
+fn number(value: Option<&Value>, config: &Value) -> Option<f64> {
+    match value? {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => {
+            let inner = s.trim().strip_prefix("{{")?.strip_suffix("}}")?.trim();
+            if let Ok(n) = inner.parse::<f64>() {
+                return Some(n);
+            }
+            let (key, default) = if let Some(rest) = inner.strip_prefix("config.get(").and_then(|r| r.strip_suffix(')'))
+            {
+                let mut parts = rest.splitn(2, ',');
+                let key = parts.next()?.trim().trim_matches(['\'', '"']).to_string();
+                (key, parts.next().and_then(|d| d.trim().parse::<f64>().ok()))
+            } else {
+                let key =
+                    inner.strip_prefix("config[")?.strip_suffix(']')?.trim().trim_matches(['\'', '"']).to_string();
+                (key, None)
+            };
+            match config.get(&key) {
+                Some(Value::Number(n)) => n.as_f64(),
+                Some(Value::String(s)) => s.parse().ok(),
+                _ => default,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// An ISO 8601 duration of days, hours, minutes and seconds, in seconds.
+fn seconds(value: Option<&Value>) -> Option<f64> {
+    let text = value?.as_str()?.strip_prefix('P')?;
+    let (days, time) = match text.split_once('T') {
+        Some((d, t)) => (d, t),
+        None => (text, ""),
+    };
+    let mut total = 0.0;
+    let mut take = |part: &str, units: &[(char, f64)]| -> Option<()> {
+        let mut number = String::new();
+        for c in part.chars() {
+            match units.iter().find(|(u, _)| *u == c) {
+                Some((_, factor)) => {
+                    total += number.parse::<f64>().ok()? * factor;
+                    number.clear();
+                }
+                None => number.push(c),
+            }
+        }
+        number.is_empty().then_some(())
+    };
+    take(days, &[('W', 604_800.0), ('D', 86_400.0)])?;
+    take(time, &[('H', 3600.0), ('M', 60.0), ('S', 1.0)])?;
+    Some(total)
+}
+
+/// The engine component: `$SLUICE_DECLARATIVE_ENGINE`, else `declarative.wasm` beside the host
+/// executable, else `../plugins/declarative.wasm` from it (the build tree's `target/plugins`).
+pub fn engine_path() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os(ENGINE_ENV) {
+        return Ok(PathBuf::from(path));
+    }
+    let exe = std::env::current_exe().context("cannot find the host executable")?;
+    let dir = exe.parent().ok_or_else(|| anyhow!("the host executable has no directory"))?;
+    let candidates = [dir.join(ENGINE_FILE), dir.join("../plugins").join(ENGINE_FILE)];
+    candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
+        anyhow!(
+            "the declarative engine ({ENGINE_FILE}) is not installed: looked at {} and {}; build it with \
+             `just build-plugins`, or set {ENGINE_ENV}",
+            candidates[0].display(),
+            candidates[1].display()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_becomes_json_with_its_spec() {
+        let m = parse(b"version: 6.0.0\nspec:\n  documentation_url: https://d\n  connection_specification:\n    type: object\n    properties: {a: {type: string}}\nstreams: []\n").unwrap();
+        assert_eq!(m["spec"]["connection_specification"]["properties"]["a"]["type"], "string");
+        let spec: Value = serde_json::from_str(&spec_of(&m).unwrap()).unwrap();
+        assert_eq!(spec["documentationUrl"], "https://d");
+        assert!(spec_of(&serde_json::json!({"streams": []})).unwrap_err().to_string().contains("no spec"));
+    }
+
+    #[test]
+    fn alias_bombs_and_garbage_are_refused() {
+        let mut bomb =
+            String::from("a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n");
+        for (i, prev) in ["a", "b", "c", "d", "e", "f", "g", "h"].iter().enumerate() {
+            let name = ["b", "c", "d", "e", "f", "g", "h", "i"][i];
+            bomb.push_str(&format!(
+                "{name}: &{name} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"
+            ));
+        }
+        let e = parse(bomb.as_bytes()).unwrap_err().to_string();
+        assert!(e.contains("repetition limit") || e.contains("expands to"), "{e}");
+        assert!(parse(b"- just\n- a list\n").unwrap_err().to_string().contains("not a mapping"));
+        assert!(parse(b"a: [unclosed\n").unwrap_err().to_string().contains("not valid YAML"));
+    }
+
+    #[test]
+    fn run_hints_read_literals_and_config_templates() {
+        let manifest = serde_json::json!({
+            "concurrency_level": {"type": "ConcurrencyLevel", "default_concurrency": "{{ config.get('num_workers', 3) }}", "max_concurrency": 20},
+            "api_budget": {"type": "HTTPAPIBudget", "policies": [
+                {"type": "FixedWindowCallRatePolicy", "period": "PT1M", "call_limit": 120, "matchers": []},
+                {"type": "MovingWindowCallRatePolicy", "rates": [{"limit": "{{ config['rps'] }}", "interval": "PT1S"}], "matchers": []}
+            ]}
+        });
+        let hints = RunHints::of(&manifest, &serde_json::json!({"rps": 5}));
+        assert_eq!(hints, RunHints { concurrency: Some(20), rate_per_sec: Some(2.0), unread: vec![] });
+        let manifest =
+            serde_json::json!({"concurrency_level": {"default_concurrency": "{{ config.get('num_workers', 3) }}"}});
+        assert_eq!(RunHints::of(&manifest, &serde_json::json!({})).concurrency, Some(3));
+        assert_eq!(RunHints::of(&manifest, &serde_json::json!({"num_workers": 7})).concurrency, Some(7));
+        let manifest = serde_json::json!({"concurrency_level": {"default_concurrency": "{{ 2 * 3 }}"}});
+        assert_eq!(RunHints::of(&manifest, &serde_json::json!({})).unread, ["concurrency_level.default_concurrency"]);
+        assert_eq!(seconds(Some(&serde_json::json!("P1DT1H30S"))), Some(90_030.0));
+    }
+
+    #[test]
+    fn the_manifest_goes_into_the_config_unless_it_has_one() {
+        let m = serde_json::json!({"version": "1"});
+        let injected: Value = serde_json::from_str(&inject(r#"{"a":1}"#, &m)).unwrap();
+        assert_eq!(injected[MANIFEST_KEY], m);
+        let own: Value = serde_json::from_str(&inject(r#"{"__injected_declarative_manifest":{"v":2}}"#, &m)).unwrap();
+        assert_eq!(own[MANIFEST_KEY]["v"], 2);
+        assert_eq!(without_manifest(&injected), serde_json::json!({"a": 1}));
+    }
+}

@@ -1,0 +1,265 @@
+//! Authenticators: what each adds to a request. Tokens an authenticator has to obtain (OAuth
+//! refresh, session logins) are fetched through the host like any request, kept in the engine
+//! until they expire, and fetched again after.
+
+use crate::datetime;
+use crate::engine::{Engine, Inputs, Scope, kind, plain};
+use crate::requester::{self, Answer, Options};
+use serde_json::Value;
+use sluice_guest::{Error, Result};
+
+/// What an authenticator adds.
+#[derive(Default)]
+pub struct Credentials {
+    pub headers: Vec<(String, String)>,
+    pub params: Vec<(String, String)>,
+}
+
+/// Refresh a token this long before it expires.
+const EXPIRY_MARGIN_SECS: i64 = 60;
+
+pub fn credentials(engine: &Engine, auth: Option<&Value>, path: &str) -> Result<Credentials> {
+    let Some(auth) = auth.filter(|a| !a.is_null()) else { return Ok(Credentials::default()) };
+    let ctx = engine.context(auth, &Scope::default(), Vec::new());
+    let mut out = Credentials::default();
+    match kind(auth) {
+        "NoAuth" => {}
+        "BearerAuthenticator" => {
+            let token = engine.text(auth.get("api_token"), &ctx)?;
+            out.headers.push(("Authorization".into(), format!("Bearer {token}")));
+        }
+        "BasicHttpAuthenticator" => {
+            let user = engine.text(auth.get("username"), &ctx)?;
+            let password = engine.text(auth.get("password"), &ctx)?;
+            out.headers
+                .push(("Authorization".into(), format!("Basic {}", base64(format!("{user}:{password}").as_bytes()))));
+        }
+        "ApiKeyAuthenticator" => {
+            let token = engine.text(auth.get("api_token"), &ctx)?;
+            match auth.get("inject_into") {
+                Some(option) => inject(engine, option, token, &ctx, &mut out, path)?,
+                None => {
+                    let header = engine.text(auth.get("header"), &ctx)?;
+                    if header.is_empty() {
+                        return Err(Error::config(format!(
+                            "{path}: ApiKeyAuthenticator needs inject_into (or header)"
+                        )));
+                    }
+                    out.headers.push((header, token));
+                }
+            }
+        }
+        "OAuthAuthenticator" => {
+            let token = oauth_token(engine, auth, &ctx, path)?;
+            out.headers.push(("Authorization".into(), format!("Bearer {token}")));
+        }
+        "SessionTokenAuthenticator" => {
+            let token = session_token(engine, auth, path)?;
+            let how = auth.get("request_authentication").ok_or_else(|| {
+                Error::config(format!("{path}: SessionTokenAuthenticator needs request_authentication"))
+            })?;
+            match kind(how) {
+                "SessionTokenRequestBearerAuthenticator" => {
+                    out.headers.push(("Authorization".into(), format!("Bearer {token}")))
+                }
+                "SessionTokenRequestApiKeyAuthenticator" => {
+                    let option = how.get("inject_into").ok_or_else(|| {
+                        Error::config(format!("{path}.request_authentication: inject_into is required"))
+                    })?;
+                    inject(engine, option, token, &ctx, &mut out, path)?;
+                }
+                other => return Err(Error::config(format!("{path}.request_authentication: {other} is not supported"))),
+            }
+        }
+        "SelectiveAuthenticator" => {
+            let mut selected = &engine.config;
+            for key in auth.get("authenticator_selection_path").and_then(Value::as_array).into_iter().flatten() {
+                selected = selected.get(key.as_str().unwrap_or_default()).unwrap_or(&Value::Null);
+            }
+            let name = plain(selected);
+            let chosen = auth.get("authenticators").and_then(|a| a.get(&name)).ok_or_else(|| {
+                Error::config(format!(
+                    "{path}: the config selects authenticator {name:?}, which the manifest does not define"
+                ))
+            })?;
+            return credentials(engine, Some(chosen), &format!("{path}.authenticators.{name}"));
+        }
+        other => return Err(Error::config(format!("{path}: {other} is not supported"))),
+    }
+    Ok(out)
+}
+
+fn inject(
+    engine: &Engine,
+    option: &Value,
+    token: String,
+    ctx: &Value,
+    out: &mut Credentials,
+    path: &str,
+) -> Result<()> {
+    let mut options = Options::default();
+    options.inject(engine, option, &Value::from(token), ctx)?;
+    if !options.body_json.is_empty() || !options.body_data.is_empty() {
+        return Err(Error::config(format!("{path}: an API key can go into a header or a request parameter only")));
+    }
+    out.headers.extend(options.headers);
+    out.params.extend(options.params);
+    Ok(())
+}
+
+fn cached(engine: &Engine, path: &str) -> Option<String> {
+    let now = chrono::Utc::now().timestamp();
+    let tokens = engine.tokens.borrow();
+    let (token, expires) = tokens.get(path)?;
+    expires.is_none_or(|e| now + EXPIRY_MARGIN_SECS < e).then(|| token.clone())
+}
+
+fn oauth_token(engine: &Engine, auth: &Value, ctx: &Value, path: &str) -> Result<String> {
+    if let Some(token) = cached(engine, path) {
+        return Ok(token);
+    }
+    let endpoint = engine.text(auth.get("token_refresh_endpoint"), ctx)?;
+    if endpoint.is_empty() {
+        // A fixed token (access_token_value) needs no refresh.
+        let token = engine.text(auth.get("access_token_value"), ctx)?;
+        if token.is_empty() {
+            return Err(Error::config(format!("{path}: OAuthAuthenticator needs token_refresh_endpoint")));
+        }
+        return Ok(token);
+    }
+    let grant = match engine.text(auth.get("grant_type"), ctx)? {
+        g if g.is_empty() => "refresh_token".to_string(),
+        g => g,
+    };
+    let mut form = vec![("grant_type".to_string(), grant.clone())];
+    for (field, name) in [("client_id", "client_id"), ("client_secret", "client_secret")] {
+        let v = engine.text(auth.get(field), ctx)?;
+        if !v.is_empty() {
+            form.push((name.into(), v));
+        }
+    }
+    if grant == "refresh_token" {
+        form.push(("refresh_token".into(), engine.text(auth.get("refresh_token"), ctx)?));
+    }
+    if let Some(Value::Array(scopes)) = auth.get("scopes") {
+        form.push(("scope".into(), scopes.iter().map(plain).collect::<Vec<_>>().join(" ")));
+    }
+    for (k, v) in engine.inputs(auth.get("refresh_request_body"), ctx, Inputs::Params)? {
+        form.retain(|(name, _)| *name != k);
+        form.push((k, plain(&v)));
+    }
+    let mut body = form_urlencoded::Serializer::new(String::new());
+    for (k, v) in &form {
+        body.append_pair(k, v);
+    }
+    let mut request = sluice_guest::http::post(endpoint.clone())
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body.finish().into_bytes());
+    for (k, v) in engine.inputs(auth.get("refresh_request_headers"), ctx, Inputs::Headers)? {
+        request = request.header(&k, plain(&v));
+    }
+    let response = request.send()?;
+    if !response.is_success() {
+        return Err(Error::config(format!(
+            "{path}: refreshing the OAuth token at {endpoint} answered {}: {}",
+            response.status,
+            String::from_utf8_lossy(&response.body[..response.body.len().min(300)])
+        )));
+    }
+    let answer: Value = response.json()?;
+    let name = match engine.text(auth.get("access_token_name"), ctx)? {
+        n if n.is_empty() => "access_token".to_string(),
+        n => n,
+    };
+    let token = answer
+        .get(&name)
+        .and_then(Value::as_str)
+        .ok_or_else(|| Error::system(format!("{path}: the token endpoint's answer has no {name:?}")))?
+        .to_string();
+    let expires_name = match engine.text(auth.get("expires_in_name"), ctx)? {
+        n if n.is_empty() => "expires_in".to_string(),
+        n => n,
+    };
+    let expires = match answer.get(&expires_name) {
+        Some(Value::Number(n)) => n.as_f64().map(|s| chrono::Utc::now().timestamp() + s as i64),
+        Some(Value::String(s)) => match s.parse::<f64>() {
+            Ok(secs) => Some(chrono::Utc::now().timestamp() + secs as i64),
+            Err(_) => datetime::parse_any(s).ok().map(|d| d.timestamp()),
+        },
+        _ => None,
+    };
+    engine.tokens.borrow_mut().insert(path.to_string(), (token.clone(), expires));
+    Ok(token)
+}
+
+fn session_token(engine: &Engine, auth: &Value, path: &str) -> Result<String> {
+    if let Some(token) = cached(engine, path) {
+        return Ok(token);
+    }
+    let login = auth
+        .get("login_requester")
+        .ok_or_else(|| Error::config(format!("{path}: SessionTokenAuthenticator needs login_requester")))?;
+    let response = match requester::send(
+        engine,
+        login,
+        &Scope::default(),
+        &Options::default(),
+        &format!("{path}.login_requester"),
+        &[],
+    )? {
+        Answer::Ok(r) => r,
+        Answer::Ignored => return Err(Error::config(format!("{path}: the login answer was ignored"))),
+    };
+    let answer: Value = response.json()?;
+    let mut token = &answer;
+    for key in auth.get("session_token_path").and_then(Value::as_array).into_iter().flatten() {
+        token = token.get(key.as_str().unwrap_or_default()).unwrap_or(&Value::Null);
+    }
+    let token = match token {
+        Value::String(s) => s.clone(),
+        Value::Null => {
+            return Err(Error::system(format!("{path}: the login answer has no token at session_token_path")));
+        }
+        other => other.to_string(),
+    };
+    let ctx = engine.context(auth, &Scope::default(), Vec::new());
+    let expires = match engine.text(auth.get("expiration_duration"), &ctx)? {
+        d if d.is_empty() => None,
+        d => {
+            let duration =
+                datetime::parse_duration(&d).map_err(|e| Error::config(format!("{path}.expiration_duration: {e}")))?;
+            Some(duration.add_to(&chrono::Utc::now()).timestamp())
+        }
+    };
+    engine.tokens.borrow_mut().insert(path.to_string(), (token.clone(), expires));
+    Ok(token)
+}
+
+/// Standard base64 with padding (Basic authentication).
+pub fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = (u32::from(chunk[0]) << 16)
+            | (u32::from(*chunk.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*chunk.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn base64_pads() {
+        assert_eq!(super::base64(b"demo:demo-password"), "ZGVtbzpkZW1vLXBhc3N3b3Jk");
+        assert_eq!(super::base64(b"a"), "YQ==");
+        assert_eq!(super::base64(b"ab"), "YWI=");
+    }
+}

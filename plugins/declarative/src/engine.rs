@@ -1,0 +1,200 @@
+//! One loaded manifest with its config: what every call of the connector works from. It is
+//! built once per instance (the host runs a partition in one instance) and kept while the config
+//! text stays the same, so a manifest is parsed once, not once per page.
+
+use crate::interpolation::Interpolator;
+use crate::manifest::Manifest;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+use sluice_guest::{Error, Result};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::rc::Rc;
+
+/// Where `source-declarative-manifest` takes the manifest from.
+pub const MANIFEST_KEY: &str = "__injected_declarative_manifest";
+
+pub struct Engine {
+    pub manifest: Manifest,
+    /// The operator's config, without the manifest (it is the `config` of every template).
+    pub config: Value,
+    pub interp: Interpolator,
+    /// Tokens authenticators obtained (OAuth, session logins), by the authenticator's place in
+    /// the manifest, with when they expire (Unix seconds).
+    pub tokens: RefCell<HashMap<String, (String, Option<i64>)>>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<(u64, Rc<Engine>)>> = const { RefCell::new(None) };
+}
+
+/// The engine for this config text: the cached one when the text is unchanged.
+pub fn for_config(config: &RawValue) -> Result<Rc<Engine>> {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    config.get().hash(&mut hasher);
+    let key = hasher.finish();
+    if let Some(engine) = CURRENT.with(|c| c.borrow().as_ref().filter(|(k, _)| *k == key).map(|(_, e)| e.clone())) {
+        return Ok(engine);
+    }
+    let mut config: Value =
+        serde_json::from_str(config.get()).map_err(|e| Error::config(format!("invalid config: {e}")))?;
+    let manifest = match config.as_object_mut().and_then(|c| c.remove(MANIFEST_KEY)) {
+        Some(Value::Object(m)) => Value::Object(m),
+        Some(_) => return Err(Error::config(format!("{MANIFEST_KEY} must be an object (the manifest)"))),
+        None => {
+            return Err(Error::config(format!(
+                "the config has no {MANIFEST_KEY}: run a manifest with `host run manifest.yaml`, or put the \
+                 manifest in the config under {MANIFEST_KEY}"
+            )));
+        }
+    };
+    let manifest = Manifest::load(&manifest).map_err(|e| Error::config(format!("the manifest: {e}")))?;
+    // As source-declarative-manifest does before any command: the config against the spec.
+    if let Some(spec) = manifest.root.get("spec").and_then(|s| s.get("connection_specification")) {
+        crate::config_check::check(spec, &config).map_err(|e| Error::config(format!("the config: {e}")))?;
+    }
+    let engine = Rc::new(Engine { manifest, config, interp: Interpolator::new(), tokens: RefCell::default() });
+    CURRENT.with(|c| *c.borrow_mut() = Some((key, engine.clone())));
+    Ok(engine)
+}
+
+/// What a template sees besides `config`: the slice being read and the page token.
+#[derive(Default, Clone)]
+pub struct Scope {
+    /// The partition router's part of the slice (`stream_partition`).
+    pub partition: Map<String, Value>,
+    /// The cursor's part (`stream_interval`): `start_time`, `end_time` or their configured names.
+    pub interval: Map<String, Value>,
+    /// Fields a parent stream passed on (`extra_fields`).
+    pub extra: Map<String, Value>,
+    pub next_page_token: Option<Value>,
+}
+
+impl Scope {
+    /// `stream_slice`: the partition and the interval in one mapping, as the CDK's StreamSlice.
+    pub fn slice(&self) -> Value {
+        let mut slice = self.partition.clone();
+        slice.extend(self.interval.clone());
+        if !self.extra.is_empty() {
+            slice.insert("extra_fields".into(), Value::Object(self.extra.clone()));
+        }
+        Value::Object(slice)
+    }
+}
+
+impl Engine {
+    pub fn stream(&self, name: &str) -> Result<&Value> {
+        self.manifest
+            .streams()
+            .iter()
+            .find(|s| s.get("name").and_then(Value::as_str) == Some(name))
+            .ok_or_else(|| Error::config(format!("the manifest has no stream {name:?}")))
+    }
+
+    /// The template context for a component: its `$parameters`, the config, the slice, and
+    /// whatever else the caller adds (`response`, `record`...).
+    pub fn context(&self, component: &Value, scope: &Scope, more: Vec<(&str, Value)>) -> Value {
+        let mut ctx = Map::new();
+        ctx.insert("config".into(), self.config.clone());
+        ctx.insert("parameters".into(), component.get("$parameters").cloned().unwrap_or_else(|| json!({})));
+        // `stream_partition` and `stream_interval` are the whole slice, as in the CDK (the
+        // interpolator aliases them).
+        ctx.insert("stream_slice".into(), scope.slice());
+        ctx.insert("next_page_token".into(), scope.next_page_token.clone().unwrap_or(Value::Null));
+        ctx.insert("stream_state".into(), json!({}));
+        for (k, v) in more {
+            ctx.insert(k.to_string(), v);
+        }
+        Value::Object(ctx)
+    }
+
+    /// A field as text, as the CDK builds URLs and names: `str()` of the evaluated template;
+    /// numbers and booleans written out, nothing as "".
+    pub fn text(&self, field: Option<&Value>, ctx: &Value) -> Result<String> {
+        match field {
+            None | Some(Value::Null) => Ok(String::new()),
+            Some(Value::String(t)) => self.interp.eval_str(t, ctx).map_err(Error::config),
+            Some(other) => Ok(other.to_string()),
+        }
+    }
+
+    /// A field as a value: templates evaluated as the CDK does (rendered text read back as a
+    /// Python literal), anything else as written.
+    pub fn value(&self, field: Option<&Value>, ctx: &Value) -> Result<Value> {
+        match field {
+            None => Ok(Value::Null),
+            Some(Value::String(t)) => self.interp.eval(t, ctx).map_err(Error::config),
+            Some(other) => Ok(other.clone()),
+        }
+    }
+
+    pub fn condition(&self, field: Option<&Value>, ctx: &Value) -> Result<bool> {
+        match field {
+            None | Some(Value::Null) => Ok(true),
+            Some(Value::String(t)) if t.is_empty() => Ok(true),
+            Some(Value::String(t)) => self.interp.eval_bool(t, ctx).map_err(Error::config),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(other) => Err(Error::config(format!("a condition must be a template, got {other}"))),
+        }
+    }
+
+    /// Request inputs (parameters, headers, bodies) as the CDK's request option providers
+    /// evaluate them: a mapping of templates, or one template that evaluates to a mapping; `None`
+    /// values dropped.
+    pub fn inputs(&self, field: Option<&Value>, ctx: &Value, kind: Inputs) -> Result<Map<String, Value>> {
+        use crate::interpolation::REQUEST_VALUE_TYPES;
+        let evaluated = match field {
+            None | Some(Value::Null) => return Ok(Map::new()),
+            Some(Value::Object(map)) => match kind {
+                Inputs::Params => self.interp.eval_mapping(map, ctx, None, REQUEST_VALUE_TYPES),
+                // Headers take any literal, then go out as Python prints them.
+                Inputs::Headers => self.interp.eval_mapping(map, ctx, Some(&[]), &[]).map(|m| {
+                    m.into_iter()
+                        .map(|(k, v)| {
+                            let text = if v.is_null() { v } else { Value::from(crate::interpolation::py_str_json(&v)) };
+                            (k, text)
+                        })
+                        .collect()
+                }),
+                Inputs::Json => self.interp.eval_nested(&Value::Object(map.clone()), ctx).map(|v| match v {
+                    Value::Object(m) => m,
+                    _ => Map::new(),
+                }),
+            }
+            .map(Value::Object)
+            .map_err(Error::config)?,
+            Some(Value::String(t)) => self.interp.eval_with(t, ctx, Some(""), &[]).map_err(Error::config)?,
+            Some(other) => return Err(Error::config(format!("expected a mapping, got {other}"))),
+        };
+        match evaluated {
+            Value::Object(map) => Ok(map.into_iter().filter(|(_, v)| !v.is_null()).collect()),
+            Value::String(s) if s.is_empty() => Ok(Map::new()),
+            other => Err(Error::config(format!("expected a mapping, the template gave {other}"))),
+        }
+    }
+}
+
+/// Which request inputs a mapping is, for how its values are typed.
+#[derive(Clone, Copy)]
+pub enum Inputs {
+    /// Query parameters and form bodies: text or lists.
+    Params,
+    Headers,
+    /// `request_body_json`: any JSON, nested.
+    Json,
+}
+
+/// A value as a query parameter or header writes it (strings without quotes).
+pub fn plain(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// The component's type name.
+pub fn kind(component: &Value) -> &str {
+    component.get("type").and_then(Value::as_str).unwrap_or("")
+}

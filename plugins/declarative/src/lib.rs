@@ -1,0 +1,237 @@
+//! The declarative engine: a Sluice connector that runs an Airbyte low-code manifest (the
+//! `declarative_component_schema` format that `source-declarative-manifest` runs).
+//!
+//! The manifest arrives in the config under `__injected_declarative_manifest` (the host puts it
+//! there for `host run manifest.yaml`). It is loaded once per instance ([`engine::for_config`])
+//! and runs sandboxed like any plugin: its requests go through the host's HTTP (egress grants,
+//! retries, rate limits), its partitions and cursors are the host's, and its report jobs run on
+//! the host's orchestrator. `docs/declarative.md` lists what is supported.
+
+pub mod auth;
+pub mod config_check;
+pub mod datetime;
+pub mod engine;
+pub mod interpolation;
+pub mod jobs;
+pub mod manifest;
+pub mod records;
+pub mod requester;
+pub mod retrieve;
+pub mod slicing;
+
+use engine::{Engine, Scope, kind};
+use serde_json::value::RawValue;
+use sluice_guest::{AsyncJobs, JobStatus, Page, Partition, PartitionBatch, Result, Source, Stream, Value, json};
+
+pub struct Declarative;
+
+fn stream_of(engine: &Engine, node: &Value) -> Result<Stream> {
+    let name = node.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let inline = node.get("schema_loader").filter(|l| kind(l) == "InlineSchemaLoader");
+    let primary_key = match node.get("primary_key") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) if s.is_empty() => Vec::new(),
+        Some(Value::String(s)) => vec![vec![s.clone()]],
+        Some(Value::Array(keys)) => keys
+            .iter()
+            .map(|k| match k {
+                Value::Array(path) => path.iter().map(engine::plain).collect(),
+                other => vec![engine::plain(other)],
+            })
+            .collect(),
+        Some(other) => {
+            return Err(sluice_guest::Error::config(format!(
+                "stream {name}: primary_key {other} is not a field or a list"
+            )));
+        }
+    };
+    let cursor_field = slicing::Cursor::of(engine, node)?.map(|c| vec![c.field]);
+    let json_schema = match inline {
+        Some(loader) => loader.get("schema").cloned().unwrap_or_else(|| json!({})),
+        // Without a schema the records are taken as they come; the fields the stream is keyed
+        // and ordered by are named, so a catalog can point at them.
+        None => {
+            let mut properties = serde_json::Map::new();
+            for path in primary_key.iter().chain(cursor_field.iter()) {
+                if let Some(top) = path.first() {
+                    properties.insert(top.clone(), json!({}));
+                }
+            }
+            json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "additionalProperties": true, "properties": properties})
+        }
+    };
+    Ok(Stream { name, json_schema, primary_key, cursor_field })
+}
+
+impl Source for Declarative {
+    type Config = Box<RawValue>;
+
+    /// Without its manifest the engine knows no config but the manifest itself; `host spec
+    /// manifest.yaml` gives the manifest's own spec.
+    fn spec() -> Value {
+        json!({
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "title": "Sluice declarative manifest engine",
+            "type": "object",
+            "required": [engine::MANIFEST_KEY],
+            "additionalProperties": true,
+            "properties": {
+                engine::MANIFEST_KEY: {"type": "object", "description": "The manifest (a DeclarativeSource), as source-declarative-manifest takes it"}
+            }
+        })
+    }
+
+    /// Every requester's base URL (and token endpoints) rendered with the config; the operator
+    /// must grant them too.
+    fn hosts(config: &Self::Config) -> Result<Vec<String>> {
+        let engine = engine::for_config(config)?;
+        let mut hosts = Vec::new();
+        collect_hosts(&engine, &engine.manifest.root, &mut hosts);
+        hosts.sort();
+        hosts.dedup();
+        Ok(hosts)
+    }
+
+    fn check(config: &Self::Config) -> Result<()> {
+        let engine = engine::for_config(config)?;
+        let names: Vec<String> = match engine.manifest.root.get("check").and_then(|c| c.get("stream_names")) {
+            Some(Value::Array(names)) => names.iter().map(engine::plain).collect(),
+            _ => Vec::new(),
+        };
+        for name in names {
+            let stream = engine.stream(&name)?;
+            if jobs::is_async(stream) {
+                continue;
+            }
+            let partitions =
+                slicing::partitions(&engine, &name).map_err(|e| e.context_of(&format!("check stream {name}")))?;
+            if let Some(first) = partitions.first() {
+                retrieve::read_page(&engine, first, None).map_err(|e| e.context_of(&format!("check stream {name}")))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn streams(config: &Self::Config) -> Result<Vec<Stream>> {
+        let engine = engine::for_config(config)?;
+        engine.manifest.streams().iter().map(|s| stream_of(&engine, s)).collect()
+    }
+
+    fn partition_batch(
+        config: &Self::Config,
+        stream: &str,
+        _: Option<&Value>,
+        _: Option<Value>,
+    ) -> Result<PartitionBatch> {
+        let engine = engine::for_config(config)?;
+        Ok(PartitionBatch::new(slicing::partitions(&engine, stream)?))
+    }
+
+    fn read_page(config: &Self::Config, partition: &Partition, token: Option<Value>) -> Result<Page> {
+        let engine = engine::for_config(config)?;
+        retrieve::read_page(&engine, partition, token)
+    }
+
+    /// Offsets and page numbers stay valid across runs; cursors an API hands out may not.
+    fn resumable_streams(config: &Self::Config) -> Result<Vec<String>> {
+        let engine = engine::for_config(config)?;
+        Ok(engine
+            .manifest
+            .streams()
+            .iter()
+            .filter(|s| {
+                let p = &s["retriever"]["paginator"];
+                let strategy = kind(&p["pagination_strategy"]);
+                kind(&s["retriever"]) == "SimpleRetriever"
+                    && (p.is_null()
+                        || kind(p) == "NoPagination"
+                        || matches!(strategy, "OffsetIncrement" | "PageIncrement"))
+            })
+            .filter_map(|s| s.get("name").and_then(Value::as_str).map(str::to_string))
+            .collect())
+    }
+}
+
+fn collect_hosts(engine: &Engine, node: &Value, out: &mut Vec<String>) {
+    match node {
+        Value::Object(map) => {
+            let ctx = engine.context(node, &Scope::default(), Vec::new());
+            let urls: &[&str] = match kind(node) {
+                "HttpRequester" => &["url_base", "url"],
+                "OAuthAuthenticator" => &["token_refresh_endpoint"],
+                _ => &[],
+            };
+            for field in urls {
+                if let Ok(url) = engine.text(node.get(*field), &ctx)
+                    && let Ok(host) = sluice_guest::http::host_port(&url)
+                {
+                    out.push(host);
+                }
+            }
+            for (k, v) in map {
+                if !matches!(k.as_str(), "schema" | "connection_specification" | "definitions" | "schemas" | "metadata")
+                {
+                    collect_hosts(engine, v, out);
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_hosts(engine, v, out)),
+        _ => {}
+    }
+}
+
+trait Context {
+    fn context_of(self, what: &str) -> Self;
+}
+
+impl Context for sluice_guest::Error {
+    fn context_of(self, what: &str) -> Self {
+        match self {
+            sluice_guest::Error::Config(m) => sluice_guest::Error::Config(format!("{what}: {m}")),
+            sluice_guest::Error::Transient(m) => sluice_guest::Error::Transient(format!("{what}: {m}")),
+            sluice_guest::Error::System(m) => sluice_guest::Error::System(format!("{what}: {m}")),
+        }
+    }
+}
+
+impl AsyncJobs for Declarative {
+    fn job_streams(config: &Self::Config) -> Result<Vec<String>> {
+        let engine = engine::for_config(config)?;
+        Ok(engine
+            .manifest
+            .streams()
+            .iter()
+            .filter(|s| jobs::is_async(s))
+            .filter_map(|s| s.get("name").and_then(Value::as_str).map(str::to_string))
+            .collect())
+    }
+
+    fn max_jobs(config: &Self::Config) -> u32 {
+        engine::for_config(config).map(|e| jobs::max_jobs(&e)).unwrap_or(1)
+    }
+
+    fn create_job(config: &Self::Config, partition: &Partition) -> Result<Value> {
+        jobs::create_job(&*engine::for_config(config)?, partition)
+    }
+
+    fn poll_job(config: &Self::Config, job: &Value) -> Result<JobStatus> {
+        jobs::poll_job(&*engine::for_config(config)?, job)
+    }
+
+    fn read_result(config: &Self::Config, job: &Value, download: &Value, token: Option<Value>) -> Result<Page> {
+        jobs::read_result(&*engine::for_config(config)?, job, download, token)
+    }
+
+    fn abort_job(config: &Self::Config, job: &Value) -> Result<()> {
+        jobs::end_job(&*engine::for_config(config)?, job, true)
+    }
+
+    fn delete_job(config: &Self::Config, job: &Value) -> Result<()> {
+        jobs::end_job(&*engine::for_config(config)?, job, false)
+    }
+}
+
+// Exported in the component only: on the host the crate is built for its unit tests, and a
+// native shared library cannot carry the component's export names.
+#[cfg(target_arch = "wasm32")]
+sluice_guest::export_async_source!(Declarative);

@@ -1,0 +1,582 @@
+//! Loading a manifest as the CDK does: `$ref` and `#/...` references resolved, `$parameters`
+//! propagated down to every component with default component types filled in, and every
+//! component type checked against what this engine supports — so an unsupported manifest is refused at load, naming the component and its
+//! path, and never half-run.
+//!
+//! A manifest is untrusted input: references can expand it exponentially, so the resolved tree is
+//! bounded in size and depth.
+
+use serde_json::{Map, Value};
+use std::collections::HashSet;
+
+/// Nodes the resolved manifest may have (a few MB of JSON); more is a reference bomb.
+const MAX_NODES: usize = 2_000_000;
+/// Nesting the resolver follows.
+const MAX_DEPTH: usize = 128;
+
+/// The component types this engine runs, with the fields each may have (besides `type` and
+/// `$parameters`). A field not listed is refused at load, so no setting is silently ignored.
+pub const SUPPORTED: &[(&str, &[&str])] = &[
+    (
+        "DeclarativeSource",
+        &[
+            "version",
+            "check",
+            "streams",
+            "spec",
+            "definitions",
+            "schemas",
+            "metadata",
+            "description",
+            "concurrency_level",
+            "api_budget",
+            "max_concurrent_async_job_count",
+        ],
+    ),
+    ("CheckStream", &["stream_names"]),
+    ("Spec", &["connection_specification", "documentation_url", "advanced_auth", "config_normalization_rules"]),
+    (
+        "DeclarativeStream",
+        &["name", "primary_key", "retriever", "incremental_sync", "schema_loader", "transformations"],
+    ),
+    (
+        "SimpleRetriever",
+        &[
+            "requester",
+            "record_selector",
+            "paginator",
+            "partition_router",
+            "ignore_stream_slicer_parameters_on_paginated_requests",
+            "decoder",
+            "name",
+            "primary_key",
+        ],
+    ),
+    (
+        "AsyncRetriever",
+        &[
+            "record_selector",
+            "status_mapping",
+            "creation_requester",
+            "polling_requester",
+            "download_target_requester",
+            "download_requester",
+            "download_paginator",
+            "abort_requester",
+            "delete_requester",
+            "partition_router",
+            "decoder",
+            "download_decoder",
+            "status_extractor",
+            "download_target_extractor",
+            "download_extractor",
+            "polling_job_timeout",
+            "name",
+            "primary_key",
+        ],
+    ),
+    ("AsyncJobStatusMap", &["running", "completed", "failed", "timeout"]),
+    (
+        "HttpRequester",
+        &[
+            "url_base",
+            "path",
+            "url",
+            "authenticator",
+            "http_method",
+            "request_parameters",
+            "request_headers",
+            "request_body_json",
+            "request_body_data",
+            "error_handler",
+            "use_cache",
+            "name",
+            "primary_key",
+        ],
+    ),
+    ("RecordSelector", &["extractor", "record_filter", "schema_normalization", "name", "primary_key"]),
+    ("DpathExtractor", &["field_path", "decoder", "name", "primary_key"]),
+    ("RecordFilter", &["condition", "name", "primary_key"]),
+    (
+        "DefaultPaginator",
+        &["pagination_strategy", "page_token_option", "page_size_option", "decoder", "url_base", "name", "primary_key"],
+    ),
+    ("NoPagination", &["name", "primary_key"]),
+    ("CursorPagination", &["cursor_value", "stop_condition", "page_size", "decoder", "name", "primary_key"]),
+    ("OffsetIncrement", &["page_size", "inject_on_first_request", "name", "primary_key"]),
+    ("PageIncrement", &["page_size", "start_from_page", "inject_on_first_request", "name", "primary_key"]),
+    ("RequestOption", &["inject_into", "field_name", "field_path", "name", "primary_key"]),
+    ("RequestPath", &["name", "primary_key"]),
+    (
+        "DatetimeBasedCursor",
+        &[
+            "cursor_field",
+            "datetime_format",
+            "start_datetime",
+            "end_datetime",
+            "step",
+            "cursor_granularity",
+            "start_time_option",
+            "end_time_option",
+            "partition_field_start",
+            "partition_field_end",
+            "cursor_datetime_formats",
+            "lookback_window",
+            "is_data_feed",
+            "name",
+            "primary_key",
+        ],
+    ),
+    ("MinMaxDatetime", &["datetime", "datetime_format", "min_datetime", "max_datetime", "name", "primary_key"]),
+    ("ListPartitionRouter", &["cursor_field", "values", "request_option", "name", "primary_key"]),
+    ("SubstreamPartitionRouter", &["parent_stream_configs", "name", "primary_key"]),
+    (
+        "ParentStreamConfig",
+        &[
+            "stream",
+            "parent_key",
+            "partition_field",
+            "request_option",
+            "incremental_dependency",
+            "extra_fields",
+            "name",
+            "primary_key",
+        ],
+    ),
+    ("InlineSchemaLoader", &["schema", "name", "primary_key"]),
+    ("AddFields", &["fields", "condition", "name", "primary_key"]),
+    ("AddedFieldDefinition", &["path", "value", "value_type", "name", "primary_key"]),
+    ("RemoveFields", &["field_pointers", "condition", "name", "primary_key"]),
+    ("NoAuth", &["name", "primary_key"]),
+    ("ApiKeyAuthenticator", &["api_token", "header", "inject_into", "name", "primary_key"]),
+    ("BearerAuthenticator", &["api_token", "name", "primary_key"]),
+    ("BasicHttpAuthenticator", &["username", "password", "name", "primary_key"]),
+    (
+        "OAuthAuthenticator",
+        &[
+            "client_id",
+            "client_secret",
+            "refresh_token",
+            "token_refresh_endpoint",
+            "access_token_name",
+            "expires_in_name",
+            "grant_type",
+            "refresh_request_body",
+            "refresh_request_headers",
+            "scopes",
+            "access_token_value",
+            "token_expiry_date",
+            "token_expiry_date_format",
+            "refresh_token_updater",
+            "name",
+            "primary_key",
+        ],
+    ),
+    (
+        "SessionTokenAuthenticator",
+        &[
+            "login_requester",
+            "session_token_path",
+            "expiration_duration",
+            "request_authentication",
+            "decoder",
+            "name",
+            "primary_key",
+        ],
+    ),
+    ("SessionTokenRequestApiKeyAuthenticator", &["inject_into", "name", "primary_key"]),
+    ("SessionTokenRequestBearerAuthenticator", &["name", "primary_key"]),
+    ("SelectiveAuthenticator", &["authenticator_selection_path", "authenticators", "name", "primary_key"]),
+    ("DefaultErrorHandler", &["backoff_strategies", "max_retries", "response_filters", "name", "primary_key"]),
+    ("CompositeErrorHandler", &["error_handlers", "name", "primary_key"]),
+    (
+        "HttpResponseFilter",
+        &[
+            "action",
+            "http_codes",
+            "error_message_contains",
+            "predicate",
+            "error_message",
+            "failure_type",
+            "name",
+            "primary_key",
+        ],
+    ),
+    ("ConstantBackoffStrategy", &["backoff_time_in_seconds", "name", "primary_key"]),
+    ("ExponentialBackoffStrategy", &["factor", "name", "primary_key"]),
+    ("WaitTimeFromHeader", &["header", "regex", "max_waiting_time_in_seconds", "name", "primary_key"]),
+    ("JsonDecoder", &["name", "primary_key"]),
+    ("JsonlDecoder", &["name", "primary_key"]),
+    ("CsvDecoder", &["encoding", "delimiter", "set_values_to_none", "name", "primary_key"]),
+    ("GzipDecoder", &["decoder", "name", "primary_key"]),
+    ("ConcurrencyLevel", &["default_concurrency", "max_concurrency"]),
+    (
+        "HTTPAPIBudget",
+        &["policies", "ratelimit_reset_header", "ratelimit_remaining_header", "status_codes_for_ratelimit_hit"],
+    ),
+    ("FixedWindowCallRatePolicy", &["period", "call_limit", "matchers"]),
+    ("MovingWindowCallRatePolicy", &["rates", "matchers"]),
+    ("UnlimitedCallRatePolicy", &["matchers"]),
+    ("Rate", &["limit", "interval"]),
+    ("HttpRequestRegexMatcher", &["method", "url_base", "url_path_pattern", "params", "headers"]),
+];
+
+/// Default component types by `Parent.field`, as the CDK fills them in.
+const DEFAULT_TYPES: &[(&str, &str)] = &[
+    ("CompositeErrorHandler.error_handlers", "DefaultErrorHandler"),
+    ("CursorPagination.decoder", "JsonDecoder"),
+    ("DatetimeBasedCursor.end_datetime", "MinMaxDatetime"),
+    ("DatetimeBasedCursor.end_time_option", "RequestOption"),
+    ("DatetimeBasedCursor.start_datetime", "MinMaxDatetime"),
+    ("DatetimeBasedCursor.start_time_option", "RequestOption"),
+    ("DeclarativeSource.check", "CheckStream"),
+    ("DeclarativeSource.spec", "Spec"),
+    ("DeclarativeSource.streams", "DeclarativeStream"),
+    ("DeclarativeStream.retriever", "SimpleRetriever"),
+    ("DeclarativeStream.schema_loader", "JsonFileSchemaLoader"),
+    ("DefaultErrorHandler.response_filters", "HttpResponseFilter"),
+    ("DefaultPaginator.decoder", "JsonDecoder"),
+    ("DefaultPaginator.page_size_option", "RequestOption"),
+    ("DpathExtractor.decoder", "JsonDecoder"),
+    ("HttpRequester.error_handler", "DefaultErrorHandler"),
+    ("ListPartitionRouter.request_option", "RequestOption"),
+    ("ParentStreamConfig.request_option", "RequestOption"),
+    ("ParentStreamConfig.stream", "DeclarativeStream"),
+    ("RecordSelector.extractor", "DpathExtractor"),
+    ("RecordSelector.record_filter", "RecordFilter"),
+    ("SimpleRetriever.paginator", "NoPagination"),
+    ("SimpleRetriever.record_selector", "RecordSelector"),
+    ("SimpleRetriever.requester", "HttpRequester"),
+    ("SubstreamPartitionRouter.parent_stream_configs", "ParentStreamConfig"),
+    ("AddFields.fields", "AddedFieldDefinition"),
+    ("AsyncRetriever.status_mapping", "AsyncJobStatusMap"),
+    ("AsyncRetriever.record_selector", "RecordSelector"),
+];
+
+/// Fields that hold data rather than components (JSON schemas, config values, free metadata):
+/// not walked for `type`s, nor given parameters.
+const DATA_FIELDS: &[&str] =
+    &["schema", "connection_specification", "advanced_auth", "metadata", "config_normalization_rules", "schemas"];
+
+/// A loaded manifest: the resolved `DeclarativeSource`.
+pub struct Manifest {
+    pub root: Value,
+}
+
+impl Manifest {
+    /// Resolves and checks a manifest (the JSON form of its YAML).
+    pub fn load(manifest: &Value) -> Result<Manifest, String> {
+        if !manifest.is_object() {
+            return Err("the manifest must be an object (a DeclarativeSource)".into());
+        }
+        if manifest.get("dynamic_streams").is_some() {
+            return Err("dynamic_streams: DynamicDeclarativeStream is not supported".into());
+        }
+        let mut budget = MAX_NODES;
+        let mut resolved =
+            Resolver { root: manifest, budget: &mut budget, visiting: HashSet::new() }.node(manifest, 0)?;
+        if resolved.get("type").is_none() {
+            resolved["type"] = Value::from("DeclarativeSource");
+        }
+        let root = propagate("", resolved, &Map::new());
+        check_supported(&root, "")?;
+        let streams = root.get("streams").and_then(Value::as_array).map_or(0, Vec::len);
+        if streams == 0 {
+            return Err("streams: a manifest needs at least one stream".into());
+        }
+        Ok(Manifest { root })
+    }
+
+    pub fn streams(&self) -> &[Value] {
+        self.root["streams"].as_array().map_or(&[], Vec::as_slice)
+    }
+}
+
+struct Resolver<'a> {
+    root: &'a Value,
+    budget: &'a mut usize,
+    visiting: HashSet<String>,
+}
+
+impl Resolver<'_> {
+    fn node(&mut self, node: &Value, depth: usize) -> Result<Value, String> {
+        if depth > MAX_DEPTH {
+            return Err(format!("the manifest nests deeper than {MAX_DEPTH} levels (a reference cycle?)"));
+        }
+        *self.budget = self.budget.checked_sub(1).ok_or_else(|| {
+            format!("the manifest expands to more than {MAX_NODES} values once its references are resolved")
+        })?;
+        match node {
+            Value::Object(map) => {
+                let mut out = Map::new();
+                for (k, v) in map {
+                    if k == "$ref" {
+                        continue;
+                    }
+                    let v = if k == "config_overrides" { v.clone() } else { self.node(v, depth + 1)? };
+                    out.insert(k.clone(), v);
+                }
+                match map.get("$ref") {
+                    None => Ok(Value::Object(out)),
+                    Some(reference) => match self.node(reference, depth + 1)? {
+                        // The component's own fields win over the referenced ones.
+                        Value::Object(mut base) => {
+                            base.extend(out);
+                            Ok(Value::Object(base))
+                        }
+                        other => Ok(other),
+                    },
+                }
+            }
+            Value::Array(items) => {
+                items.iter().map(|v| self.node(v, depth + 1)).collect::<Result<_, _>>().map(Value::Array)
+            }
+            Value::String(s) if s.starts_with("#/") => {
+                if !self.visiting.insert(s.clone()) {
+                    return Err(format!("the reference {s:?} refers to itself"));
+                }
+                let target =
+                    lookup(self.root, &s[2..]).ok_or_else(|| format!("the reference {s:?} points at nothing"))?;
+                let resolved = self.node(target, depth + 1);
+                self.visiting.remove(s);
+                resolved
+            }
+            other => Ok(other.clone()),
+        }
+    }
+}
+
+/// The CDK's lookup: the whole rest of the path as a key first, then one segment at a time.
+fn lookup<'a>(node: &'a Value, path: &str) -> Option<&'a Value> {
+    if path.is_empty() {
+        return Some(node);
+    }
+    let child = |key: &str| match node {
+        Value::Object(map) => map.get(key),
+        Value::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get(i)),
+        _ => None,
+    };
+    if let Some(found) = child(path) {
+        return Some(found);
+    }
+    path.match_indices('/').find_map(|(i, _)| child(&path[..i]).and_then(|next| lookup(next, &path[i + 1..])))
+}
+
+fn is_json_schema(map: &Map<String, Value>) -> bool {
+    match map.get("type") {
+        Some(Value::String(t)) => t == "object",
+        Some(Value::Array(t)) => t.len() == 2 && t[0] == "null" && t[1] == "object",
+        _ => false,
+    }
+}
+
+/// `$parameters` down the tree and default types in, as the CDK's ManifestComponentTransformer:
+/// a component's own `$parameters` win over its parents', and a parameter becomes a field of every
+/// component below that lacks one (e.g. `name`, `path`, `primary_key`).
+fn propagate(parent_field: &str, node: Value, parent_params: &Map<String, Value>) -> Value {
+    let Value::Object(mut map) = node else { return node };
+    if !map.contains_key("type")
+        && !map.contains_key("class_name")
+        && let Some((_, t)) = DEFAULT_TYPES.iter().find(|(f, _)| *f == parent_field)
+    {
+        map.insert("type".into(), Value::from(*t));
+    }
+    let mut params = parent_params.clone();
+    if let Some(Value::Object(own)) = map.remove("$parameters") {
+        params.extend(own);
+    }
+    if is_json_schema(&map) {
+        return Value::Object(map);
+    }
+    let Some(kind) = map.get("type").and_then(Value::as_str).map(str::to_string) else {
+        // A plain object: only components nested in it get parameters.
+        for (_, v) in map.iter_mut() {
+            if v.get("type").is_some_and(Value::is_string) {
+                *v = propagate(parent_field, v.take(), &params);
+            }
+        }
+        return Value::Object(map);
+    };
+    for (k, v) in &params {
+        let empty = match map.get(k) {
+            None | Some(Value::Null) | Some(Value::Bool(false)) => true,
+            Some(Value::Bool(true)) => false,
+            Some(Value::String(s)) => s.is_empty(),
+            Some(Value::Array(a)) => a.is_empty(),
+            Some(Value::Object(o)) => o.is_empty(),
+            Some(Value::Number(n)) => n.as_f64() == Some(0.0),
+        };
+        if empty {
+            map.insert(k.clone(), v.clone());
+        }
+    }
+    let keys: Vec<String> = map.keys().cloned().collect();
+    for field in keys {
+        if DATA_FIELDS.contains(&field.as_str()) || field == "definitions" {
+            continue;
+        }
+        // A parameter named like the field is not passed into it (the CDK avoids the cycle).
+        let excluded = params.remove(&field);
+        let id = format!("{kind}.{field}");
+        let value = map.get_mut(&field).map(Value::take).unwrap_or_default();
+        let value = match value {
+            Value::Object(_) => propagate(&id, value, &params),
+            Value::Array(items) => Value::Array(
+                items.into_iter().map(|v| if v.is_object() { propagate(&id, v, &params) } else { v }).collect(),
+            ),
+            other => other,
+        };
+        map.insert(field.clone(), value);
+        if let Some(v) = excluded {
+            params.insert(field, v);
+        }
+    }
+    if !params.is_empty() {
+        map.insert("$parameters".into(), Value::Object(params));
+    }
+    Value::Object(map)
+}
+
+/// Every component in the tree (outside data fields and definitions) must be one this engine
+/// runs, with only fields it knows.
+fn check_supported(node: &Value, path: &str) -> Result<(), String> {
+    let here = |field: &str| if path.is_empty() { field.to_string() } else { format!("{path}.{field}") };
+    match node {
+        Value::Object(map) => {
+            if map.contains_key("class_name") {
+                let kind = map.get("type").and_then(Value::as_str).unwrap_or("a custom component");
+                return Err(format!(
+                    "{}: {kind} ({}) is a custom Python component (components.py), which Sluice does not run: \
+                     declarative manifests must use built-in components only",
+                    display_path(path),
+                    map["class_name"].as_str().unwrap_or("?")
+                ));
+            }
+            if let Some(kind) = map.get("type").and_then(Value::as_str).filter(|_| !is_json_schema(map)) {
+                let Some((_, fields)) = SUPPORTED.iter().find(|(t, _)| *t == kind) else {
+                    return Err(if kind.starts_with("Custom") {
+                        format!(
+                            "{}: {kind} is not supported (custom Python components, components.py, are out of scope \
+                             for the Sluice declarative engine)",
+                            display_path(path)
+                        )
+                    } else {
+                        format!("{}: {kind} is not supported", display_path(path))
+                    });
+                };
+                // Parameters become fields of every component below: only the component's own count.
+                let params = map.get("$parameters").and_then(Value::as_object);
+                for field in map.keys() {
+                    let from_params = params.is_some_and(|p| p.contains_key(field));
+                    if field != "type" && field != "$parameters" && !from_params && !fields.contains(&field.as_str()) {
+                        return Err(format!("{}: the field {field:?} of {kind} is not supported", display_path(path)));
+                    }
+                }
+            }
+            for (k, v) in map {
+                if DATA_FIELDS.contains(&k.as_str()) || k == "definitions" || k == "$parameters" {
+                    continue;
+                }
+                check_supported(v, &here(k))?;
+            }
+            Ok(())
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                check_supported(v, &format!("{path}[{i}]"))?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+fn display_path(path: &str) -> &str {
+    if path.is_empty() { "the manifest" } else { path }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn minimal(stream: Value) -> Value {
+        json!({"version": "6.0.0", "type": "DeclarativeSource", "check": {"stream_names": ["s"]}, "streams": [stream]})
+    }
+
+    #[test]
+    fn references_resolve_and_own_fields_win() {
+        let m = json!({
+            "definitions": {"requester": {"type": "HttpRequester", "url_base": "http://x", "http_method": "GET"}, "limit": 50},
+            "streams": [{"type": "DeclarativeStream", "name": "s", "retriever": {
+                "type": "SimpleRetriever",
+                "requester": {"$ref": "#/definitions/requester", "http_method": "POST", "path": "/p"},
+                "record_selector": {"extractor": {"field_path": []}},
+                "paginator": {"type": "DefaultPaginator", "pagination_strategy": {"type": "OffsetIncrement", "page_size": "#/definitions/limit"}}
+            }}]
+        });
+        let m = Manifest::load(&m).unwrap();
+        let requester = &m.streams()[0]["retriever"]["requester"];
+        assert_eq!(requester["http_method"], "POST");
+        assert_eq!(requester["url_base"], "http://x");
+        assert_eq!(m.streams()[0]["retriever"]["paginator"]["pagination_strategy"]["page_size"], 50);
+        assert_eq!(m.streams()[0]["retriever"]["record_selector"]["extractor"]["type"], "DpathExtractor");
+    }
+
+    #[test]
+    fn parameters_propagate_to_components_below() {
+        let m = minimal(json!({
+            "$parameters": {"name": "items", "path": "/items", "primary_key": "id"},
+            "retriever": {"requester": {"url_base": "http://x"}, "record_selector": {"extractor": {"field_path": ["data"]}}}
+        }));
+        let m = Manifest::load(&m).unwrap();
+        let s = &m.streams()[0];
+        assert_eq!(s["name"], "items");
+        assert_eq!(s["type"], "DeclarativeStream");
+        assert_eq!(s["retriever"]["requester"]["path"], "/items");
+        assert_eq!(s["retriever"]["requester"]["$parameters"]["name"], "items");
+    }
+
+    #[test]
+    fn unsupported_components_are_named_with_their_path() {
+        let m = minimal(json!({"name": "s", "retriever": {"requester": {"url_base": "http://x"},
+            "record_selector": {"extractor": {"type": "CustomRecordExtractor", "class_name": "source.components.X"}}}}));
+        let e = Manifest::load(&m).err().unwrap();
+        assert!(e.starts_with("streams[0].retriever.record_selector.extractor: CustomRecordExtractor"), "{e}");
+        assert!(e.contains("components.py"), "{e}");
+        let m = minimal(
+            json!({"name": "s", "retriever": {"requester": {"url_base": "http://x", "authenticator": {"type": "JwtAuthenticator"}}}}),
+        );
+        assert_eq!(
+            Manifest::load(&m).err().unwrap(),
+            "streams[0].retriever.requester.authenticator: JwtAuthenticator is not supported"
+        );
+        let m = minimal(json!({"name": "s", "retriever": {"requester": {"url_base": "http://x", "fetch_mode": "x"}}}));
+        assert!(Manifest::load(&m).err().unwrap().contains("the field \"fetch_mode\" of HttpRequester"));
+    }
+
+    #[test]
+    fn reference_bombs_and_cycles_are_refused() {
+        let mut defs = Map::new();
+        defs.insert("l0".into(), json!("x"));
+        for i in 1..40 {
+            let prev = format!("#/definitions/l{}", i - 1);
+            defs.insert(format!("l{i}"), json!([prev, prev, prev, prev]));
+        }
+        let m = json!({"definitions": defs, "streams": [{"name": "s", "retriever": {"requester": {"url_base": "#/definitions/l39"}}}]});
+        assert!(Manifest::load(&m).err().unwrap().contains("expands to more than"));
+        let m =
+            json!({"definitions": {"a": "#/definitions/b", "b": "#/definitions/a"}, "streams": ["#/definitions/a"]});
+        assert!(Manifest::load(&m).err().unwrap().contains("refers to itself"));
+        let m = json!({"streams": ["#/definitions/none"]});
+        assert!(Manifest::load(&m).err().unwrap().contains("points at nothing"));
+    }
+
+    #[test]
+    fn lookup_prefers_whole_keys() {
+        let m = json!({"nested": {"path": "first"}, "nested/path": "whole"});
+        assert_eq!(lookup(&m, "nested/path"), Some(&json!("whole")));
+        let m = json!({"a": {"b": [1, {"c": 2}]}});
+        assert_eq!(lookup(&m, "a/b/1/c"), Some(&json!(2)));
+    }
+}

@@ -1,0 +1,344 @@
+//! From a response to records: decoders (JSON, JSON lines, CSV, gzip), the record selector
+//! (DpathExtractor, RecordFilter) and the transformations (AddFields, RemoveFields).
+
+use crate::engine::{Engine, Scope, kind};
+use serde_json::{Map, Value};
+use sluice_guest::{Error, Result};
+use std::io::Read;
+
+/// Decompressed bytes a gzip body may grow to: a small bomb must not fill the guest's memory
+/// before the sandbox's limit stops it with a less helpful message.
+const MAX_INFLATED_BYTES: u64 = 512 << 20;
+
+/// The documents in a body, as the decoder reads them: one for JSON, one a line for JSON lines,
+/// one a row for CSV.
+pub fn decode(decoder: Option<&Value>, body: &[u8], url: &str) -> Result<Vec<Value>> {
+    let name = decoder.map_or("JsonDecoder", kind);
+    match name {
+        "" | "JsonDecoder" => {
+            if body.iter().all(u8::is_ascii_whitespace) {
+                return Ok(vec![Value::Object(Map::new())]);
+            }
+            let doc: Value = serde_json::from_slice(body)
+                .map_err(|e| Error::system(format!("{url} answered with a body that is not JSON: {e}")))?;
+            Ok(vec![doc])
+        }
+        "JsonlDecoder" => {
+            let text = std::str::from_utf8(body).map_err(|e| Error::system(format!("{url}: not UTF-8 text: {e}")))?;
+            jsonl(text, url)
+        }
+        "CsvDecoder" => csv(decoder.unwrap_or(&Value::Null), body, url),
+        "GzipDecoder" => {
+            let inner = decoder.and_then(|d| d.get("decoder"));
+            let looks_gzip = body.starts_with(&[0x1f, 0x8b]);
+            if !looks_gzip {
+                // The CDK passes a body that is not compressed to the inner decoder as it is.
+                return decode(inner, body, url);
+            }
+            let mut inflated = Vec::new();
+            flate2::read::MultiGzDecoder::new(body)
+                .take(MAX_INFLATED_BYTES + 1)
+                .read_to_end(&mut inflated)
+                .map_err(|e| Error::system(format!("{url}: the gzip body does not inflate: {e}")))?;
+            if inflated.len() as u64 > MAX_INFLATED_BYTES {
+                return Err(Error::system(format!(
+                    "{url}: the gzip body inflates to more than {} MiB",
+                    MAX_INFLATED_BYTES >> 20
+                )));
+            }
+            decode(inner, &inflated, url)
+        }
+        other => Err(Error::config(format!("the decoder {other} is not supported"))),
+    }
+}
+
+pub fn jsonl(text: &str, url: &str) -> Result<Vec<Value>> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| Error::system(format!("{url}: line {} is not JSON: {e}", i + 1)))
+        })
+        .collect()
+}
+
+fn csv(decoder: &Value, body: &[u8], url: &str) -> Result<Vec<Value>> {
+    let delimiter = match decoder.get("delimiter").and_then(Value::as_str) {
+        None => b',',
+        Some("\\t") => b'\t',
+        Some(d) if d.len() == 1 => d.as_bytes()[0],
+        Some(d) => return Err(Error::config(format!("a CsvDecoder delimiter must be one character, got {d:?}"))),
+    };
+    let nulls: Vec<String> = decoder
+        .get("set_values_to_none")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default();
+    let mut reader = ::csv::ReaderBuilder::new().delimiter(delimiter).flexible(true).from_reader(body);
+    let headers =
+        reader.headers().map_err(|e| Error::system(format!("{url}: the CSV header does not parse: {e}")))?.clone();
+    let mut rows = Vec::new();
+    for (i, row) in reader.records().enumerate() {
+        let row = row.map_err(|e| Error::system(format!("{url}: CSV row {} does not parse: {e}", i + 1)))?;
+        let mut record = Map::new();
+        for (name, value) in headers.iter().zip(row.iter()) {
+            let v = if nulls.iter().any(|n| n == value) { Value::Null } else { Value::from(value) };
+            record.insert(name.to_string(), v);
+        }
+        rows.push(Value::Object(record));
+    }
+    Ok(rows)
+}
+
+/// The records a DpathExtractor finds in a document (`*` matches every element).
+pub fn extract(
+    engine: &Engine,
+    extractor: Option<&Value>,
+    doc: Value,
+    ctx: &Value,
+    out: &mut Vec<Value>,
+) -> Result<()> {
+    let mut path = Vec::new();
+    if let Some(extractor) = extractor {
+        if !matches!(kind(extractor), "DpathExtractor" | "") {
+            return Err(Error::config(format!("the extractor {} is not supported", kind(extractor))));
+        }
+        for p in extractor.get("field_path").and_then(Value::as_array).into_iter().flatten() {
+            path.push(engine.text(Some(p), ctx)?);
+        }
+    }
+    dig(doc, &path, out);
+    Ok(())
+}
+
+fn dig(node: Value, path: &[String], out: &mut Vec<Value>) {
+    let Some((first, rest)) = path.split_first() else {
+        match node {
+            Value::Array(items) => out.extend(items),
+            Value::Null => {}
+            other => out.push(other),
+        }
+        return;
+    };
+    match (node, first.as_str()) {
+        (Value::Array(items), "*") => items.into_iter().for_each(|v| dig_one(v, rest, out)),
+        (Value::Object(map), "*") => map.into_iter().for_each(|(_, v)| dig_one(v, rest, out)),
+        (Value::Object(mut map), key) => {
+            if let Some(v) = map.remove(key) {
+                dig(v, rest, out)
+            }
+        }
+        (Value::Array(mut items), key) => {
+            if let Ok(i) = key.parse::<usize>()
+                && i < items.len()
+            {
+                dig(items.swap_remove(i), rest, out)
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Below a wildcard each match is one record (a list found there is not flattened again).
+fn dig_one(node: Value, path: &[String], out: &mut Vec<Value>) {
+    if path.is_empty() {
+        if !node.is_null() {
+            out.push(node);
+        }
+    } else {
+        dig(node, path, out)
+    }
+}
+
+/// Applies the record filter and the stream's transformations to the page's records.
+pub struct Shaper<'a> {
+    pub engine: &'a Engine,
+    pub filter: Option<&'a Value>,
+    pub transformations: &'a [Value],
+}
+
+impl Shaper<'_> {
+    pub fn is_noop(&self) -> bool {
+        self.filter.and_then(|f| f.get("condition")).is_none_or(|c| c.as_str().is_some_and(str::is_empty))
+            && self.transformations.is_empty()
+    }
+
+    /// The records that pass the filter, transformed; `stream` names the stream in errors.
+    pub fn shape(&self, records: Vec<Value>, scope: &Scope, stream: &str) -> Result<Vec<Value>> {
+        if self.is_noop() {
+            return Ok(records);
+        }
+        let base = self.engine.context(&Value::Null, scope, Vec::new());
+        let mut kept = Vec::with_capacity(records.len());
+        'records: for record in records {
+            let mut ctx = base.clone();
+            ctx["record"] = record;
+            if let Some(f) = self.filter {
+                ctx["parameters"] = params(f);
+                if !self.engine.condition(f.get("condition"), &ctx)? {
+                    continue 'records;
+                }
+            }
+            for t in self.transformations {
+                ctx["parameters"] = params(t);
+                if self.engine.condition(t.get("condition"), &ctx)? {
+                    self.transform(t, &mut ctx, stream)?;
+                }
+            }
+            kept.push(ctx["record"].take());
+        }
+        Ok(kept)
+    }
+
+    /// Applies one transformation to `ctx["record"]`.
+    fn transform(&self, t: &Value, ctx: &mut Value, stream: &str) -> Result<()> {
+        match kind(t) {
+            "AddFields" => {
+                for field in t.get("fields").and_then(Value::as_array).into_iter().flatten() {
+                    let value = cast(
+                        self.engine.value(field.get("value"), ctx)?,
+                        field.get("value_type").and_then(Value::as_str),
+                    )?;
+                    let mut path = Vec::new();
+                    for p in field.get("path").and_then(Value::as_array).into_iter().flatten() {
+                        path.push(self.engine.text(Some(p), ctx)?);
+                    }
+                    set_path(&mut ctx["record"], &path, value)
+                        .map_err(|e| Error::system(format!("stream {stream}: AddFields: {e}")))?;
+                }
+            }
+            "RemoveFields" => {
+                for pointer in t.get("field_pointers").and_then(Value::as_array).into_iter().flatten() {
+                    let path: Vec<&str> =
+                        pointer.as_array().map(|p| p.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+                    remove_path(&mut ctx["record"], &path);
+                }
+            }
+            other => return Err(Error::config(format!("the transformation {other} is not supported"))),
+        }
+        Ok(())
+    }
+}
+
+fn params(component: &Value) -> Value {
+    component.get("$parameters").cloned().unwrap_or_else(|| Value::Object(Map::new()))
+}
+
+/// AddFields' `value_type`: the evaluated value made that type.
+fn cast(value: Value, to: Option<&str>) -> Result<Value> {
+    let bad = |v: &Value, t: &str| Error::system(format!("AddFields: {v} cannot be made a {t}"));
+    Ok(match to {
+        None => value,
+        Some("string") => match value {
+            Value::String(_) => value,
+            other => Value::from(crate::engine::plain(&other)),
+        },
+        Some("integer") => match &value {
+            Value::Number(n) if n.is_i64() || n.is_u64() => value,
+            Value::Number(n) => Value::from(n.as_f64().unwrap_or_default() as i64),
+            Value::String(s) => s.trim().parse::<i64>().map(Value::from).map_err(|_| bad(&value, "integer"))?,
+            _ => return Err(bad(&value, "integer")),
+        },
+        Some("number") => match &value {
+            Value::Number(_) => value,
+            Value::String(s) => s.trim().parse::<f64>().map(Value::from).map_err(|_| bad(&value, "number"))?,
+            _ => return Err(bad(&value, "number")),
+        },
+        Some("boolean") => match &value {
+            Value::Bool(_) => value,
+            Value::String(s) if s.eq_ignore_ascii_case("true") => Value::Bool(true),
+            Value::String(s) if s.eq_ignore_ascii_case("false") => Value::Bool(false),
+            _ => return Err(bad(&value, "boolean")),
+        },
+        Some(other) => return Err(Error::config(format!("AddFields value_type {other:?} is not supported"))),
+    })
+}
+
+fn set_path(record: &mut Value, path: &[String], value: Value) -> std::result::Result<(), String> {
+    let (last, parents) = path.split_last().ok_or("an empty path")?;
+    let mut node = record;
+    for key in parents {
+        let map = node.as_object_mut().ok_or_else(|| format!("{key:?} is not inside an object"))?;
+        node = map.entry(key.clone()).or_insert_with(|| Value::Object(Map::new()));
+    }
+    node.as_object_mut().ok_or_else(|| format!("{last:?} is not inside an object"))?.insert(last.clone(), value);
+    Ok(())
+}
+
+fn remove_path(node: &mut Value, path: &[&str]) {
+    let Some((first, rest)) = path.split_first() else { return };
+    match node {
+        Value::Object(map) if rest.is_empty() => {
+            if *first == "*" {
+                map.clear();
+            } else {
+                map.remove(*first);
+            }
+        }
+        Value::Object(map) if *first == "*" => map.values_mut().for_each(|v| remove_path(v, rest)),
+        Value::Object(map) => {
+            if let Some(v) = map.get_mut(*first) {
+                remove_path(v, rest)
+            }
+        }
+        Value::Array(items) if *first == "*" => items.iter_mut().for_each(|v| remove_path(v, rest)),
+        Value::Array(items) => {
+            if let Some(v) = first.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
+                if rest.is_empty() {
+                    *v = Value::Null;
+                } else {
+                    remove_path(v, rest)
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn dug(doc: Value, path: &[&str]) -> Vec<Value> {
+        let mut out = Vec::new();
+        dig(doc, &path.iter().map(|s| s.to_string()).collect::<Vec<_>>(), &mut out);
+        out
+    }
+
+    #[test]
+    fn dpath_extracts_lists_objects_and_wildcards() {
+        assert_eq!(dug(json!({"data": [{"a": 1}, {"a": 2}]}), &["data"]), vec![json!({"a": 1}), json!({"a": 2})]);
+        assert_eq!(dug(json!({"data": {"a": 1}}), &["data"]), vec![json!({"a": 1})]);
+        assert_eq!(dug(json!([{"a": 1}]), &[]), vec![json!({"a": 1})]);
+        assert!(dug(json!({"other": []}), &["data"]).is_empty());
+        assert_eq!(
+            dug(json!({"groups": [{"items": {"x": 1}}, {"items": {"x": 2}}]}), &["groups", "*", "items"]),
+            vec![json!({"x": 1}), json!({"x": 2})]
+        );
+    }
+
+    #[test]
+    fn decoders_read_jsonl_csv_and_gzip() {
+        assert_eq!(decode(Some(&json!({"type": "JsonlDecoder"})), b"{\"a\":1}\n\n{\"a\":2}\n", "u").unwrap().len(), 2);
+        let rows = decode(Some(&json!({"type": "CsvDecoder"})), b"id,name\n1,\"a, b\"\n2,c\n", "u").unwrap();
+        assert_eq!(rows, vec![json!({"id": "1", "name": "a, b"}), json!({"id": "2", "name": "c"})]);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, b"id\n7\n").unwrap();
+        let body = gz.finish().unwrap();
+        let gzip = json!({"type": "GzipDecoder", "decoder": {"type": "CsvDecoder"}});
+        assert_eq!(decode(Some(&gzip), &body, "u").unwrap(), vec![json!({"id": "7"})]);
+        assert!(decode(None, b"<html>", "http://x").unwrap_err().message().contains("not JSON"));
+    }
+
+    #[test]
+    fn paths_set_and_remove() {
+        let mut r = json!({"a": {"b": 1, "c": 2}, "d": [{"e": 1, "f": 2}]});
+        set_path(&mut r, &["a".into(), "x".into()], json!(3)).unwrap();
+        remove_path(&mut r, &["a", "b"]);
+        remove_path(&mut r, &["d", "*", "e"]);
+        assert_eq!(r, json!({"a": {"c": 2, "x": 3}, "d": [{"f": 2}]}));
+        assert_eq!(cast(json!("12"), Some("integer")).unwrap(), json!(12));
+        assert_eq!(cast(json!(12), Some("string")).unwrap(), json!("12"));
+    }
+}

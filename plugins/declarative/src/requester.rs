@@ -1,0 +1,354 @@
+//! HttpRequester: builds a request from the manifest (URL, method, parameters, headers, body,
+//! authentication, the paginator's and the slicers' request options), sends it through the host,
+//! and lets the manifest's error handler decide what an answer means.
+//!
+//! Waiting belongs to the host: it retries 429 and 5xx answers (and connection failures) with
+//! backoff and `Retry-After` before the engine sees them. The error handler then decides which
+//! of the answers it gets are records, ignored, retried or fatal.
+
+use crate::auth;
+use crate::engine::{Engine, Inputs, Scope, kind, plain};
+use serde_json::{Map, Value, json};
+use sluice_guest::http::{self, Response};
+use sluice_guest::{Error, Result};
+
+/// Where request options go.
+#[derive(Default, Debug, Clone)]
+pub struct Options {
+    pub params: Vec<(String, String)>,
+    pub headers: Vec<(String, String)>,
+    pub body_json: Map<String, Value>,
+    pub body_data: Vec<(String, String)>,
+    /// A full URL or path replacing the requester's (RequestPath pagination).
+    pub path: Option<String>,
+}
+
+impl Options {
+    /// Injects `value` as a RequestOption (`inject_into` and `field_name`/`field_path`) says.
+    pub fn inject(&mut self, engine: &Engine, option: &Value, value: &Value, ctx: &Value) -> Result<()> {
+        if kind(option) == "RequestPath" {
+            self.path = Some(plain(value));
+            return Ok(());
+        }
+        let into = option.get("inject_into").and_then(Value::as_str).unwrap_or("request_parameter");
+        if let Some(Value::Array(path)) = option.get("field_path") {
+            let mut keys = Vec::new();
+            for k in path {
+                keys.push(engine.text(Some(k), ctx)?);
+            }
+            if into != "body_json" {
+                return Err(Error::config("a RequestOption's field_path is for body_json only"));
+            }
+            let (last, parents) = keys.split_last().ok_or_else(|| Error::config("an empty field_path"))?;
+            let mut node = &mut self.body_json;
+            for k in parents {
+                node = node
+                    .entry(k.clone())
+                    .or_insert_with(|| json!({}))
+                    .as_object_mut()
+                    .ok_or_else(|| Error::config(format!("field_path {k:?} is not an object")))?;
+            }
+            node.insert(last.clone(), value.clone());
+            return Ok(());
+        }
+        let name = engine.text(option.get("field_name"), ctx)?;
+        if name.is_empty() {
+            return Err(Error::config("a RequestOption needs field_name (or field_path)"));
+        }
+        match into {
+            "request_parameter" => self.params.push((name, plain(value))),
+            "header" => self.headers.push((name, plain(value))),
+            "body_json" => {
+                self.body_json.insert(name, value.clone());
+            }
+            "body_data" => self.body_data.push((name, plain(value))),
+            other => {
+                return Err(Error::config(format!(
+                    "inject_into {other:?} is not one of request_parameter, header, body_json, body_data"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The URL the requester points at (without options): `url`, or `url_base` joined with `path`.
+pub fn base_url(engine: &Engine, requester: &Value, ctx: &Value) -> Result<String> {
+    if let Some(url) = requester.get("url").filter(|u| !u.is_null()) {
+        return engine.text(Some(url), ctx);
+    }
+    let base = engine.text(requester.get("url_base"), ctx)?;
+    let path = engine.text(requester.get("path"), ctx)?;
+    Ok(join(&base, &path))
+}
+
+/// `url_base` and `path` as the CDK joins them: one slash between, a full URL path wins.
+pub fn join(base: &str, path: &str) -> String {
+    if path.starts_with("http://") || path.starts_with("https://") {
+        return path.to_string();
+    }
+    if path.is_empty() {
+        return base.to_string();
+    }
+    format!("{}/{}", base.trim_end_matches('/'), path.trim_start_matches('/'))
+}
+
+/// An answer and what the error handler made of it.
+pub enum Answer {
+    Ok(Response),
+    /// IGNORE: no records, and no next page.
+    Ignored,
+}
+
+/// Sends the request the requester describes with these options, applying its authenticator
+/// and error handler.
+pub fn send(
+    engine: &Engine,
+    requester: &Value,
+    scope: &Scope,
+    options: &Options,
+    path: &str,
+    more: &[(&str, Value)],
+) -> Result<Answer> {
+    let ctx = engine.context(requester, scope, more.to_vec());
+    let request = build(engine, requester, scope, options, &ctx, path)?;
+    let handler = requester.get("error_handler");
+    let max_retries = handler.map_or(Ok(5), |h| max_retries(engine, h, &ctx))?;
+    let mut attempt = 0;
+    loop {
+        let response = request.clone().send()?;
+        match decide(engine, handler, &response, scope)? {
+            Action::Success => return Ok(Answer::Ok(response)),
+            Action::Ignore => return Ok(Answer::Ignored),
+            Action::Fail(error) => return Err(error),
+            // The host already waited out 429s and 5xxs; what is left is re-sent at once, a
+            // bounded number of times.
+            Action::Retry(error) if attempt >= max_retries => return Err(error),
+            Action::Retry(_) => attempt += 1,
+        }
+    }
+}
+
+fn max_retries(engine: &Engine, handler: &Value, ctx: &Value) -> Result<u32> {
+    if kind(handler) == "CompositeErrorHandler" {
+        let mut most = 0;
+        for h in handler.get("error_handlers").and_then(Value::as_array).into_iter().flatten() {
+            most = most.max(max_retries(engine, h, ctx)?);
+        }
+        return Ok(most);
+    }
+    match engine.value(handler.get("max_retries"), ctx)? {
+        Value::Null => Ok(5),
+        v => v
+            .as_u64()
+            .map(|n| n.min(20) as u32)
+            .ok_or_else(|| Error::config(format!("max_retries must be a number, got {v}"))),
+    }
+}
+
+/// Builds the request: URL with parameters, headers, body, authentication.
+pub fn build(
+    engine: &Engine,
+    requester: &Value,
+    _scope: &Scope,
+    options: &Options,
+    ctx: &Value,
+    path: &str,
+) -> Result<http::Request> {
+    let mut url = match &options.path {
+        Some(replaced) if replaced.starts_with("http://") || replaced.starts_with("https://") => replaced.clone(),
+        Some(replaced) => join(&engine.text(requester.get("url_base"), ctx)?, replaced),
+        None => base_url(engine, requester, ctx)?,
+    };
+    if url.is_empty() {
+        return Err(Error::config(format!("{path}: the requester has no url (or url_base)")));
+    }
+    let method = engine.text(requester.get("http_method"), ctx)?;
+    let method = if method.is_empty() { "GET".to_string() } else { method.to_ascii_uppercase() };
+    let mut params = pairs(engine.inputs(requester.get("request_parameters"), ctx, Inputs::Params)?);
+    params.extend(options.params.iter().cloned());
+    let mut headers = pairs(engine.inputs(requester.get("request_headers"), ctx, Inputs::Headers)?);
+    headers.extend(options.headers.iter().cloned());
+    let auth = auth::credentials(engine, requester.get("authenticator"), &format!("{path}.authenticator"))?;
+    params.extend(auth.params);
+    headers.extend(auth.headers);
+    if !params.is_empty() {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in &params {
+            query.append_pair(k, v);
+        }
+        url.push(if url.contains('?') { '&' } else { '?' });
+        url.push_str(&query.finish());
+    }
+    let mut request = http::Request::new(&method, url);
+    for (k, v) in headers {
+        request = request.header(&k, v);
+    }
+    let mut json_body = engine.inputs(requester.get("request_body_json"), ctx, Inputs::Json)?;
+    json_body.extend(options.body_json.clone());
+    let mut data: Vec<(String, String)> = match requester.get("request_body_data") {
+        Some(Value::String(t)) if !t.contains("{{") && !t.contains("{%") => {
+            request = request.body(t.clone().into_bytes());
+            Vec::new()
+        }
+        Some(v) => pairs(engine.inputs(Some(v), ctx, Inputs::Params)?),
+        None => Vec::new(),
+    };
+    data.extend(options.body_data.iter().cloned());
+    if !json_body.is_empty() {
+        request = request.json_body(&json_body)?;
+    } else if !data.is_empty() {
+        let mut form = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in &data {
+            form.append_pair(k, v);
+        }
+        request = request.header("content-type", "application/x-www-form-urlencoded").body(form.finish().into_bytes());
+    }
+    Ok(request)
+}
+
+/// Evaluated inputs as name-value pairs; a list is the name repeated, as requests sends it.
+fn pairs(inputs: Map<String, Value>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (k, v) in inputs {
+        match v {
+            Value::Array(items) => out.extend(items.iter().map(|i| (k.clone(), plain(i)))),
+            other => out.push((k, plain(&other))),
+        }
+    }
+    out
+}
+
+enum Action {
+    Success,
+    Ignore,
+    Retry(Error),
+    Fail(Error),
+}
+
+/// The response as templates see it: its JSON (or `{}`), and its headers with `link` parsed.
+pub fn response_context(response: &Response) -> (Value, Value) {
+    let body = serde_json::from_slice(&response.body).unwrap_or_else(|_| json!({}));
+    (body, headers_value(response))
+}
+
+/// Headers as a mapping, with `link` parsed into `{rel: {"url": ..., "rel": ...}}` as requests'
+/// `response.links` has it.
+pub fn headers_value(response: &Response) -> Value {
+    let mut headers = Map::new();
+    for (k, v) in &response.headers {
+        headers.insert(k.clone(), Value::from(v.clone()));
+    }
+    let mut links = Map::new();
+    if let Some(link) = response.header("link") {
+        for part in link.split(',') {
+            let mut pieces = part.split(';');
+            let Some(url) = pieces.next().map(|u| u.trim().trim_start_matches('<').trim_end_matches('>')) else {
+                continue;
+            };
+            let mut entry = Map::new();
+            entry.insert("url".into(), Value::from(url));
+            for param in pieces {
+                if let Some((k, v)) = param.split_once('=') {
+                    entry.insert(k.trim().to_string(), Value::from(v.trim().trim_matches('"')));
+                }
+            }
+            let key = entry.get("rel").and_then(Value::as_str).unwrap_or(url).to_string();
+            links.insert(key, Value::Object(entry));
+        }
+    }
+    headers.insert("link".into(), Value::Object(links));
+    Value::Object(headers)
+}
+
+fn decide(engine: &Engine, handler: Option<&Value>, response: &Response, scope: &Scope) -> Result<Action> {
+    let handlers: Vec<&Value> = match handler {
+        None => Vec::new(),
+        Some(h) if kind(h) == "CompositeErrorHandler" => {
+            h.get("error_handlers").and_then(Value::as_array).map(|a| a.iter().collect()).unwrap_or_default()
+        }
+        Some(h) => vec![h],
+    };
+    for handler in handlers {
+        for filter in handler.get("response_filters").and_then(Value::as_array).into_iter().flatten() {
+            if let Some(action) = matches(engine, filter, response, scope)? {
+                return Ok(action);
+            }
+        }
+    }
+    Ok(default_action(response))
+}
+
+/// A response filter's action when it matches the response.
+fn matches(engine: &Engine, filter: &Value, response: &Response, scope: &Scope) -> Result<Option<Action>> {
+    let codes = filter.get("http_codes").and_then(Value::as_array);
+    let by_code = codes.is_some_and(|c| c.iter().any(|c| c.as_u64() == Some(u64::from(response.status))));
+    let body = || String::from_utf8_lossy(&response.body);
+    let by_message = match filter.get("error_message_contains").and_then(Value::as_str) {
+        Some(needle) if !needle.is_empty() => body().contains(needle),
+        _ => false,
+    };
+    // The answer is parsed for the templates only when a template looks at it.
+    let context = || {
+        let (json_body, headers) = response_context(response);
+        engine.context(filter, scope, vec![("response", json_body), ("headers", headers)])
+    };
+    let mut ctx = None;
+    let by_predicate = match filter.get("predicate").and_then(Value::as_str) {
+        Some(p) if !p.is_empty() => engine.condition(Some(&Value::from(p)), ctx.get_or_insert_with(context))?,
+        _ => false,
+    };
+    if !(by_code || by_message || by_predicate) {
+        return Ok(None);
+    }
+    let ctx = ctx.unwrap_or_else(context);
+    let action = filter.get("action").and_then(Value::as_str).unwrap_or("FAIL");
+    let message = match engine.text(filter.get("error_message"), &ctx)? {
+        m if m.is_empty() => format!("{} answered {}: {}", response.url, response.status, preview(&body())),
+        m => format!("{m} ({} answered {})", response.url, response.status),
+    };
+    let error = match filter.get("failure_type").and_then(Value::as_str) {
+        Some("config_error") => Error::config(message),
+        Some("transient_error") => Error::transient(message),
+        Some(_) => Error::system(message),
+        None => status_error(response.status, message),
+    };
+    Ok(Some(match action {
+        "SUCCESS" => Action::Success,
+        "IGNORE" => Action::Ignore,
+        "RETRY" | "RATE_LIMITED" => Action::Retry(error),
+        "FAIL" => Action::Fail(error),
+        other => {
+            return Err(Error::config(format!(
+                "an HttpResponseFilter action {other:?} is not one of SUCCESS, IGNORE, RETRY, RATE_LIMITED, FAIL"
+            )));
+        }
+    }))
+}
+
+/// The CDK's default: 2xx are records; 429 and 5xx (still failing after the host's retries)
+/// are passing faults; 401 and 403 are the config's; anything else fails.
+fn default_action(response: &Response) -> Action {
+    if response.is_success() {
+        return Action::Success;
+    }
+    let message =
+        format!("{} answered {}: {}", response.url, response.status, preview(&String::from_utf8_lossy(&response.body)));
+    Action::Fail(status_error(response.status, message))
+}
+
+fn status_error(status: u16, message: String) -> Error {
+    match status {
+        401 | 403 => Error::config(message),
+        429 | 500..=599 => Error::transient(message),
+        _ => Error::system(message),
+    }
+}
+
+fn preview(body: &str) -> &str {
+    let mut end = body.len().min(300);
+    while !body.is_char_boundary(end) {
+        end -= 1;
+    }
+    &body[..end]
+}

@@ -1,0 +1,500 @@
+//! SimpleRetriever: one page of a partition. Paginators become page tokens the host keeps
+//! (`{"next": <the paginator's value>}`, plus the window being read when a routed partition walks
+//! its cursor's windows), so the engine keeps nothing between calls.
+
+use crate::datetime::{self, DateTime};
+use crate::engine::{Engine, Scope, kind};
+use crate::records::{self, Shaper};
+use crate::requester::{self, Answer, Options};
+use crate::slicing::{self, Cursor};
+use serde_json::{Map, Value, json};
+use sluice_guest::{Error, Page, Partition, Result};
+
+/// Pages one partition may have; a paginator that never stops is cut here.
+pub const MAX_PAGES: u64 = 1_000_000;
+
+/// Date-times in page tokens: to the microsecond, with the offset.
+const TOKEN_FORMAT: &str = "%Y-%m-%dT%H:%M:%S.%f%z";
+
+/// What the paginator said about the page just read.
+pub struct Paged {
+    /// Each record as JSON text.
+    pub records: Vec<String>,
+    /// The next page token value, or `None` at the end.
+    pub next: Option<Value>,
+}
+
+/// Where a partition is being read.
+#[derive(Default)]
+struct Position {
+    next: Option<Value>,
+    window: Option<(DateTime, DateTime)>,
+    /// Where an open-ended partition's windows end (the cursor's end when the partition began).
+    until: Option<DateTime>,
+    page: u64,
+}
+
+impl Position {
+    fn parse(token: Option<Value>) -> Result<Position> {
+        let Some(token) = token else { return Ok(Position::default()) };
+        let bad = || Error::system(format!("the host sent a page token this engine did not make: {token}"));
+        let next = token.get("next").filter(|v| !v.is_null()).cloned();
+        let window = match token.get("window") {
+            Some(Value::Array(w)) if w.len() == 2 => {
+                let at = |v: &Value| v.as_str().and_then(|s| datetime::parse_any(s).ok()).ok_or_else(bad);
+                Some((at(&w[0])?, at(&w[1])?))
+            }
+            None | Some(Value::Null) => None,
+            _ => return Err(bad()),
+        };
+        let until = match token.get("until") {
+            Some(Value::String(s)) => Some(datetime::parse_any(s).map_err(|_| bad())?),
+            _ => None,
+        };
+        let page = token.get("page").and_then(Value::as_u64).unwrap_or(0);
+        Ok(Position { next, window, until, page })
+    }
+
+    fn token(&self) -> Value {
+        let mut t = json!({"next": self.next, "page": self.page});
+        if let Some((s, e)) = &self.window {
+            t["window"] = json!([datetime::format(s, TOKEN_FORMAT), datetime::format(e, TOKEN_FORMAT)]);
+        }
+        if let Some(until) = &self.until {
+            t["until"] = json!(datetime::format(until, TOKEN_FORMAT));
+        }
+        t
+    }
+}
+
+/// The scope of a partition: its router slice and extra fields (from the key).
+pub fn scope_of(partition: &Partition) -> Scope {
+    let mut scope = Scope::default();
+    if let Some(Value::Object(p)) = partition.key.get("partition") {
+        scope.partition = p.clone();
+    }
+    if let Some(Value::Object(e)) = partition.key.get("extra_fields") {
+        scope.extra = e.clone();
+    }
+    scope
+}
+
+/// Reads one page of a partition of a SimpleRetriever stream.
+pub fn read_page(engine: &Engine, partition: &Partition, token: Option<Value>) -> Result<Page> {
+    let stream = engine.stream(&partition.stream)?;
+    let retriever = &stream["retriever"];
+    if kind(retriever) != "SimpleRetriever" {
+        return Err(Error::system(format!(
+            "stream {} is read through report jobs, not page by page",
+            partition.stream
+        )));
+    }
+    let mut position = Position::parse(token)?;
+    if position.page >= MAX_PAGES {
+        return Err(Error::system(format!(
+            "stream {}: more than {MAX_PAGES} pages in one partition",
+            partition.stream
+        )));
+    }
+    let mut scope = scope_of(partition);
+    let cursor = Cursor::of(engine, stream)?;
+    // The window to read: the token's, else the partition's first.
+    let mut remaining: Vec<(DateTime, DateTime)> = Vec::new();
+    if let Some(cursor) = &cursor {
+        let window = match position.window {
+            Some(w) => w,
+            None => {
+                let until = match partition.cursor_end() {
+                    Some(end) => cursor.from_host(end)?,
+                    None => cursor.end(engine)?,
+                };
+                position.until = Some(until);
+                let windows = partition_windows(engine, cursor, partition, until)?;
+                let mut windows = windows.into_iter();
+                match windows.next() {
+                    Some(first) => {
+                        remaining = windows.collect();
+                        first
+                    }
+                    // Nothing to read: the partition starts after its end.
+                    None => return Ok(Page { records: Vec::new(), next_token: None }),
+                }
+            }
+        };
+        position.window = Some(window);
+        scope.interval = cursor.interval(&window.0, &window.1);
+    }
+    let paged = read_slice(engine, stream, &scope, position.next.take(), &partition.stream)?;
+    let records = paged.records;
+    position.page += 1;
+    let next_token = match paged.next {
+        Some(next) => {
+            position.next = Some(next);
+            Some(position.token())
+        }
+        None => {
+            // The window is done: the next one, for a routed partition walking its windows.
+            let next_window = match (&cursor, position.window, position.until) {
+                (Some(c), Some((_, end)), Some(until)) if remaining.is_empty() && end < until => {
+                    c.windows(c.granularity.add_to(&end), until).into_iter().next().filter(|(s, _)| *s > end)
+                }
+                _ => remaining.into_iter().next(),
+            };
+            next_window.map(|w| {
+                position.window = Some(w);
+                position.next = None;
+                position.token()
+            })
+        }
+    };
+    Ok(Page { records, next_token })
+}
+
+/// The windows a partition covers: a bounded partition is one window (its start raised by the
+/// host when part of it is finished); an open-ended one runs from its start (the saved cursor,
+/// less the lookback window) to the cursor's end, cut by `step`.
+fn partition_windows(
+    engine: &Engine,
+    cursor: &Cursor,
+    partition: &Partition,
+    until: DateTime,
+) -> Result<Vec<(DateTime, DateTime)>> {
+    let after = match partition.cursor_start() {
+        Some(v) => cursor.granularity.add_to(&cursor.from_host(v)?),
+        None => cursor.start(engine)?,
+    };
+    let from = match cursor.lookback(engine)? {
+        Some(back) if partition.cursor_start().is_some() => back.sub_from(&after).max(cursor.start(engine)?),
+        _ => after,
+    };
+    match partition.cursor_end() {
+        Some(_) => Ok(if from <= until { vec![(from, until)] } else { Vec::new() }),
+        // Only the first window is needed now; the rest follow from the token.
+        None => Ok(cursor.windows(from, until).into_iter().take(1).collect()),
+    }
+}
+
+/// One request of a slice (router partition and cursor interval) and its records.
+pub fn read_slice(engine: &Engine, stream: &Value, scope: &Scope, next: Option<Value>, name: &str) -> Result<Paged> {
+    let retriever = &stream["retriever"];
+    let requester = &retriever["requester"];
+    let paginator = retriever.get("paginator").filter(|p| !p.is_null() && kind(p) != "NoPagination");
+    let mut scope = scope.clone();
+    let next = next.or_else(|| paginator.and_then(|p| initial_token(engine, p)));
+    scope.next_page_token = next.as_ref().map(|v| json!({"next_page_token": v}));
+    let mut options = Options::default();
+    let ignore_slicers =
+        retriever.get("ignore_stream_slicer_parameters_on_paginated_requests").and_then(Value::as_bool) == Some(true)
+            && next.is_some();
+    if !ignore_slicers {
+        slicing::inject_routers(engine, retriever, &scope, &mut options)?;
+        if let Some(cursor) = Cursor::of(engine, stream)? {
+            cursor.inject(engine, &scope, &mut options)?;
+        }
+    }
+    if let Some(p) = paginator {
+        inject_paginator(engine, p, &scope, next.as_ref(), &mut options)?;
+    }
+    let path = format!("streams.{name}.retriever.requester");
+    let response = match requester::send(engine, requester, &scope, &options, &path, &[])? {
+        Answer::Ok(r) => r,
+        Answer::Ignored => return Ok(Paged { records: Vec::new(), next: None }),
+    };
+    let decoder = retriever.get("decoder");
+    let selector = &retriever["record_selector"];
+    let extractor = selector.get("extractor");
+    let transformations = stream.get("transformations").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    let shaper = Shaper { engine, filter: selector.get("record_filter").filter(|f| !f.is_null()), transformations };
+    let raw = match fixed_path(decoder, extractor, paginator) {
+        Some(path) if shaper.is_noop() => raw_records(&response.body, &path),
+        _ => None,
+    };
+    let (records, response_doc, page_size, last_record) = match raw {
+        Some((records, rest)) => {
+            let last = records.last().and_then(|r| serde_json::from_str(r).ok()).unwrap_or(Value::Null);
+            let n = records.len();
+            (records, rest, n, last)
+        }
+        None => {
+            let docs = records::decode(decoder, &response.body, &response.url)?;
+            let ctx = engine.context(selector, &scope, Vec::new());
+            // The paginator's templates see the first document as `response`.
+            let first_doc = match paginator {
+                Some(_) => docs.first().cloned().unwrap_or(Value::Null),
+                None => Value::Null,
+            };
+            let mut extracted = Vec::new();
+            for doc in docs {
+                records::extract(engine, extractor, doc, &ctx, &mut extracted)?;
+            }
+            let page_size = extracted.len();
+            let last_record = extracted.last().cloned().unwrap_or(Value::Null);
+            let mut texts = Vec::with_capacity(extracted.len());
+            for record in shaper.shape(extracted, &scope, name)? {
+                if !record.is_object() {
+                    return Err(Error::system(format!("stream {name}: a record is not a JSON object: {record}")));
+                }
+                texts.push(serde_json::to_string(&record)?);
+            }
+            (texts, first_doc, page_size, last_record)
+        }
+    };
+    let next = match paginator {
+        None => None,
+        Some(p) => {
+            let headers = requester::headers_value(&response);
+            next_token(engine, p, &scope, next.as_ref(), response_doc, headers, last_record, page_size)?
+        }
+    };
+    Ok(Paged { records, next })
+}
+
+/// The extractor's field path when the records can be taken from the body as they are: a JSON
+/// body, a path of fixed keys (no templates, no wildcard), whose first key the paginator's
+/// templates do not name (they see the rest of the answer as `response`).
+fn fixed_path(decoder: Option<&Value>, extractor: Option<&Value>, paginator: Option<&Value>) -> Option<Vec<String>> {
+    if !decoder.is_none_or(|d| matches!(kind(d), "" | "JsonDecoder")) {
+        return None;
+    }
+    let extractor = extractor?;
+    if kind(extractor) != "DpathExtractor" {
+        return None;
+    }
+    let path: Vec<String> = extractor
+        .get("field_path")?
+        .as_array()?
+        .iter()
+        .map(|p| p.as_str().filter(|p| *p != "*" && !p.contains("{{") && !p.contains("{%")).map(str::to_string))
+        .collect::<Option<_>>()?;
+    let first = path.first()?;
+    if let Some(p) = paginator
+        && p.to_string().contains(first.as_str())
+    {
+        return None;
+    }
+    Some(path)
+}
+
+/// The records at `path` in a JSON body as the API wrote them (no parsing and re-encoding of each
+/// record), and the rest of the body parsed, for the paginator. `None` when the body is not of
+/// that shape, so the general path reads it (and names what is wrong).
+fn raw_records(body: &[u8], path: &[String]) -> Option<(Vec<String>, Value)> {
+    use serde_json::value::RawValue;
+    use std::collections::HashMap;
+    let text = std::str::from_utf8(body).ok()?;
+    let top: HashMap<String, &RawValue> = serde_json::from_str(text).ok()?;
+    let mut rest = Map::new();
+    for (k, v) in &top {
+        if *k != path[0] {
+            rest.insert(k.clone(), serde_json::from_str(v.get()).ok()?);
+        }
+    }
+    let mut at: Option<&RawValue> = top.get(&path[0]).copied();
+    for key in &path[1..] {
+        let Some(node) = at else { break };
+        let map: HashMap<String, &RawValue> = serde_json::from_str(node.get()).ok()?;
+        at = map.get(key).copied();
+    }
+    let records = match at.map(|r| r.get().trim_start()) {
+        None => Vec::new(),
+        Some(t) if t.starts_with('[') => {
+            let items: Vec<&RawValue> = serde_json::from_str(t).ok()?;
+            let mut records = Vec::with_capacity(items.len());
+            for item in items {
+                if !item.get().starts_with('{') {
+                    return None;
+                }
+                records.push(item.get().to_string());
+            }
+            records
+        }
+        Some(t) if t.starts_with('{') => vec![t.to_string()],
+        Some("null") => Vec::new(),
+        Some(_) => return None,
+    };
+    Some((records, Value::Object(rest)))
+}
+
+fn strategy(paginator: &Value) -> &Value {
+    paginator.get("pagination_strategy").unwrap_or(&Value::Null)
+}
+
+fn initial_token(engine: &Engine, paginator: &Value) -> Option<Value> {
+    let s = strategy(paginator);
+    let first = s.get("inject_on_first_request").and_then(Value::as_bool) == Some(true);
+    match kind(s) {
+        "OffsetIncrement" if first => Some(json!(0)),
+        "PageIncrement" if first => Some(start_page(engine, s)),
+        _ => None,
+    }
+}
+
+fn start_page(engine: &Engine, s: &Value) -> Value {
+    let ctx = engine.context(s, &Scope::default(), Vec::new());
+    match engine.value(s.get("start_from_page"), &ctx) {
+        Ok(Value::Null) | Err(_) => json!(1),
+        Ok(v) => v,
+    }
+}
+
+fn page_size(engine: &Engine, s: &Value, scope: &Scope) -> Result<Option<u64>> {
+    let ctx = engine.context(s, scope, Vec::new());
+    match engine.value(s.get("page_size"), &ctx)? {
+        Value::Null => Ok(None),
+        Value::Number(n) => Ok(n.as_u64()),
+        Value::String(t) if t.is_empty() => Ok(None),
+        Value::String(t) => t.parse().map(Some).map_err(|_| Error::config(format!("page_size {t:?} is not a number"))),
+        other => Err(Error::config(format!("page_size {other} is not a number"))),
+    }
+}
+
+fn inject_paginator(
+    engine: &Engine,
+    p: &Value,
+    scope: &Scope,
+    next: Option<&Value>,
+    options: &mut Options,
+) -> Result<()> {
+    let ctx = engine.context(p, scope, Vec::new());
+    if let Some(option) = p.get("page_size_option").filter(|o| !o.is_null())
+        && let Some(size) = page_size(engine, strategy(p), scope)?
+    {
+        options.inject(engine, option, &json!(size), &ctx)?;
+    }
+    if let (Some(option), Some(next)) = (p.get("page_token_option").filter(|o| !o.is_null()), next) {
+        options.inject(engine, option, next, &ctx)?;
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn next_token(
+    engine: &Engine,
+    p: &Value,
+    scope: &Scope,
+    last: Option<&Value>,
+    response: Value,
+    headers: Value,
+    last_record: Value,
+    last_page_size: usize,
+) -> Result<Option<Value>> {
+    let s = strategy(p);
+    let size = page_size(engine, s, scope)?;
+    let short = |n: usize| size.is_some_and(|size| (n as u64) < size) || n == 0;
+    match kind(s) {
+        "CursorPagination" => {
+            let ctx = engine.context(
+                s,
+                scope,
+                vec![
+                    ("response", response),
+                    ("headers", headers),
+                    ("last_record", last_record),
+                    ("last_page_size", json!(last_page_size)),
+                ],
+            );
+            if let Some(stop) = s.get("stop_condition").filter(|c| !c.is_null())
+                && engine.condition(Some(stop), &ctx)?
+            {
+                return Ok(None);
+            }
+            let value = engine.value(s.get("cursor_value"), &ctx)?;
+            Ok(match value {
+                Value::Null | Value::Bool(false) => None,
+                Value::String(s) if s.is_empty() || s == "None" => None,
+                Value::Array(a) if a.is_empty() => None,
+                Value::Object(o) if o.is_empty() => None,
+                v => Some(v),
+            })
+        }
+        "OffsetIncrement" => {
+            if short(last_page_size) {
+                return Ok(None);
+            }
+            let at = match last {
+                None => 0,
+                Some(v) => v.as_u64().ok_or_else(|| Error::system(format!("an offset token {v} is not a number")))?,
+            };
+            Ok(Some(json!(at + last_page_size as u64)))
+        }
+        "PageIncrement" => {
+            if short(last_page_size) {
+                return Ok(None);
+            }
+            Ok(Some(match last {
+                None => json!(start_page(engine, s).as_u64().unwrap_or(1) + 1),
+                Some(v) => {
+                    json!(v.as_u64().ok_or_else(|| Error::system(format!("a page token {v} is not a number")))? + 1)
+                }
+            }))
+        }
+        other => Err(Error::config(format!("the pagination strategy {other} is not supported"))),
+    }
+}
+
+/// Every record of a stream (all partitions, all pages), with the partition each came from: for
+/// a substream router's parent.
+pub fn read_all(engine: &Engine, stream: &Value, max: usize) -> Result<Vec<(Map<String, Value>, Value)>> {
+    let name = stream.get("name").and_then(Value::as_str).unwrap_or("parent");
+    let retriever = &stream["retriever"];
+    if kind(retriever) != "SimpleRetriever" {
+        return Err(Error::config(format!("the parent stream {name} must use a SimpleRetriever")));
+    }
+    let parent = ParentStream { engine, stream };
+    let mut out = Vec::new();
+    for scope in parent.scopes()? {
+        let mut next = None;
+        for _ in 0..MAX_PAGES {
+            let paged = read_slice(engine, stream, &scope, next, name)?;
+            for r in paged.records {
+                if out.len() >= max {
+                    return Err(Error::system(format!("the parent stream {name} has more than {max} records")));
+                }
+                out.push((scope.partition.clone(), serde_json::from_str(&r)?));
+            }
+            match paged.next {
+                Some(n) => next = Some(n),
+                None => break,
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A parent stream's slices, routers and cursor windows alike.
+struct ParentStream<'a> {
+    engine: &'a Engine,
+    stream: &'a Value,
+}
+
+impl ParentStream<'_> {
+    fn scopes(&self) -> Result<Vec<Scope>> {
+        let cursor = Cursor::of(self.engine, self.stream)?;
+        let name = self.stream.get("name").and_then(Value::as_str).unwrap_or("parent");
+        let partitions = slicing_partitions(self.engine, self.stream, name)?;
+        let mut scopes = Vec::new();
+        for p in partitions {
+            let scope = scope_of(&p);
+            match &cursor {
+                None => scopes.push(scope),
+                Some(c) => {
+                    let (from, to) = (c.start(self.engine)?, c.end(self.engine)?);
+                    for (s, e) in c.windows(from, to) {
+                        let mut scope = scope.clone();
+                        scope.interval = c.interval(&s, &e);
+                        scopes.push(scope);
+                    }
+                }
+            }
+        }
+        Ok(scopes)
+    }
+}
+
+/// The router partitions of a stream given by its node (a parent needs no cursor ranges).
+fn slicing_partitions(engine: &Engine, stream: &Value, name: &str) -> Result<Vec<Partition>> {
+    let mut without_cursor = stream.clone();
+    without_cursor["incremental_sync"] = Value::Null;
+    let scratch = crate::slicing::partitions_of(engine, &without_cursor, name)?;
+    Ok(scratch)
+}

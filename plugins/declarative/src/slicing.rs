@@ -1,0 +1,377 @@
+//! Partition routers and the DatetimeBasedCursor as Sluice partitions, so the host owns what it
+//! already owns: concurrency across partitions, state, windows and checkpoints.
+//!
+//! - Routers (ListPartitionRouter, SubstreamPartitionRouter, several as a product) give one
+//!   partition each, keyed `{"partition": ...}`; with a cursor, each is open-ended: the host
+//!   starts it after its saved cursor, and the engine walks the cursor's windows inside it.
+//! - A cursor without a router gives one bounded partition per window (`step`), keyed by its
+//!   bounds, with a typed cursor range `(start, end]`: the host reads windows concurrently, skips
+//!   finished ones and checkpoints window by window.
+
+use crate::datetime::{self, DateTime, Duration};
+use crate::engine::{Engine, Scope, kind, plain};
+use crate::requester::Options;
+use crate::retrieve;
+use serde_json::{Map, Value, json};
+use sluice_guest::{CursorRange, CursorValue, Error, Partition, Result};
+
+/// Parent records a substream router lists partitions from, at most.
+const MAX_PARENT_RECORDS: usize = 1_000_000;
+
+pub fn routers(retriever: &Value) -> Vec<&Value> {
+    match retriever.get("partition_router") {
+        Some(Value::Array(list)) => list.iter().collect(),
+        Some(Value::Null) | None => Vec::new(),
+        Some(one) => vec![one],
+    }
+}
+
+/// The cursor of a stream, read from its `incremental_sync`.
+pub struct Cursor<'a> {
+    pub node: &'a Value,
+    pub field: String,
+    /// The format slice values are written in (`datetime_format`).
+    pub format: String,
+    /// The formats record cursor values are read with.
+    pub record_formats: Vec<String>,
+    pub step: Option<Duration>,
+    pub granularity: Duration,
+    pub start_name: String,
+    pub end_name: String,
+}
+
+impl<'a> Cursor<'a> {
+    pub fn of(engine: &Engine, stream: &'a Value) -> Result<Option<Cursor<'a>>> {
+        let Some(node) = stream.get("incremental_sync").filter(|n| !n.is_null()) else { return Ok(None) };
+        if kind(node) != "DatetimeBasedCursor" {
+            return Err(Error::config(format!("incremental_sync: {} is not supported", kind(node))));
+        }
+        let ctx = engine.context(node, &Scope::default(), Vec::new());
+        let field = engine.text(node.get("cursor_field"), &ctx)?;
+        let format = engine.text(node.get("datetime_format"), &ctx)?;
+        if field.is_empty() || format.is_empty() {
+            return Err(Error::config(
+                "incremental_sync: a DatetimeBasedCursor needs cursor_field and datetime_format",
+            ));
+        }
+        let mut record_formats = Vec::new();
+        for f in node.get("cursor_datetime_formats").and_then(Value::as_array).into_iter().flatten() {
+            record_formats.push(engine.text(Some(f), &ctx)?);
+        }
+        if record_formats.is_empty() {
+            record_formats.push(format.clone());
+        }
+        let duration = |name: &str| -> Result<Option<Duration>> {
+            match engine.text(node.get(name), &ctx)? {
+                t if t.is_empty() => Ok(None),
+                t => datetime::parse_duration(&t)
+                    .map(Some)
+                    .map_err(|e| Error::config(format!("incremental_sync.{name}: {e}"))),
+            }
+        };
+        let step = duration("step")?.filter(|d| !d.is_zero());
+        let granularity = duration("cursor_granularity")?.unwrap_or_else(|| datetime::parse_duration("PT0S").unwrap());
+        if step.is_some() && granularity.is_zero() {
+            return Err(Error::config("incremental_sync: cursor_granularity is required with step"));
+        }
+        let name = |field: &str, default: &str| -> Result<String> {
+            Ok(match engine.text(node.get(field), &ctx)? {
+                n if n.is_empty() => default.to_string(),
+                n => n,
+            })
+        };
+        Ok(Some(Cursor {
+            node,
+            field,
+            format,
+            record_formats,
+            step,
+            granularity,
+            start_name: name("partition_field_start", "start_time")?,
+            end_name: name("partition_field_end", "end_time")?,
+        }))
+    }
+
+    /// `start_datetime` / `end_datetime` (a template or a MinMaxDatetime), evaluated.
+    fn bound(&self, engine: &Engine, field: &str) -> Result<Option<DateTime>> {
+        let Some(spec) = self.node.get(field).filter(|v| !v.is_null()) else { return Ok(None) };
+        let (template, format, min, max) = match spec {
+            Value::Object(_) => {
+                (spec.get("datetime"), spec.get("datetime_format"), spec.get("min_datetime"), spec.get("max_datetime"))
+            }
+            other => (Some(other), None, None, None),
+        };
+        let ctx = engine.context(spec, &Scope::default(), Vec::new());
+        let format = match engine.text(format, &ctx)? {
+            f if f.is_empty() => self.format.clone(),
+            f => f,
+        };
+        let read = |v: Option<&Value>| -> Result<Option<DateTime>> {
+            match engine.text(v, &ctx)? {
+                t if t.is_empty() => Ok(None),
+                t => datetime::parse(&t, &format)
+                    .or_else(|_| datetime::parse_any(&t))
+                    .map(Some)
+                    .map_err(|e| Error::config(format!("incremental_sync.{field}: {e}"))),
+            }
+        };
+        let Some(mut at) = read(template)? else { return Ok(None) };
+        if let Some(min) = read(min)? {
+            at = at.max(min);
+        }
+        if let Some(max) = read(max)? {
+            at = at.min(max);
+        }
+        Ok(Some(at))
+    }
+
+    pub fn start(&self, engine: &Engine) -> Result<DateTime> {
+        self.bound(engine, "start_datetime")?
+            .ok_or_else(|| Error::config("incremental_sync: start_datetime is required"))
+    }
+
+    pub fn end(&self, engine: &Engine) -> Result<DateTime> {
+        Ok(self.bound(engine, "end_datetime")?.unwrap_or_else(chrono::Utc::now))
+    }
+
+    pub fn lookback(&self, engine: &Engine) -> Result<Option<Duration>> {
+        let ctx = engine.context(self.node, &Scope::default(), Vec::new());
+        match engine.text(self.node.get("lookback_window"), &ctx)? {
+            t if t.is_empty() => Ok(None),
+            t => datetime::parse_duration(&t)
+                .map(Some)
+                .map_err(|e| Error::config(format!("incremental_sync.lookback_window: {e}"))),
+        }
+    }
+
+    /// The windows `[start, end]` covering `from..=to`, as the CDK cuts them.
+    pub fn windows(&self, from: DateTime, to: DateTime) -> Vec<(DateTime, DateTime)> {
+        let Some(step) = &self.step else { return if from <= to { vec![(from, to)] } else { Vec::new() } };
+        let mut windows = Vec::new();
+        let mut start = from;
+        while start <= to && windows.len() < 1_000_000 {
+            let end = self.granularity.sub_from(&step.add_to(&start)).min(to);
+            windows.push((start, end));
+            let next = self.granularity.add_to(&end);
+            if next <= start {
+                break;
+            }
+            start = next;
+        }
+        windows
+    }
+
+    /// A cursor value for the host, of the kind the records' values are: a number for epoch
+    /// formats, an RFC 3339 date-time when the format writes one, text otherwise.
+    pub fn host_value(&self, at: &DateTime) -> CursorValue {
+        let format = &self.record_formats[0];
+        let text = datetime::format(at, format);
+        if let Ok(n) = text.parse::<i64>() {
+            return CursorValue::Integer(n);
+        }
+        if sluice_guest::slice::parse_rfc3339(&text).is_ok() {
+            return CursorValue::Datetime(sluice_guest::slice::format_rfc3339(at.timestamp()));
+        }
+        CursorValue::Text(text)
+    }
+
+    /// A host cursor value read back as a date-time.
+    pub fn from_host(&self, value: &CursorValue) -> Result<DateTime> {
+        let text = value.to_query_value();
+        for format in &self.record_formats {
+            if let Ok(at) = datetime::parse(&text, format) {
+                return Ok(at);
+            }
+        }
+        datetime::parse_any(&text).map_err(|e| Error::system(format!("the cursor value {text:?}: {e}")))
+    }
+
+    /// The slice's interval as templates see it (`stream_interval`).
+    pub fn interval(&self, start: &DateTime, end: &DateTime) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert(self.start_name.clone(), Value::from(datetime::format(start, &self.format)));
+        m.insert(self.end_name.clone(), Value::from(datetime::format(end, &self.format)));
+        m
+    }
+
+    /// `start_time_option` / `end_time_option` for this interval.
+    pub fn inject(&self, engine: &Engine, scope: &Scope, options: &mut Options) -> Result<()> {
+        let ctx = engine.context(self.node, scope, Vec::new());
+        for (option, name) in [("start_time_option", &self.start_name), ("end_time_option", &self.end_name)] {
+            if let (Some(option), Some(value)) =
+                (self.node.get(option).filter(|o| !o.is_null()), scope.interval.get(name))
+            {
+                options.inject(engine, option, value, &ctx)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The partitions of a stream.
+pub fn partitions(engine: &Engine, stream_name: &str) -> Result<Vec<Partition>> {
+    partitions_of(engine, engine.stream(stream_name)?, stream_name)
+}
+
+/// The partitions of a stream given by its manifest node (a parent stream is one too).
+pub fn partitions_of(engine: &Engine, stream: &Value, stream_name: &str) -> Result<Vec<Partition>> {
+    let retriever = &stream["retriever"];
+    let cursor = Cursor::of(engine, stream)?;
+    let routed = route(engine, retriever, stream_name)?;
+    match (routed, cursor) {
+        (None, None) => Ok(vec![Partition::whole(stream_name)]),
+        (None, Some(cursor)) => {
+            let mut out = Vec::new();
+            let (from, to) = (cursor.start(engine)?, cursor.end(engine)?);
+            for (start, end) in cursor.windows(from, to) {
+                let key = json!({"start": datetime::format(&start, "%Y-%m-%dT%H:%M:%S%z"), "end": datetime::format(&end, "%Y-%m-%dT%H:%M:%S%z")});
+                let mut p = Partition::keyed(stream_name, key)?;
+                // `(start, end]` for the host: the window starts one granularity after it.
+                p.cursor_range = Some(CursorRange {
+                    start: Some(cursor.host_value(&cursor.granularity.sub_from(&start))),
+                    end: Some(cursor.host_value(&end)),
+                });
+                out.push(p);
+            }
+            Ok(out)
+        }
+        (Some(slices), cursor) => {
+            let start = match &cursor {
+                Some(c) => Some(c.host_value(&c.granularity.sub_from(&c.start(engine)?))),
+                None => None,
+            };
+            slices
+                .into_iter()
+                .map(|(partition, extra)| {
+                    let mut key = json!({"partition": partition});
+                    if !extra.is_empty() {
+                        key["extra_fields"] = Value::Object(extra);
+                    }
+                    let p = Partition::keyed(stream_name, key)?;
+                    Ok(if cursor.is_some() { p.starting_at(start.clone()) } else { p })
+                })
+                .collect()
+        }
+    }
+}
+
+type Slice = (Map<String, Value>, Map<String, Value>);
+
+/// The router's slices (partition and extra fields), the product of several routers; `None`
+/// without a router.
+fn route(engine: &Engine, retriever: &Value, stream: &str) -> Result<Option<Vec<Slice>>> {
+    let routers = routers(retriever);
+    if routers.is_empty() {
+        return Ok(None);
+    }
+    let mut product: Vec<Slice> = vec![(Map::new(), Map::new())];
+    for (i, router) in routers.iter().enumerate() {
+        let own = router_slices(engine, router, stream, i)?;
+        let mut next = Vec::with_capacity(product.len() * own.len());
+        for (p, e) in &product {
+            for (op, oe) in &own {
+                let mut p = p.clone();
+                p.extend(op.clone());
+                let mut e = e.clone();
+                e.extend(oe.clone());
+                next.push((p, e));
+            }
+        }
+        product = next;
+    }
+    Ok(Some(product))
+}
+
+fn router_slices(engine: &Engine, router: &Value, stream: &str, index: usize) -> Result<Vec<Slice>> {
+    let ctx = engine.context(router, &Scope::default(), Vec::new());
+    match kind(router) {
+        "ListPartitionRouter" => {
+            let field = engine.text(router.get("cursor_field"), &ctx)?;
+            let values = match engine.value(router.get("values"), &ctx)? {
+                Value::Array(v) => v,
+                Value::String(s) => s.split(',').map(|v| Value::from(v.trim())).collect(),
+                other => {
+                    return Err(Error::config(format!(
+                        "stream {stream}: ListPartitionRouter values must be a list, got {other}"
+                    )));
+                }
+            };
+            Ok(values.into_iter().map(|v| (Map::from_iter([(field.clone(), v)]), Map::new())).collect())
+        }
+        "SubstreamPartitionRouter" => {
+            let mut slices = Vec::new();
+            for parent in router.get("parent_stream_configs").and_then(Value::as_array).into_iter().flatten() {
+                if parent.get("incremental_dependency").and_then(Value::as_bool) == Some(true) {
+                    return Err(Error::config(format!(
+                        "stream {stream}: ParentStreamConfig.incremental_dependency is not supported (the parent is read in full)"
+                    )));
+                }
+                let ctx = engine.context(parent, &Scope::default(), Vec::new());
+                let key = engine.text(parent.get("parent_key"), &ctx)?;
+                let field = engine.text(parent.get("partition_field"), &ctx)?;
+                let extra_paths: Vec<Vec<String>> = parent
+                    .get("extra_fields")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .map(|p| p.as_array().map(|p| p.iter().map(plain).collect()).unwrap_or_default())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let parent_stream = &parent["stream"];
+                let records = retrieve::read_all(engine, parent_stream, MAX_PARENT_RECORDS)?;
+                for (parent_slice, record) in records {
+                    let Some(value) = dpath(&record, &key) else { continue };
+                    let mut partition = Map::new();
+                    partition.insert(field.clone(), value.clone());
+                    partition.insert("parent_slice".into(), Value::Object(parent_slice));
+                    let mut extra = Map::new();
+                    for path in &extra_paths {
+                        if let Some(v) = path.iter().try_fold(&record, |node, k| node.get(k)) {
+                            extra.insert(path.join("."), v.clone());
+                        }
+                    }
+                    slices.push((partition, extra));
+                }
+            }
+            Ok(slices)
+        }
+        other => Err(Error::config(format!(
+            "stream {stream}: retriever.partition_router[{index}]: {other} is not supported"
+        ))),
+    }
+}
+
+/// `a/b/c` (or `a.b` is not split: dpath uses `/`) in a record.
+fn dpath<'v>(record: &'v Value, path: &str) -> Option<&'v Value> {
+    path.split('/').try_fold(record, |node, k| node.get(k)).filter(|v| !v.is_null())
+}
+
+/// The request options the routers add for a partition.
+pub fn inject_routers(engine: &Engine, retriever: &Value, scope: &Scope, options: &mut Options) -> Result<()> {
+    for router in routers(retriever) {
+        let ctx = engine.context(router, scope, Vec::new());
+        match kind(router) {
+            "ListPartitionRouter" => {
+                if let Some(option) = router.get("request_option").filter(|o| !o.is_null()) {
+                    let field = engine.text(router.get("cursor_field"), &ctx)?;
+                    if let Some(v) = scope.partition.get(&field) {
+                        options.inject(engine, option, v, &ctx)?;
+                    }
+                }
+            }
+            "SubstreamPartitionRouter" => {
+                for parent in router.get("parent_stream_configs").and_then(Value::as_array).into_iter().flatten() {
+                    if let Some(option) = parent.get("request_option").filter(|o| !o.is_null()) {
+                        let field = engine.text(parent.get("partition_field"), &ctx)?;
+                        if let Some(v) = scope.partition.get(&field) {
+                            options.inject(engine, option, v, &ctx)?;
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,502 @@
+//! Declarative manifests (`host run manifest.yaml`), run in the declarative engine
+//! (`plugins/declarative`) against the demo API: each test manifest in
+//! `tests/fixtures/manifests/` checked record for record against the demo API's data.
+
+use crate::support::*;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+pub fn manifest(name: &str) -> PathBuf {
+    workspace_root().join("tests/fixtures/manifests").join(name)
+}
+
+fn run_manifest(name: &str, api: &DemoApi, config: &Value, files: &Files, extra: &[&str]) -> HostRun {
+    let config = files.json("config.json", config);
+    host(&["run"])
+        .arg(manifest(name))
+        .arg("--config")
+        .arg(config)
+        .arg("--allow-host")
+        .arg(grant(api))
+        .args(extra.iter().map(|s| s.to_string()))
+        .run()
+}
+
+/// Records of a stream sorted by id, as JSON.
+fn by_id(run: &HostRun, stream: &str) -> Vec<Value> {
+    let mut records: Vec<Value> = run.records(stream).into_iter().cloned().collect();
+    records.sort_by_key(|r| r["id"].as_u64());
+    records
+}
+
+#[test]
+fn the_demo_manifest_reads_what_the_rust_connector_reads() {
+    let api = demo_api(DemoApiConfig { records: 230, accounts: 3, ..Default::default() });
+    let files = Files::new();
+    for page_size in [7, 100] {
+        let config = demo_config(&api, page_size);
+        let declarative = run_manifest("demo.yaml", &api, &config, &files, &[]);
+        assert!(declarative.success(), "{}", declarative.explain());
+        let native = host(&["run"]).demo_source(&api, files.json("native.json", &config)).run();
+        assert!(native.success(), "{}", native.explain());
+        for stream in ["items", "accounts", "account_items"] {
+            let (ours, theirs) = (by_id(&declarative, stream), by_id(&native, stream));
+            assert!(!ours.is_empty(), "{stream}: no records");
+            assert_eq!(ours, theirs, "{stream} at page size {page_size}");
+            assert_eq!(declarative.statuses(stream), ["STARTED", "RUNNING", "COMPLETE"], "{stream}");
+        }
+        assert_eq!(declarative.ids("items"), (1..=230).collect::<Vec<_>>(), "items in order");
+    }
+}
+
+#[test]
+fn a_manifest_stream_resumes_from_its_state() {
+    let api = demo_api(DemoApiConfig { records: 40, accounts: 2, ..Default::default() });
+    let files = Files::new();
+    let config = demo_config(&api, 10);
+    let first = run_manifest("demo.yaml", &api, &config, &files, &["--streams", "account_items"]);
+    assert!(first.success(), "{}", first.explain());
+    assert_eq!(sorted(first.ids("account_items")), (1..=40).collect::<Vec<_>>());
+    let state = first.last_state("account_items").expect("a state for account_items");
+    let partitions = state["partitions"].as_array().expect("per-account cursors");
+    assert_eq!(partitions.len(), 2, "{state}");
+    let state_file = files.json(
+        "state.json",
+        &json!([{"type": "STREAM", "stream": {"stream_descriptor": {"name": "account_items"}, "stream_state": state}}]),
+    );
+    let again = run_manifest(
+        "demo.yaml",
+        &api,
+        &config,
+        &files,
+        &["--streams", "account_items", "--state", state_file.to_str().unwrap()],
+    );
+    assert!(again.success(), "{}", again.explain());
+    assert!(again.ids("account_items").is_empty(), "nothing new since the state: {:?}", again.ids("account_items"));
+}
+
+#[test]
+fn spec_check_and_discover_answer_from_the_manifest() {
+    let api = demo_api(DemoApiConfig { records: 5, ..Default::default() });
+    let files = Files::new();
+    let spec = host(&["spec"]).arg(manifest("demo.yaml")).run();
+    assert!(spec.success(), "{}", spec.explain());
+    let spec = &spec.of_type("SPEC")[0]["spec"];
+    assert_eq!(spec["connectionSpecification"]["required"], json!(["base_url"]), "{spec}");
+    let config = files.json("config.json", &demo_config(&api, 5));
+    let check = host(&["check"])
+        .arg(manifest("demo.yaml"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--allow-host")
+        .arg(grant(&api))
+        .run();
+    assert_eq!(check.of_type("CONNECTION_STATUS")[0]["connectionStatus"]["status"], "SUCCEEDED", "{}", check.explain());
+    let discover = host(&["discover"])
+        .arg(manifest("demo.yaml"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--allow-host")
+        .arg(grant(&api))
+        .run();
+    assert!(discover.success(), "{}", discover.explain());
+    let streams = &discover.of_type("CATALOG")[0]["catalog"]["streams"];
+    let names: Vec<&str> = streams.as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["items", "accounts", "account_items"]);
+    let account_items = &streams[2];
+    assert_eq!(account_items["default_cursor_field"], json!(["updated_at"]));
+    assert_eq!(account_items["source_defined_primary_key"], json!([["id"]]));
+    assert_eq!(account_items["json_schema"]["properties"]["amount"]["type"], "integer");
+    // A config the manifest's spec refuses is refused before any request.
+    let bad = files.json("bad.json", &json!({"page_size": 5}));
+    let check = host(&["check"]).arg(manifest("demo.yaml")).arg("--config").arg(&bad).run();
+    let status = &check.of_type("CONNECTION_STATUS")[0]["connectionStatus"];
+    assert_eq!(status["status"], "FAILED");
+    assert!(status["message"].as_str().unwrap().contains("base_url"), "{status}");
+}
+
+#[test]
+fn the_engine_takes_a_manifest_injected_in_the_config() {
+    let api = demo_api(DemoApiConfig { records: 12, ..Default::default() });
+    let files = Files::new();
+    let yaml = std::fs::read_to_string(manifest("demo.yaml")).unwrap();
+    let as_json = sluice_host::manifest::parse(yaml.as_bytes()).unwrap();
+    let mut config = demo_config(&api, 5);
+    config["__injected_declarative_manifest"] = as_json;
+    let config = files.json("config.json", &config);
+    let run = host(&["run"])
+        .arg(plugin("declarative"))
+        .arg("--config")
+        .arg(config)
+        .arg("--allow-host")
+        .arg(grant(&api))
+        .arg("--streams")
+        .arg("items")
+        .run();
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(run.ids("items"), (1..=12).collect::<Vec<_>>());
+}
+
+#[test]
+fn unsupported_components_are_refused_at_load_naming_their_place() {
+    let files = Files::new();
+    let yaml = std::fs::read_to_string(manifest("demo.yaml")).unwrap().replace(
+        "extractor: {type: DpathExtractor, field_path: [data]}\n      paginator:\n        type: DefaultPaginator\n        page_token_option: {type: RequestOption, inject_into: request_parameter, field_name: cursor}",
+        "extractor: {type: CustomRecordExtractor, class_name: source_x.components.Extractor}\n      paginator:\n        type: DefaultPaginator\n        page_token_option: {type: RequestOption, inject_into: request_parameter, field_name: cursor}",
+    );
+    assert!(yaml.contains("CustomRecordExtractor"));
+    let path = files.text("custom.yaml", yaml.as_bytes());
+    let config = files.json("config.json", &json!({"base_url": "http://127.0.0.1:9"}));
+    let run = host(&["discover"]).arg(&path).arg("--config").arg(config).run();
+    assert!(!run.success());
+    let message = run.errors()[0]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("streams[0].retriever.record_selector.extractor: CustomRecordExtractor"), "{message}");
+    assert!(message.contains("components.py"), "{message}");
+    assert_eq!(run.errors()[0]["failure_type"], "config_error");
+}
+
+#[test]
+fn a_hostile_manifest_is_contained_like_a_hostile_plugin() {
+    let api = demo_api(DemoApiConfig { records: 3, ..Default::default() });
+    let files = Files::new();
+    // Its requests go where the operator granted, nowhere else.
+    let yaml = std::fs::read_to_string(manifest("demo.yaml")).unwrap().replace(
+        "url_base: \"{{ config['base_url'] }}\"",
+        "url_base: \"http://127.0.0.2:{{ config['base_url'].split(':')[-1] }}\"",
+    );
+    let path = files.text("elsewhere.yaml", yaml.as_bytes());
+    let config = files.json("config.json", &demo_config(&api, 5));
+    let run = host(&["run"])
+        .arg(&path)
+        .arg("--config")
+        .arg(&config)
+        .arg("--allow-host")
+        .arg(grant(&api))
+        .arg("--streams")
+        .arg("items")
+        .run();
+    assert!(!run.success());
+    assert!(run.explain().contains("127.0.0.2"), "{}", run.explain());
+    assert_eq!(api.stats().requests, 0, "nothing reached the API");
+    // A billion-laughs document is refused before anything runs.
+    let mut bomb = String::from("a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n");
+    let names = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"];
+    for w in names.windows(2) {
+        let (prev, name) = (w[0], w[1]);
+        bomb.push_str(&format!(
+            "{name}: &{name} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"
+        ));
+    }
+    let path = files.text("bomb.yaml", bomb.as_bytes());
+    let run = host(&["spec"]).arg(&path).run();
+    assert!(!run.success());
+    assert!(run.explain().contains("cannot be loaded"), "{}", run.explain());
+    // A reference bomb that YAML aliases do not show is stopped by the engine, in the sandbox.
+    let mut defs = String::new();
+    for i in 1..40 {
+        defs.push_str(&format!(
+            "  l{i}: [\"#/definitions/l{p}\", \"#/definitions/l{p}\", \"#/definitions/l{p}\"]\n",
+            p = i - 1
+        ));
+    }
+    let yaml = format!(
+        "version: 6.0.0\ndefinitions:\n  l0: x\n{defs}spec:\n  connection_specification: {{type: object}}\nstreams:\n  - name: s\n    retriever:\n      requester: {{url_base: \"#/definitions/l39\"}}\n"
+    );
+    let path = files.text("refs.yaml", yaml.as_bytes());
+    let config = files.json("empty.json", &json!({}));
+    let run = host(&["discover"]).arg(&path).arg("--config").arg(&config).run();
+    assert!(!run.success());
+    assert!(run.explain().contains("expands to more than"), "{}", run.explain());
+}
+
+#[test]
+fn the_conformance_kit_passes_on_every_test_manifest() {
+    let api =
+        demo_api(DemoApiConfig { records: 60, accounts: 4, retry_after_secs: 0, job_polls: 1, ..Default::default() });
+    let files = Files::new();
+    let base = api.base_url();
+    let cases = [
+        ("demo.yaml", demo_config(&api, 10)),
+        ("offset.yaml", json!({"base_url": base, "page_size": 10})),
+        ("link_header.yaml", json!({"base_url": base})),
+        ("session_token.yaml", json!({"base_url": base, "username": "demo", "password": "demo-password"})),
+        (
+            "oauth.yaml",
+            json!({"base_url": base, "client_id": "demo-client", "client_secret": "demo-secret", "refresh_token": "demo-refresh"}),
+        ),
+        (
+            "auth.yaml",
+            json!({"base_url": base, "api_key": "demo-key", "credentials": {"auth_type": "basic", "username": "demo", "password": "demo-password"}}),
+        ),
+        ("errors.yaml", json!({"base_url": base, "accounts": [1, 2, 3, 4]})),
+        ("throttled.yaml", json!({"base_url": base})),
+        (
+            "windows.yaml",
+            json!({"base_url": base, "start_date": "2024-01-01T00:00:30Z", "end_date": "2024-01-01T01:30:29Z"}),
+        ),
+        ("transformations.yaml", json!({"base_url": base})),
+        ("reports.yaml", json!({"base_url": base, "accounts": [1, 2]})),
+    ];
+    for (name, config) in cases {
+        let config = files.json(&format!("{name}.json"), &config);
+        let run = host(&["test"])
+            .arg(manifest(name))
+            .arg("--config")
+            .arg(&config)
+            .arg("--allow-host")
+            .arg(grant(&api))
+            .run_raw();
+        let report = String::from_utf8_lossy(&run.stdout);
+        assert!(run.status.success(), "{name}:\n{report}\n{}", String::from_utf8_lossy(&run.stderr));
+        assert!(report.contains("PASS  read"), "{name}: {report}");
+    }
+}
+
+/// The demo API's item `id` as JSON, as every endpoint serves it.
+fn item(id: u64, accounts: u64) -> Value {
+    serde_json::to_value(sluice_tests::demo_api::data::item(id, accounts)).unwrap()
+}
+
+fn items(ids: impl IntoIterator<Item = u64>, accounts: u64) -> Vec<Value> {
+    ids.into_iter().map(|id| item(id, accounts)).collect()
+}
+
+fn records(run: &HostRun, stream: &str) -> Vec<Value> {
+    run.records(stream).into_iter().cloned().collect()
+}
+
+fn base(api: &DemoApi) -> Value {
+    json!({"base_url": api.base_url()})
+}
+
+#[test]
+fn offset_pagination_reads_every_page() {
+    let api = demo_api(DemoApiConfig { records: 95, accounts: 3, ..Default::default() });
+    let files = Files::new();
+    for page_size in [10, 19, 95, 200] {
+        let run = run_manifest(
+            "offset.yaml",
+            &api,
+            &json!({"base_url": api.base_url(), "page_size": page_size}),
+            &files,
+            &[],
+        );
+        assert!(run.success(), "{}", run.explain());
+        assert_eq!(records(&run, "offset_items"), items(1..=95, 3), "page size {page_size}");
+    }
+    // A short page ends the partition: ten pages of 10, six of 19 (the last empty), two of 95,
+    // one of 200.
+    assert_eq!(api.stats().requests_by_path["/v2/items"], 10 + 6 + 2 + 1, "{:?}", api.stats());
+}
+
+#[test]
+fn link_headers_lead_to_the_next_page() {
+    let api = demo_api(DemoApiConfig { records: 60, accounts: 2, ..Default::default() });
+    let files = Files::new();
+    let run = run_manifest("link_header.yaml", &api, &base(&api), &files, &[]);
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(records(&run, "linked_items"), items(1..=60, 2));
+    assert_eq!(api.stats().requests_by_path["/v2/linked_items"], 3, "pages of 25: 25, 25, 10");
+}
+
+#[test]
+fn a_session_token_login_precedes_the_requests() {
+    let api = demo_api(DemoApiConfig { records: 100, accounts: 2, ..Default::default() });
+    let files = Files::new();
+    let config = json!({"base_url": api.base_url(), "username": "demo", "password": "demo-password"});
+    let run = run_manifest("session_token.yaml", &api, &config, &files, &[]);
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(records(&run, "session_items"), items(1..=100, 2));
+    let stats = api.stats();
+    assert_eq!(stats.requests_by_path["/v2/session/items"], 3, "pages of 40, ended by has_more");
+    assert_eq!(stats.sessions_created, 1, "one login, kept for the partition");
+    // The password is a secret of the manifest's spec: masked wherever it might show.
+    assert!(!run.stdout().contains("demo-password"));
+    let wrong = json!({"base_url": api.base_url(), "username": "demo", "password": "nope"});
+    let run = run_manifest("session_token.yaml", &api, &wrong, &files, &[]);
+    assert!(!run.success());
+    assert!(run.explain().contains("401"), "{}", run.explain());
+}
+
+#[test]
+fn oauth_tokens_are_refreshed_when_they_expire() {
+    let files = Files::new();
+    let config = |api: &DemoApi| json!({"base_url": api.base_url(), "client_id": "demo-client", "client_secret": "demo-secret", "refresh_token": "demo-refresh"});
+    let api = demo_api(DemoApiConfig { records: 90, accounts: 2, ..Default::default() });
+    let run = run_manifest("oauth.yaml", &api, &config(&api), &files, &[]);
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(records(&run, "oauth_items"), items(1..=90, 2));
+    assert_eq!(api.stats().tokens_issued, 1, "a token that lasts an hour is fetched once");
+    // Tokens that expire within the refresh margin are fetched again before each request.
+    let api = demo_api(DemoApiConfig { records: 90, accounts: 2, oauth_expires_in_secs: 30, ..Default::default() });
+    let run = run_manifest("oauth.yaml", &api, &config(&api), &files, &[]);
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(records(&run, "oauth_items"), items(1..=90, 2));
+    assert_eq!(api.stats().tokens_issued, api.stats().requests_by_path["/v2/oauth/items"]);
+    let mut bad = config(&api);
+    bad["client_secret"] = json!("wrong");
+    let run = run_manifest("oauth.yaml", &api, &bad, &files, &[]);
+    assert!(!run.success());
+    assert!(run.explain().contains("OAuth token at"), "{}", run.explain());
+    assert_eq!(run.errors()[0]["failure_type"], "config_error");
+}
+
+#[test]
+fn api_keys_and_basic_credentials_chosen_by_the_config() {
+    let api = demo_api(DemoApiConfig { records: 70, accounts: 2, ..Default::default() });
+    let files = Files::new();
+    let basic = json!({"auth_type": "basic", "username": "demo", "password": "demo-password"});
+    let config = json!({"base_url": api.base_url(), "api_key": "demo-key", "credentials": basic});
+    let run = run_manifest("auth.yaml", &api, &config, &files, &[]);
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(records(&run, "keyed_items"), items(1..=70, 2));
+    assert_eq!(records(&run, "basic_items"), items(1..=70, 2));
+    // The config picks the API key for basic_items instead, which that endpoint refuses.
+    let config = json!({"base_url": api.base_url(), "api_key": "demo-key", "credentials": {"auth_type": "key"}});
+    let run = run_manifest("auth.yaml", &api, &config, &files, &["--streams", "basic_items"]);
+    assert!(!run.success());
+    let message = run.errors()[0]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("api_key=") && message.contains("answered 401"), "{message}");
+    // A choice the manifest's spec does not offer is refused before anything is sent.
+    let config = json!({"base_url": api.base_url(), "api_key": "demo-key", "credentials": {"auth_type": "oauth"}});
+    let run = run_manifest("auth.yaml", &api, &config, &files, &["--streams", "basic_items"]);
+    assert!(!run.success());
+    assert!(run.explain().contains("credentials.auth_type"), "{}", run.explain());
+}
+
+#[test]
+fn error_filters_ignore_and_fail_as_the_manifest_says() {
+    let api = demo_api(DemoApiConfig { records: 80, accounts: 8, ..Default::default() });
+    let files = Files::new();
+    let run = run_manifest(
+        "errors.yaml",
+        &api,
+        &json!({"base_url": api.base_url(), "accounts": [1, 2, 3, 4, 5, 8]}),
+        &files,
+        &[],
+    );
+    assert!(run.success(), "{}", run.explain());
+    // Accounts 4 and 8 are suspended (403, ignored): the others' items only.
+    let mut got: Vec<u64> = run.ids("account_items");
+    got.sort_unstable();
+    let want: Vec<u64> = (1..=80).filter(|id| [1, 2, 3, 5].contains(&((id - 1) % 8 + 1))).collect();
+    assert_eq!(got, want);
+    let run = run_manifest("errors.yaml", &api, &json!({"base_url": api.base_url(), "accounts": [1, 99]}), &files, &[]);
+    assert!(!run.success());
+    let error = &run.errors()[0];
+    assert!(error["message"].as_str().unwrap().contains("account 99 does not exist"), "{error}");
+    assert_eq!(error["failure_type"], "config_error");
+}
+
+#[test]
+fn a_429_with_retry_after_is_waited_out_by_the_host() {
+    let api = demo_api(DemoApiConfig { records: 50, accounts: 2, retry_after_secs: 0, ..Default::default() });
+    let files = Files::new();
+    let run = run_manifest("throttled.yaml", &api, &base(&api), &files, &[]);
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(records(&run, "throttled_items"), items(1..=50, 2));
+    // Pages 1-3 hold records (20, 20, 10): each refused once, then read.
+    let stats = api.stats();
+    assert_eq!(stats.throttled, 3, "{stats:?}");
+    assert_eq!(stats.requests_by_path["/v2/throttled_items"], 6);
+}
+
+#[test]
+fn date_windows_are_host_partitions_checkpointed_one_by_one() {
+    // Items are one a minute from 2024-01-01T00:01:00Z: 200 of them reach 03:20.
+    let api = demo_api(DemoApiConfig { records: 200, accounts: 3, ..Default::default() });
+    let files = Files::new();
+    let config =
+        json!({"base_url": api.base_url(), "start_date": "2024-01-01T00:00:30Z", "end_date": "2024-01-01T04:00:29Z"});
+    let run = run_manifest("windows.yaml", &api, &config, &files, &["--concurrency", "3"]);
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(by_id(&run, "windowed_items"), items(1..=200, 3));
+    let state = run.last_state("windowed_items").expect("state");
+    assert_eq!(state["low_water"], "2024-01-01T04:00:29Z", "every window finished: {state}");
+    // The next run finds every window finished and asks nothing.
+    let state_file = files.json(
+        "state.json",
+        &json!([{"type": "STREAM", "stream": {"stream_descriptor": {"name": "windowed_items"}, "stream_state": state}}]),
+    );
+    let before = api.stats().requests_by_path["/items"];
+    let again = run_manifest("windows.yaml", &api, &config, &files, &["--state", state_file.to_str().unwrap()]);
+    assert!(again.success(), "{}", again.explain());
+    assert!(again.ids("windowed_items").is_empty());
+    assert_eq!(api.stats().requests_by_path["/items"], before, "finished windows are not read again");
+    // A later end reads only the new window.
+    let mut later = config.clone();
+    later["end_date"] = json!("2024-01-01T05:00:29Z");
+    let api_more = demo_api(DemoApiConfig { records: 290, accounts: 3, ..Default::default() });
+    later["base_url"] = json!(api_more.base_url());
+    let run = host(&["run"])
+        .arg(manifest("windows.yaml"))
+        .arg("--config")
+        .arg(files.json("later.json", &later))
+        .arg("--allow-host")
+        .arg(grant(&api_more))
+        .arg("--state")
+        .arg(&state_file)
+        .run();
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(
+        sorted(run.ids("windowed_items")),
+        (241..=290).collect::<Vec<_>>(),
+        "ids 201-240 fall in finished windows"
+    );
+}
+
+#[test]
+fn filters_and_transformations_shape_the_records() {
+    let api = demo_api(DemoApiConfig { records: 120, accounts: 3, ..Default::default() });
+    let files = Files::new();
+    let run = run_manifest("transformations.yaml", &api, &base(&api), &files, &[]);
+    assert!(run.success(), "{}", run.explain());
+    let want: Vec<Value> = (1..=120)
+        .map(|id| item(id, 3))
+        .filter(|r| r["amount"].as_u64().unwrap() > 500)
+        .map(|mut r| {
+            let amount = r["amount"].as_u64().unwrap();
+            let day = r["updated_at"].as_str().unwrap()[..10].to_string();
+            let id = r["id"].as_u64().unwrap();
+            let map = r.as_object_mut().unwrap();
+            map.remove("name");
+            map.insert("amount_cents".into(), json!(amount * 100));
+            map.insert("meta".into(), json!({"origin": "demo-api", "day": day}));
+            map.insert("id_text".into(), json!(id.to_string()));
+            r
+        })
+        .collect();
+    assert!(!want.is_empty());
+    assert_eq!(records(&run, "big_items"), want);
+}
+
+#[test]
+fn report_jobs_run_on_the_host_orchestrator_with_csv_and_jsonl_downloads() {
+    let api = demo_api(DemoApiConfig { records: 90, accounts: 3, job_polls: 2, ..Default::default() });
+    let files = Files::new();
+    let config = json!({"base_url": api.base_url(), "accounts": [1, 2, 3], "max_jobs": 2});
+    let run = run_manifest("reports.yaml", &api, &config, &files, &["--job-poll-ms", "10"]);
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(by_id(&run, "report_items"), items(1..=90, 3));
+    let stats = api.stats();
+    assert_eq!(stats.jobs_created, 3);
+    assert_eq!(stats.jobs_deleted, 3, "every job deleted once read");
+    assert!(stats.max_jobs_running <= 2, "max_concurrent_async_job_count holds: {stats:?}");
+    // The same jobs as JSON lines, with the decoder swapped.
+    let yaml =
+        std::fs::read_to_string(manifest("reports.yaml")).unwrap().replace("type: CsvDecoder", "type: JsonlDecoder");
+    let path = files.text("reports-jsonl.yaml", yaml.as_bytes());
+    let mut config = config;
+    config["format"] = json!("jsonl");
+    let run = host(&["run"])
+        .arg(&path)
+        .arg("--config")
+        .arg(files.json("jsonl.json", &config))
+        .arg("--allow-host")
+        .arg(grant(&api))
+        .arg("--job-poll-ms")
+        .arg("10")
+        .run();
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(by_id(&run, "report_items"), items(1..=90, 3));
+}
