@@ -210,6 +210,39 @@ fn a_hostile_manifest_is_contained_like_a_hostile_plugin() {
 }
 
 #[test]
+fn templates_that_burn_memory_or_cpu_hit_the_sandbox_limits() {
+    let files = Files::new();
+    let api = demo_api(DemoApiConfig { records: 3, ..Default::default() });
+    let config = files.json("config.json", &demo_config(&api, 5));
+    let demo = std::fs::read_to_string(manifest("demo.yaml")).unwrap();
+    // Doubling a string 40 times: no one operation is large, the whole is a terabyte.
+    let memory = demo.replace(
+        "path: /items\n",
+        "path: \"/items{% set ns = namespace(s='x') %}{% for i in [1] * 40 %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}\"\n",
+    );
+    let cpu = demo.replace(
+        "path: /items\n",
+        "path: \"/items{% for a in [1] * 20000 %}{% for b in [1] * 20000 %}{% endfor %}{% endfor %}\"\n",
+    );
+    for (name, yaml, limit) in [("memory", memory, "memory"), ("cpu", cpu, "CPU")] {
+        assert_ne!(yaml, demo, "{name}: the template went in");
+        let path = files.text(&format!("{name}.yaml"), yaml.as_bytes());
+        let run = host(&["run"])
+            .arg(&path)
+            .arg("--config")
+            .arg(&config)
+            .arg("--allow-host")
+            .arg(grant(&api))
+            .args(["--streams", "items", "--memory-mb", "64", "--cpu-ms-per-call", "300"].map(String::from))
+            .run();
+        assert!(!run.success(), "{name}");
+        let errors = format!("{:?}", run.errors());
+        assert!(errors.contains(limit), "{name}: {errors}");
+        assert!(run.ids("items").is_empty());
+    }
+}
+
+#[test]
 fn the_conformance_kit_passes_on_every_test_manifest() {
     let api =
         demo_api(DemoApiConfig { records: 60, accounts: 4, retry_after_secs: 0, job_polls: 1, ..Default::default() });
@@ -443,6 +476,30 @@ fn date_windows_are_host_partitions_checkpointed_one_by_one() {
         (241..=290).collect::<Vec<_>>(),
         "ids 201-240 fall in finished windows"
     );
+}
+
+#[test]
+fn client_side_incremental_windows_keep_only_their_own_records() {
+    // The API is asked for everything each time; the engine keeps what falls in the window.
+    let api = demo_api(DemoApiConfig { records: 150, accounts: 3, ..Default::default() });
+    let files = Files::new();
+    let yaml = std::fs::read_to_string(manifest("windows.yaml")).unwrap();
+    let options = "      start_time_option: {type: RequestOption, inject_into: request_parameter, field_name: updated_after}\n      end_time_option: {type: RequestOption, inject_into: request_parameter, field_name: updated_until}\n";
+    assert!(yaml.contains(options));
+    let yaml = yaml.replace(options, "      is_client_side_incremental: true\n");
+    let path = files.text("client-side.yaml", yaml.as_bytes());
+    let config =
+        json!({"base_url": api.base_url(), "start_date": "2024-01-01T00:00:30Z", "end_date": "2024-01-01T03:00:29Z"});
+    let run = host(&["run"])
+        .arg(&path)
+        .arg("--config")
+        .arg(files.json("config.json", &config))
+        .arg("--allow-host")
+        .arg(grant(&api))
+        .run();
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(by_id(&run, "windowed_items"), items(1..=150, 3), "each record once, from its own window");
+    assert!(api.stats().requests_by_path["/items"] >= 3 * 6, "three windows, each reading all 150 items");
 }
 
 #[test]

@@ -59,14 +59,24 @@ pub fn credentials(engine: &Engine, auth: Option<&Value>, path: &str) -> Result<
                 Error::config(format!("{path}: SessionTokenAuthenticator needs request_authentication"))
             })?;
             match kind(how) {
-                "SessionTokenRequestBearerAuthenticator" => {
+                "Bearer" | "SessionTokenRequestBearerAuthenticator" => {
                     out.headers.push(("Authorization".into(), format!("Bearer {token}")))
                 }
-                "SessionTokenRequestApiKeyAuthenticator" => {
+                "ApiKey" | "SessionTokenRequestApiKeyAuthenticator" => {
                     let option = how.get("inject_into").ok_or_else(|| {
                         Error::config(format!("{path}.request_authentication: inject_into is required"))
                     })?;
-                    inject(engine, option, token, &ctx, &mut out, path)?;
+                    // `api_token` shapes the value (`Token {{ session_token }}`); the token alone
+                    // by default.
+                    let value = match how.get("api_token").filter(|t| !t.is_null()) {
+                        Some(template) => {
+                            let ctx =
+                                engine.context(how, &Scope::default(), vec![("session_token", Value::from(token))]);
+                            engine.text(Some(template), &ctx)?
+                        }
+                        None => token,
+                    };
+                    inject(engine, option, value, &ctx, &mut out, path)?;
                 }
                 other => return Err(Error::config(format!("{path}.request_authentication: {other} is not supported"))),
             }
@@ -131,15 +141,22 @@ fn oauth_token(engine: &Engine, auth: &Value, ctx: &Value, path: &str) -> Result
         g if g.is_empty() => "refresh_token".to_string(),
         g => g,
     };
-    let mut form = vec![("grant_type".to_string(), grant.clone())];
-    for (field, name) in [("client_id", "client_id"), ("client_secret", "client_secret")] {
+    // The body's field names, as the manifest may rename them.
+    let name_of = |field: &str, default: &str| -> Result<String> {
+        Ok(match engine.text(auth.get(field), ctx)? {
+            n if n.is_empty() => default.to_string(),
+            n => n,
+        })
+    };
+    let mut form = vec![(name_of("grant_type_name", "grant_type")?, grant.clone())];
+    for field in ["client_id", "client_secret"] {
         let v = engine.text(auth.get(field), ctx)?;
         if !v.is_empty() {
-            form.push((name.into(), v));
+            form.push((name_of(&format!("{field}_name"), field)?, v));
         }
     }
     if grant == "refresh_token" {
-        form.push(("refresh_token".into(), engine.text(auth.get("refresh_token"), ctx)?));
+        form.push((name_of("refresh_token_name", "refresh_token")?, engine.text(auth.get("refresh_token"), ctx)?));
     }
     if let Some(Value::Array(scopes)) = auth.get("scopes") {
         form.push(("scope".into(), scopes.iter().map(plain).collect::<Vec<_>>().join(" ")));
@@ -152,9 +169,16 @@ fn oauth_token(engine: &Engine, auth: &Value, ctx: &Value, path: &str) -> Result
     for (k, v) in &form {
         body.append_pair(k, v);
     }
-    let mut request = sluice_guest::http::post(endpoint.clone())
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(body.finish().into_bytes());
+    let as_query = auth.get("send_refresh_request_as_query_params").and_then(Value::as_bool) == Some(true);
+    let mut request = match as_query {
+        true => {
+            let separator = if endpoint.contains('?') { '&' } else { '?' };
+            sluice_guest::http::post(format!("{endpoint}{separator}{}", body.finish()))
+        }
+        false => sluice_guest::http::post(endpoint.clone())
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body.finish().into_bytes()),
+    };
     for (k, v) in engine.inputs(auth.get("refresh_request_headers"), ctx, Inputs::Headers)? {
         request = request.header(&k, plain(&v));
     }

@@ -114,6 +114,9 @@ impl Source for Declarative {
 
     fn streams(config: &Self::Config) -> Result<Vec<Stream>> {
         let engine = engine::for_config(config)?;
+        for ignored in &engine.manifest.ignored {
+            sluice_guest::log::warn(format!("the manifest: {ignored}"));
+        }
         engine.manifest.streams().iter().map(|s| stream_of(&engine, s)).collect()
     }
 

@@ -75,7 +75,7 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
             "primary_key",
         ],
     ),
-    ("AsyncJobStatusMap", &["running", "completed", "failed", "timeout"]),
+    ("AsyncJobStatusMap", &["running", "completed", "failed", "timeout", "skipped"]),
     (
         "HttpRequester",
         &[
@@ -122,7 +122,9 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
             "partition_field_end",
             "cursor_datetime_formats",
             "lookback_window",
+            "is_compare_strictly",
             "is_data_feed",
+            "is_client_side_incremental",
             "name",
             "primary_key",
         ],
@@ -168,6 +170,14 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
             "token_expiry_date",
             "token_expiry_date_format",
             "refresh_token_updater",
+            "client_id_name",
+            "client_secret_name",
+            "refresh_token_name",
+            "grant_type_name",
+            "send_refresh_request_as_query_params",
+            "refresh_token_error_key",
+            "refresh_token_error_status_codes",
+            "refresh_token_error_values",
             "name",
             "primary_key",
         ],
@@ -184,7 +194,10 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
             "primary_key",
         ],
     ),
-    ("SessionTokenRequestApiKeyAuthenticator", &["inject_into", "name", "primary_key"]),
+    // The schema spells these two `ApiKey` and `Bearer`; the class names are accepted too.
+    ("ApiKey", &["inject_into", "api_token", "name", "primary_key"]),
+    ("Bearer", &["name", "primary_key"]),
+    ("SessionTokenRequestApiKeyAuthenticator", &["inject_into", "api_token", "name", "primary_key"]),
     ("SessionTokenRequestBearerAuthenticator", &["name", "primary_key"]),
     ("SelectiveAuthenticator", &["authenticator_selection_path", "authenticators", "name", "primary_key"]),
     ("DefaultErrorHandler", &["backoff_strategies", "max_retries", "response_filters", "name", "primary_key"]),
@@ -202,9 +215,10 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
             "primary_key",
         ],
     ),
-    ("ConstantBackoffStrategy", &["backoff_time_in_seconds", "name", "primary_key"]),
-    ("ExponentialBackoffStrategy", &["factor", "name", "primary_key"]),
+    ("ConstantBackoffStrategy", &["backoff_time_in_seconds", "jitter_range_in_seconds", "name", "primary_key"]),
+    ("ExponentialBackoffStrategy", &["factor", "jitter_range_in_seconds", "name", "primary_key"]),
     ("WaitTimeFromHeader", &["header", "regex", "max_waiting_time_in_seconds", "name", "primary_key"]),
+    ("WaitUntilTimeFromHeader", &["header", "min_wait", "regex", "name", "primary_key"]),
     ("JsonDecoder", &["name", "primary_key"]),
     ("JsonlDecoder", &["name", "primary_key"]),
     ("CsvDecoder", &["encoding", "delimiter", "set_values_to_none", "name", "primary_key"]),
@@ -218,7 +232,24 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
     ("MovingWindowCallRatePolicy", &["rates", "matchers"]),
     ("UnlimitedCallRatePolicy", &["matchers"]),
     ("Rate", &["limit", "interval"]),
-    ("HttpRequestRegexMatcher", &["method", "url_base", "url_path_pattern", "params", "headers"]),
+    ("HttpRequestRegexMatcher", &["method", "url_base", "url_path_pattern", "params", "headers", "weight"]),
+];
+
+/// Fields of the CDK's schema that this engine does not run: a manifest using one is refused.
+/// Any other field a component has that is neither supported nor listed here is not part of the
+/// declarative schema at all (builder exports carry some); the CDK ignores those, and so does the
+/// engine, with a warning at discover.
+const UNSUPPORTED_FIELDS: &[(&str, &[&str])] = &[
+    ("CheckStream", &["config_overrides", "dynamic_streams_check_configs"]),
+    ("DeclarativeStream", &["file_uploader", "state_migrations"]),
+    ("SimpleRetriever", &["pagination_reset"]),
+    ("AsyncRetriever", &["failed_retry_wait_time_in_seconds"]),
+    ("HttpRequester", &["fetch_properties_from_endpoint", "query_properties", "request_body"]),
+    ("RecordSelector", &["transform_before_filtering"]),
+    ("DpathExtractor", &["record_expander"]),
+    ("DatetimeBasedCursor", &["allow_catalog_defined_cursor_field", "clamping", "global_substream_cursor"]),
+    ("ParentStreamConfig", &["lazy_read_pointer"]),
+    ("OAuthAuthenticator", &["profile_assertion", "use_profile_assertion"]),
 ];
 
 /// Default component types by `Parent.field`, as the CDK fills them in.
@@ -255,12 +286,28 @@ const DEFAULT_TYPES: &[(&str, &str)] = &[
 
 /// Fields that hold data rather than components (JSON schemas, config values, free metadata):
 /// not walked for `type`s, nor given parameters.
-const DATA_FIELDS: &[&str] =
-    &["schema", "connection_specification", "advanced_auth", "metadata", "config_normalization_rules", "schemas"];
+const DATA_FIELDS: &[&str] = &[
+    "schema",
+    "connection_specification",
+    "advanced_auth",
+    "metadata",
+    "config_normalization_rules",
+    "schemas",
+    // Request inputs are the API's data (a search query may well have a `type`).
+    "request_parameters",
+    "request_headers",
+    "request_body_json",
+    "request_body_data",
+    "refresh_request_body",
+    "refresh_request_headers",
+];
 
 /// A loaded manifest: the resolved `DeclarativeSource`.
 pub struct Manifest {
     pub root: Value,
+    /// What the engine does not follow and says at discover: fields outside the declarative
+    /// schema (ignored, as the CDK ignores them), `incremental_dependency`.
+    pub ignored: Vec<String>,
 }
 
 impl Manifest {
@@ -279,12 +326,14 @@ impl Manifest {
             resolved["type"] = Value::from("DeclarativeSource");
         }
         let root = propagate("", resolved, &Map::new());
-        check_supported(&root, "")?;
+        let mut ignored = Vec::new();
+        check_supported(&root, "", &mut ignored)?;
+        check_streams(&root, &mut ignored)?;
         let streams = root.get("streams").and_then(Value::as_array).map_or(0, Vec::len);
         if streams == 0 {
             return Err("streams: a manifest needs at least one stream".into());
         }
-        Ok(Manifest { root })
+        Ok(Manifest { root, ignored })
     }
 
     pub fn streams(&self) -> &[Value] {
@@ -437,9 +486,73 @@ fn propagate(parent_field: &str, node: Value, parent_params: &Map<String, Value>
     Value::Object(map)
 }
 
+/// What the engine needs of each stream, checked before anything runs: a unique name, a
+/// retriever with a requester, a complete cursor, and nothing it would refuse half-way.
+fn check_streams(root: &Value, warnings: &mut Vec<String>) -> Result<(), String> {
+    let mut names = HashSet::new();
+    for (i, stream) in root["streams"].as_array().into_iter().flatten().enumerate() {
+        let at = format!("streams[{i}]");
+        let name = stream.get("name").and_then(Value::as_str).filter(|n| !n.is_empty());
+        let name = name.ok_or_else(|| format!("{at}: a stream needs a name"))?;
+        if !names.insert(name.to_string()) {
+            return Err(format!("{at}: the stream name {name:?} is used twice"));
+        }
+        let retriever = stream
+            .get("retriever")
+            .filter(|r| r.is_object())
+            .ok_or_else(|| format!("{at}: the stream {name} has no retriever"))?;
+        let requesters: &[&str] = match retriever.get("type").and_then(Value::as_str) {
+            Some("AsyncRetriever") => &["creation_requester", "polling_requester", "download_requester"],
+            _ => &["requester"],
+        };
+        for field in requesters {
+            if !retriever.get(*field).is_some_and(Value::is_object) {
+                return Err(format!("{at}.retriever: the stream {name} has no {field}"));
+            }
+        }
+        if let Some(cursor) = stream.get("incremental_sync").filter(|c| c.is_object()) {
+            for field in ["cursor_field", "datetime_format", "start_datetime"] {
+                if cursor.get(field).is_none_or(Value::is_null) {
+                    return Err(format!("{at}.incremental_sync: a DatetimeBasedCursor needs {field}"));
+                }
+            }
+        }
+        check_parents(retriever, &format!("{at}.retriever"), warnings);
+    }
+    Ok(())
+}
+
+/// A parent stream is read in full to list a substream's partitions: with `incremental_dependency`
+/// the CDK would list only the parents changed since the last run. Reading all of them reads every
+/// child partition (the host's state of each still holds), so it is allowed, and said.
+fn check_parents(node: &Value, path: &str, warnings: &mut Vec<String>) {
+    match node {
+        Value::Object(map) => {
+            if map.get("type").and_then(Value::as_str) == Some("ParentStreamConfig")
+                && map.get("incremental_dependency").and_then(Value::as_bool) == Some(true)
+            {
+                warnings.push(format!(
+                    "{path}: incremental_dependency is not followed: the parent is read in full, and every child partition with it"
+                ));
+            }
+            for (k, v) in map {
+                if !DATA_FIELDS.contains(&k.as_str()) {
+                    check_parents(v, &format!("{path}.{k}"), warnings);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                check_parents(v, &format!("{path}[{i}]"), warnings);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Every component in the tree (outside data fields and definitions) must be one this engine
 /// runs, with only fields it knows.
-fn check_supported(node: &Value, path: &str) -> Result<(), String> {
+fn check_supported(node: &Value, path: &str, ignored: &mut Vec<String>) -> Result<(), String> {
     let here = |field: &str| if path.is_empty() { field.to_string() } else { format!("{path}.{field}") };
     match node {
         Value::Object(map) => {
@@ -468,22 +581,27 @@ fn check_supported(node: &Value, path: &str) -> Result<(), String> {
                 let params = map.get("$parameters").and_then(Value::as_object);
                 for field in map.keys() {
                     let from_params = params.is_some_and(|p| p.contains_key(field));
-                    if field != "type" && field != "$parameters" && !from_params && !fields.contains(&field.as_str()) {
+                    if field == "type" || field == "$parameters" || from_params || fields.contains(&field.as_str()) {
+                        continue;
+                    }
+                    let refused = UNSUPPORTED_FIELDS.iter().any(|(t, f)| *t == kind && f.contains(&field.as_str()));
+                    if refused {
                         return Err(format!("{}: the field {field:?} of {kind} is not supported", display_path(path)));
                     }
+                    ignored.push(format!("{}: {field:?} is not a field of {kind}", display_path(path)));
                 }
             }
             for (k, v) in map {
                 if DATA_FIELDS.contains(&k.as_str()) || k == "definitions" || k == "$parameters" {
                     continue;
                 }
-                check_supported(v, &here(k))?;
+                check_supported(v, &here(k), ignored)?;
             }
             Ok(())
         }
         Value::Array(items) => {
             for (i, v) in items.iter().enumerate() {
-                check_supported(v, &format!("{path}[{i}]"))?;
+                check_supported(v, &format!("{path}[{i}]"), ignored)?;
             }
             Ok(())
         }
@@ -551,8 +669,25 @@ mod tests {
             Manifest::load(&m).err().unwrap(),
             "streams[0].retriever.requester.authenticator: JwtAuthenticator is not supported"
         );
-        let m = minimal(json!({"name": "s", "retriever": {"requester": {"url_base": "http://x", "fetch_mode": "x"}}}));
-        assert!(Manifest::load(&m).err().unwrap().contains("the field \"fetch_mode\" of HttpRequester"));
+        let m =
+            minimal(json!({"name": "s", "retriever": {"requester": {"url_base": "http://x", "query_properties": {}}}}));
+        assert!(
+            Manifest::load(&m)
+                .err()
+                .unwrap()
+                .contains("the field \"query_properties\" of HttpRequester is not supported")
+        );
+        // A field outside the schema is ignored, as the CDK ignores it, and said.
+        let m = minimal(json!({"name": "s", "retriever": {"requester": {"url_base": "http://x", "description": "x"}}}));
+        assert_eq!(
+            Manifest::load(&m).unwrap().ignored,
+            ["streams[0].retriever.requester: \"description\" is not a field of HttpRequester"]
+        );
+        // A request body is data, whatever its keys.
+        let m = minimal(
+            json!({"name": "s", "retriever": {"requester": {"url_base": "http://x", "request_body_json": {"query": {"type": "and"}}}}}),
+        );
+        assert!(Manifest::load(&m).is_ok());
     }
 
     #[test]
@@ -570,6 +705,26 @@ mod tests {
         assert!(Manifest::load(&m).err().unwrap().contains("refers to itself"));
         let m = json!({"streams": ["#/definitions/none"]});
         assert!(Manifest::load(&m).err().unwrap().contains("points at nothing"));
+    }
+
+    #[test]
+    fn streams_are_checked_before_anything_runs() {
+        let stream = |name: &str| json!({"name": name, "retriever": {"requester": {"url_base": "http://x"}}});
+        let m = json!({"streams": [stream("a"), stream("a")]});
+        assert_eq!(Manifest::load(&m).err().unwrap(), "streams[1]: the stream name \"a\" is used twice");
+        let m =
+            json!({"streams": [{"name": "a", "retriever": {"record_selector": {"extractor": {"field_path": []}}}}]});
+        assert_eq!(Manifest::load(&m).err().unwrap(), "streams[0].retriever: the stream a has no requester");
+        let mut s = stream("a");
+        s["incremental_sync"] = json!({"type": "DatetimeBasedCursor", "cursor_field": "u", "datetime_format": "%s"});
+        assert!(Manifest::load(&json!({"streams": [s]})).err().unwrap().contains("needs start_datetime"));
+        let mut s = stream("child");
+        s["retriever"]["partition_router"] = json!({"type": "SubstreamPartitionRouter", "parent_stream_configs": [
+            {"stream": stream("parent"), "parent_key": "id", "partition_field": "p", "incremental_dependency": true}
+        ]});
+        let m = Manifest::load(&json!({"streams": [s]})).unwrap();
+        let said = "streams[0].retriever.partition_router.parent_stream_configs[0]: incremental_dependency";
+        assert!(m.ignored[0].starts_with(said), "{:?}", m.ignored);
     }
 
     #[test]

@@ -124,7 +124,25 @@ pub fn read_page(engine: &Engine, partition: &Partition, token: Option<Value>) -
         position.window = Some(window);
         scope.interval = cursor.interval(&window.0, &window.1);
     }
-    let paged = read_slice(engine, stream, &scope, position.next.take(), &partition.stream)?;
+    let mut paged = read_slice(engine, stream, &scope, position.next.take(), &partition.stream)?;
+    if let (Some(c), Some((start, end))) = (&cursor, position.window)
+        && (c.data_feed || c.client_side)
+    {
+        // Records outside the window were delivered before, or belong to another window; on a
+        // data feed (newest first) an older one means the rest of the window is older still.
+        let mut older = false;
+        paged.records.retain(|r| match c.of_record(r) {
+            Some(at) if at < start => {
+                older = true;
+                false
+            }
+            Some(at) => at <= end,
+            None => true,
+        });
+        if c.data_feed && older {
+            paged.next = None;
+        }
+    }
     let records = paged.records;
     position.page += 1;
     let next_token = match paged.next {

@@ -38,6 +38,10 @@ pub struct Cursor<'a> {
     pub granularity: Duration,
     pub start_name: String,
     pub end_name: String,
+    /// The API answers newest first: a record older than the window ends the window's pages.
+    pub data_feed: bool,
+    /// The API does not filter by the cursor: records outside the window are dropped here.
+    pub client_side: bool,
 }
 
 impl<'a> Cursor<'a> {
@@ -89,6 +93,8 @@ impl<'a> Cursor<'a> {
             granularity,
             start_name: name("partition_field_start", "start_time")?,
             end_name: name("partition_field_end", "end_time")?,
+            data_feed: node.get("is_data_feed").and_then(Value::as_bool) == Some(true),
+            client_side: node.get("is_client_side_incremental").and_then(Value::as_bool) == Some(true),
         }))
     }
 
@@ -184,6 +190,17 @@ impl<'a> Cursor<'a> {
             }
         }
         datetime::parse_any(&text).map_err(|e| Error::system(format!("the cursor value {text:?}: {e}")))
+    }
+
+    /// A record's cursor value as a date-time, when it has one the formats read.
+    pub fn of_record(&self, record: &str) -> Option<DateTime> {
+        let record: Value = serde_json::from_str(record).ok()?;
+        let value = match record.get(&self.field)? {
+            Value::String(s) => CursorValue::Text(s.clone()),
+            Value::Number(n) => CursorValue::Integer(n.as_i64()?),
+            _ => return None,
+        };
+        self.from_host(&value).ok()
     }
 
     /// The slice's interval as templates see it (`stream_interval`).
@@ -301,11 +318,6 @@ fn router_slices(engine: &Engine, router: &Value, stream: &str, index: usize) ->
         "SubstreamPartitionRouter" => {
             let mut slices = Vec::new();
             for parent in router.get("parent_stream_configs").and_then(Value::as_array).into_iter().flatten() {
-                if parent.get("incremental_dependency").and_then(Value::as_bool) == Some(true) {
-                    return Err(Error::config(format!(
-                        "stream {stream}: ParentStreamConfig.incremental_dependency is not supported (the parent is read in full)"
-                    )));
-                }
                 let ctx = engine.context(parent, &Scope::default(), Vec::new());
                 let key = engine.text(parent.get("parent_key"), &ctx)?;
                 let field = engine.text(parent.get("partition_field"), &ctx)?;
