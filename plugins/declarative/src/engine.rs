@@ -23,6 +23,11 @@ pub struct Engine {
     /// Tokens authenticators obtained (OAuth, session logins), by the authenticator's place in
     /// the manifest, with when they expire (Unix seconds).
     pub tokens: RefCell<HashMap<String, (String, Option<i64>)>>,
+    /// Each stream's cursor, read from the manifest once (its templates evaluated once).
+    cursors: RefCell<HashMap<String, Option<Rc<crate::slicing::Cursor>>>>,
+    /// Templates that depend on the config alone (`{{ config['base_url'] }}`), by how they were
+    /// evaluated: the same for every page.
+    constant: RefCell<HashMap<(u8, String), Value>>,
 }
 
 thread_local! {
@@ -54,7 +59,14 @@ pub fn for_config(config: &RawValue) -> Result<Rc<Engine>> {
     if let Some(spec) = manifest.root.get("spec").and_then(|s| s.get("connection_specification")) {
         crate::config_check::check(spec, &config).map_err(|e| Error::config(format!("the config: {e}")))?;
     }
-    let engine = Rc::new(Engine { manifest, config, interp: Interpolator::new(), tokens: RefCell::default() });
+    let engine = Rc::new(Engine {
+        manifest,
+        config,
+        interp: Interpolator::new(),
+        tokens: RefCell::default(),
+        cursors: RefCell::default(),
+        constant: RefCell::default(),
+    });
     CURRENT.with(|c| *c.borrow_mut() = Some((key, engine.clone())));
     Ok(engine)
 }
@@ -92,6 +104,16 @@ impl Engine {
             .ok_or_else(|| Error::config(format!("the manifest has no stream {name:?}")))
     }
 
+    /// The cursor of a stream of the manifest, read once.
+    pub fn cursor(&self, name: &str) -> Result<Option<Rc<crate::slicing::Cursor>>> {
+        if let Some(cursor) = self.cursors.borrow().get(name) {
+            return Ok(cursor.clone());
+        }
+        let cursor = crate::slicing::Cursor::of(self, self.stream(name)?)?.map(Rc::new);
+        self.cursors.borrow_mut().insert(name.to_string(), cursor.clone());
+        Ok(cursor)
+    }
+
     /// The template context for a component: its `$parameters`, the config, the slice, and
     /// whatever else the caller adds (`response`, `record`...).
     pub fn context(&self, component: &Value, scope: &Scope, more: Vec<(&str, Value)>) -> Value {
@@ -114,9 +136,31 @@ impl Engine {
     pub fn text(&self, field: Option<&Value>, ctx: &Value) -> Result<String> {
         match field {
             None | Some(Value::Null) => Ok(String::new()),
-            Some(Value::String(t)) => self.interp.eval_str(t, ctx).map_err(Error::config),
+            Some(Value::String(t)) => {
+                let text = self.once(0, t, || self.interp.eval_str(t, ctx).map(Value::from))?;
+                Ok(text.as_str().unwrap_or_default().to_string())
+            }
             Some(other) => Ok(other.to_string()),
         }
+    }
+
+    /// `evaluate`, or its value from the first time for a template that depends on the config
+    /// alone.
+    fn once(
+        &self,
+        how: u8,
+        template: &str,
+        evaluate: impl FnOnce() -> std::result::Result<Value, String>,
+    ) -> Result<Value> {
+        let key = (how, template.to_string());
+        if let Some(v) = self.constant.borrow().get(&key) {
+            return Ok(v.clone());
+        }
+        let value = evaluate().map_err(Error::config)?;
+        if self.interp.depends_on_config_only(template) {
+            self.constant.borrow_mut().insert(key, value.clone());
+        }
+        Ok(value)
     }
 
     /// A field as a value: templates evaluated as the CDK does (rendered text read back as a
@@ -124,7 +168,7 @@ impl Engine {
     pub fn value(&self, field: Option<&Value>, ctx: &Value) -> Result<Value> {
         match field {
             None => Ok(Value::Null),
-            Some(Value::String(t)) => self.interp.eval(t, ctx).map_err(Error::config),
+            Some(Value::String(t)) => self.once(1, t, || self.interp.eval(t, ctx)),
             Some(other) => Ok(other.clone()),
         }
     }
@@ -143,7 +187,32 @@ impl Engine {
     /// evaluate them: a mapping of templates, or one template that evaluates to a mapping; `None`
     /// values dropped.
     pub fn inputs(&self, field: Option<&Value>, ctx: &Value, kind: Inputs) -> Result<Map<String, Value>> {
+        let Some(inputs) = field.filter(|f| !f.is_null()) else { return Ok(Map::new()) };
+        if !self.config_only(inputs) {
+            return self.evaluate_inputs(inputs, ctx, kind);
+        }
+        let key = (2 + kind as u8, inputs.to_string());
+        if let Some(Value::Object(map)) = self.constant.borrow().get(&key) {
+            return Ok(map.clone());
+        }
+        let map = self.evaluate_inputs(inputs, ctx, kind)?;
+        self.constant.borrow_mut().insert(key, Value::Object(map.clone()));
+        Ok(map)
+    }
+
+    /// Whether every template in `value` (keys too) depends on the config alone.
+    fn config_only(&self, value: &Value) -> bool {
+        match value {
+            Value::String(t) => self.interp.depends_on_config_only(t),
+            Value::Object(map) => map.iter().all(|(k, v)| self.interp.depends_on_config_only(k) && self.config_only(v)),
+            Value::Array(items) => items.iter().all(|v| self.config_only(v)),
+            _ => true,
+        }
+    }
+
+    fn evaluate_inputs(&self, inputs: &Value, ctx: &Value, kind: Inputs) -> Result<Map<String, Value>> {
         use crate::interpolation::REQUEST_VALUE_TYPES;
+        let field = Some(inputs);
         let evaluated = match field {
             None | Some(Value::Null) => return Ok(Map::new()),
             Some(Value::Object(map)) => match kind {
@@ -177,6 +246,7 @@ impl Engine {
 
 /// Which request inputs a mapping is, for how its values are typed.
 #[derive(Clone, Copy)]
+#[repr(u8)]
 pub enum Inputs {
     /// Query parameters and form bodies: text or lists.
     Params,

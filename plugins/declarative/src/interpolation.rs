@@ -188,6 +188,22 @@ impl Interpolator {
         Ok(out)
     }
 
+    /// Whether the template's value depends on the config alone: it names no variable but
+    /// `config` and calls nothing that changes between calls (the clock, random ids). Such a
+    /// template gives the same value for the life of an engine, so it need be evaluated once.
+    pub fn depends_on_config_only(&self, template: &str) -> bool {
+        if !has_jinja_syntax(template) {
+            return true;
+        }
+        const IMPURE: &[&str] = &["now_utc", "today_utc", "today_with_timezone", "generate_uuid", "day_delta"];
+        match &*self.compile(template) {
+            Compiled::Jinja { vars, .. } => {
+                vars.iter().all(|v| v == "config") && !IMPURE.iter().any(|f| template.contains(f))
+            }
+            Compiled::Invalid(_) => false,
+        }
+    }
+
     fn compile(&self, template: &str) -> Rc<Compiled> {
         if let Some(c) = self.cache.borrow().get(template) {
             return c.clone();

@@ -359,7 +359,9 @@ impl Resolver<'_> {
             Value::Object(map) => {
                 let mut out = Map::new();
                 for (k, v) in map {
-                    if k == "$ref" {
+                    // Definitions are looked up in the manifest as written; the resolved tree
+                    // needs only what the streams use.
+                    if k == "$ref" || (depth == 0 && matches!(k.as_str(), "definitions" | "schemas")) {
                         continue;
                     }
                     let v = if k == "config_overrides" { v.clone() } else { self.node(v, depth + 1)? };

@@ -97,7 +97,7 @@ pub fn read_page(engine: &Engine, partition: &Partition, token: Option<Value>) -
         )));
     }
     let mut scope = scope_of(partition);
-    let cursor = Cursor::of(engine, stream)?;
+    let cursor = engine.cursor(&partition.stream)?;
     // The window to read: the token's, else the partition's first.
     let mut remaining: Vec<(DateTime, DateTime)> = Vec::new();
     if let Some(cursor) = &cursor {
@@ -124,7 +124,7 @@ pub fn read_page(engine: &Engine, partition: &Partition, token: Option<Value>) -
         position.window = Some(window);
         scope.interval = cursor.interval(&window.0, &window.1);
     }
-    let mut paged = read_slice(engine, stream, &scope, position.next.take(), &partition.stream)?;
+    let mut paged = read_slice(engine, stream, cursor.as_deref(), &scope, position.next.take(), &partition.stream)?;
     if let (Some(c), Some((start, end))) = (&cursor, position.window)
         && (c.data_feed || c.client_side)
     {
@@ -193,7 +193,14 @@ fn partition_windows(
 }
 
 /// One request of a slice (router partition and cursor interval) and its records.
-pub fn read_slice(engine: &Engine, stream: &Value, scope: &Scope, next: Option<Value>, name: &str) -> Result<Paged> {
+pub fn read_slice(
+    engine: &Engine,
+    stream: &Value,
+    cursor: Option<&Cursor>,
+    scope: &Scope,
+    next: Option<Value>,
+    name: &str,
+) -> Result<Paged> {
     let retriever = &stream["retriever"];
     let requester = &retriever["requester"];
     let paginator = retriever.get("paginator").filter(|p| !p.is_null() && kind(p) != "NoPagination");
@@ -206,7 +213,7 @@ pub fn read_slice(engine: &Engine, stream: &Value, scope: &Scope, next: Option<V
             && next.is_some();
     if !ignore_slicers {
         slicing::inject_routers(engine, retriever, &scope, &mut options)?;
-        if let Some(cursor) = Cursor::of(engine, stream)? {
+        if let Some(cursor) = cursor {
             cursor.inject(engine, &scope, &mut options)?;
         }
     }
@@ -229,7 +236,11 @@ pub fn read_slice(engine: &Engine, stream: &Value, scope: &Scope, next: Option<V
     };
     let (records, response_doc, page_size, last_record) = match raw {
         Some((records, rest)) => {
-            let last = records.last().and_then(|r| serde_json::from_str(r).ok()).unwrap_or(Value::Null);
+            let wants_last = paginator.is_some_and(|p| p.to_string().contains("last_record"));
+            let last = match wants_last {
+                true => records.last().and_then(|r| serde_json::from_str(r).ok()).unwrap_or(Value::Null),
+                false => Value::Null,
+            };
             let n = records.len();
             (records, rest, n, last)
         }
@@ -294,43 +305,99 @@ fn fixed_path(decoder: Option<&Value>, extractor: Option<&Value>, paginator: Opt
 }
 
 /// The records at `path` in a JSON body as the API wrote them (no parsing and re-encoding of each
-/// record), and the rest of the body parsed, for the paginator. `None` when the body is not of
-/// that shape, so the general path reads it (and names what is wrong).
+/// record: one pass over the body finds them), and the rest of the body's top level parsed, for
+/// the paginator. `None` when the body is not of that shape (a single object where a list was
+/// expected, say), so the general path reads it and names what is wrong.
 fn raw_records(body: &[u8], path: &[String]) -> Option<(Vec<String>, Value)> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let (records, rest) = serde::de::DeserializeSeed::deserialize(raw::Top { path }, &mut de).ok()?;
+    de.end().ok()?;
+    let mut out = Vec::with_capacity(records.len());
+    for record in records {
+        let text = record.get();
+        if !text.starts_with('{') {
+            return None;
+        }
+        out.push(text.to_string());
+    }
+    Some((out, Value::Object(rest)))
+}
+
+/// Serde seeds that walk a body to the records at a path in one pass, borrowing each record's
+/// text.
+mod raw {
+    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
     use serde_json::value::RawValue;
-    use std::collections::HashMap;
-    let text = std::str::from_utf8(body).ok()?;
-    let top: HashMap<String, &RawValue> = serde_json::from_str(text).ok()?;
-    let mut rest = Map::new();
-    for (k, v) in &top {
-        if *k != path[0] {
-            rest.insert(k.clone(), serde_json::from_str(v.get()).ok()?);
+    use serde_json::{Map, Value};
+    use std::fmt;
+
+    /// The body's top level: the records under `path[0]`, and every other field as a value.
+    pub struct Top<'p> {
+        pub path: &'p [String],
+    }
+
+    impl<'de> DeserializeSeed<'de> for Top<'_> {
+        type Value = (Vec<&'de RawValue>, Map<String, Value>);
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
         }
     }
-    let mut at: Option<&RawValue> = top.get(&path[0]).copied();
-    for key in &path[1..] {
-        let Some(node) = at else { break };
-        let map: HashMap<String, &RawValue> = serde_json::from_str(node.get()).ok()?;
-        at = map.get(key).copied();
-    }
-    let records = match at.map(|r| r.get().trim_start()) {
-        None => Vec::new(),
-        Some(t) if t.starts_with('[') => {
-            let items: Vec<&RawValue> = serde_json::from_str(t).ok()?;
-            let mut records = Vec::with_capacity(items.len());
-            for item in items {
-                if !item.get().starts_with('{') {
-                    return None;
+
+    impl<'de> Visitor<'de> for Top<'_> {
+        type Value = (Vec<&'de RawValue>, Map<String, Value>);
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let (mut records, mut rest) = (Vec::new(), Map::new());
+            while let Some(key) = map.next_key::<String>()? {
+                if key == self.path[0] {
+                    records = map.next_value_seed(Records { path: &self.path[1..] })?;
+                } else {
+                    rest.insert(key, map.next_value()?);
                 }
-                records.push(item.get().to_string());
             }
-            records
+            Ok((records, rest))
         }
-        Some(t) if t.starts_with('{') => vec![t.to_string()],
-        Some("null") => Vec::new(),
-        Some(_) => return None,
-    };
-    Some((records, Value::Object(rest)))
+    }
+
+    /// The records below: a list once the path is walked (anything else is an error, and the
+    /// general path takes over).
+    struct Records<'p> {
+        path: &'p [String],
+    }
+
+    impl<'de> DeserializeSeed<'de> for Records<'_> {
+        type Value = Vec<&'de RawValue>;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            if self.path.is_empty() { d.deserialize_seq(self) } else { d.deserialize_map(self) }
+        }
+    }
+
+    impl<'de> Visitor<'de> for Records<'_> {
+        type Value = Vec<&'de RawValue>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a list of records")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut records = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+            while let Some(record) = seq.next_element::<&'de RawValue>()? {
+                records.push(record);
+            }
+            Ok(records)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut records = Vec::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if key == self.path[0] {
+                    records = map.next_value_seed(Records { path: &self.path[1..] })?;
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(records)
+        }
+    }
 }
 
 fn strategy(paginator: &Value) -> &Value {
@@ -459,11 +526,12 @@ pub fn read_all(engine: &Engine, stream: &Value, max: usize) -> Result<Vec<(Map<
         return Err(Error::config(format!("the parent stream {name} must use a SimpleRetriever")));
     }
     let parent = ParentStream { engine, stream };
+    let cursor = Cursor::of(engine, stream)?;
     let mut out = Vec::new();
-    for scope in parent.scopes()? {
+    for scope in parent.scopes(cursor.as_ref())? {
         let mut next = None;
         for _ in 0..MAX_PAGES {
-            let paged = read_slice(engine, stream, &scope, next, name)?;
+            let paged = read_slice(engine, stream, cursor.as_ref(), &scope, next, name)?;
             for r in paged.records {
                 if out.len() >= max {
                     return Err(Error::system(format!("the parent stream {name} has more than {max} records")));
@@ -486,14 +554,13 @@ struct ParentStream<'a> {
 }
 
 impl ParentStream<'_> {
-    fn scopes(&self) -> Result<Vec<Scope>> {
-        let cursor = Cursor::of(self.engine, self.stream)?;
+    fn scopes(&self, cursor: Option<&Cursor>) -> Result<Vec<Scope>> {
         let name = self.stream.get("name").and_then(Value::as_str).unwrap_or("parent");
         let partitions = slicing_partitions(self.engine, self.stream, name)?;
         let mut scopes = Vec::new();
         for p in partitions {
             let scope = scope_of(&p);
-            match &cursor {
+            match cursor {
                 None => scopes.push(scope),
                 Some(c) => {
                     let (from, to) = (c.start(self.engine)?, c.end(self.engine)?);

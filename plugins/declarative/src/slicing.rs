@@ -27,8 +27,8 @@ pub fn routers(retriever: &Value) -> Vec<&Value> {
 }
 
 /// The cursor of a stream, read from its `incremental_sync`.
-pub struct Cursor<'a> {
-    pub node: &'a Value,
+pub struct Cursor {
+    pub node: Value,
     pub field: String,
     /// The format slice values are written in (`datetime_format`).
     pub format: String,
@@ -44,8 +44,8 @@ pub struct Cursor<'a> {
     pub client_side: bool,
 }
 
-impl<'a> Cursor<'a> {
-    pub fn of(engine: &Engine, stream: &'a Value) -> Result<Option<Cursor<'a>>> {
+impl Cursor {
+    pub fn of(engine: &Engine, stream: &Value) -> Result<Option<Cursor>> {
         let Some(node) = stream.get("incremental_sync").filter(|n| !n.is_null()) else { return Ok(None) };
         if kind(node) != "DatetimeBasedCursor" {
             return Err(Error::config(format!("incremental_sync: {} is not supported", kind(node))));
@@ -85,7 +85,7 @@ impl<'a> Cursor<'a> {
             })
         };
         Ok(Some(Cursor {
-            node,
+            node: node.clone(),
             field,
             format,
             record_formats,
@@ -141,7 +141,7 @@ impl<'a> Cursor<'a> {
     }
 
     pub fn lookback(&self, engine: &Engine) -> Result<Option<Duration>> {
-        let ctx = engine.context(self.node, &Scope::default(), Vec::new());
+        let ctx = engine.context(&self.node, &Scope::default(), Vec::new());
         match engine.text(self.node.get("lookback_window"), &ctx)? {
             t if t.is_empty() => Ok(None),
             t => datetime::parse_duration(&t)
@@ -213,7 +213,7 @@ impl<'a> Cursor<'a> {
 
     /// `start_time_option` / `end_time_option` for this interval.
     pub fn inject(&self, engine: &Engine, scope: &Scope, options: &mut Options) -> Result<()> {
-        let ctx = engine.context(self.node, scope, Vec::new());
+        let ctx = engine.context(&self.node, scope, Vec::new());
         for (option, name) in [("start_time_option", &self.start_name), ("end_time_option", &self.end_name)] {
             if let (Some(option), Some(value)) =
                 (self.node.get(option).filter(|o| !o.is_null()), scope.interval.get(name))
