@@ -107,6 +107,20 @@ fn spec_check_and_discover_answer_from_the_manifest() {
     assert_eq!(account_items["default_cursor_field"], json!(["updated_at"]));
     assert_eq!(account_items["source_defined_primary_key"], json!([["id"]]));
     assert_eq!(account_items["json_schema"]["properties"]["amount"]["type"], "integer");
+    // `read` with a configured catalog, as a platform runs it.
+    let catalog = files.json("catalog.json", &catalog(&[("accounts", "full_refresh")]));
+    let read = host(&["read"])
+        .arg(manifest("demo.yaml"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--catalog")
+        .arg(&catalog)
+        .arg("--allow-host")
+        .arg(grant(&api))
+        .run();
+    assert!(read.success(), "{}", read.explain());
+    assert_eq!(read.ids("accounts"), (1..=5).collect::<Vec<_>>());
+    assert!(read.ids("items").is_empty(), "only the catalog's streams");
     // A config the manifest's spec refuses is refused before any request.
     let bad = files.json("bad.json", &json!({"page_size": 5}));
     let check = host(&["check"]).arg(manifest("demo.yaml")).arg("--config").arg(&bad).run();

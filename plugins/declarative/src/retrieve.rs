@@ -2,7 +2,7 @@
 //! (`{"next": <the paginator's value>}`, plus the window being read when a routed partition walks
 //! its cursor's windows), so the engine keeps nothing between calls.
 
-use crate::datetime::{self, DateTime};
+use crate::datetime::DateTime;
 use crate::engine::{Engine, Scope, kind};
 use crate::records::{self, Shaper};
 use crate::requester::{self, Answer, Options};
@@ -13,9 +13,6 @@ use sluice_guest::{Error, Page, Partition, Result};
 /// Pages one partition may have; a paginator that never stops is cut here.
 pub const MAX_PAGES: u64 = 1_000_000;
 
-/// Date-times in page tokens: to the microsecond, with the offset.
-const TOKEN_FORMAT: &str = "%Y-%m-%dT%H:%M:%S.%f%z";
-
 /// What the paginator said about the page just read.
 pub struct Paged {
     /// Each record as JSON text.
@@ -24,7 +21,8 @@ pub struct Paged {
     pub next: Option<Value>,
 }
 
-/// Where a partition is being read.
+/// Where a partition is being read: the page token, with date-times as Unix microseconds (read
+/// and written on every page, so kept cheap).
 #[derive(Default)]
 struct Position {
     next: Option<Value>,
@@ -41,14 +39,14 @@ impl Position {
         let next = token.get("next").filter(|v| !v.is_null()).cloned();
         let window = match token.get("window") {
             Some(Value::Array(w)) if w.len() == 2 => {
-                let at = |v: &Value| v.as_str().and_then(|s| datetime::parse_any(s).ok()).ok_or_else(bad);
+                let at = |v: &Value| v.as_i64().and_then(DateTime::from_timestamp_micros).ok_or_else(bad);
                 Some((at(&w[0])?, at(&w[1])?))
             }
             None | Some(Value::Null) => None,
             _ => return Err(bad()),
         };
         let until = match token.get("until") {
-            Some(Value::String(s)) => Some(datetime::parse_any(s).map_err(|_| bad())?),
+            Some(v) if !v.is_null() => Some(v.as_i64().and_then(DateTime::from_timestamp_micros).ok_or_else(bad)?),
             _ => None,
         };
         let page = token.get("page").and_then(Value::as_u64).unwrap_or(0);
@@ -58,10 +56,10 @@ impl Position {
     fn token(&self) -> Value {
         let mut t = json!({"next": self.next, "page": self.page});
         if let Some((s, e)) = &self.window {
-            t["window"] = json!([datetime::format(s, TOKEN_FORMAT), datetime::format(e, TOKEN_FORMAT)]);
+            t["window"] = json!([s.timestamp_micros(), e.timestamp_micros()]);
         }
         if let Some(until) = &self.until {
-            t["until"] = json!(datetime::format(until, TOKEN_FORMAT));
+            t["until"] = json!(until.timestamp_micros());
         }
         t
     }
