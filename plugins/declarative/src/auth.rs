@@ -19,7 +19,7 @@ pub struct Credentials {
 const EXPIRY_MARGIN_SECS: i64 = 60;
 
 pub fn credentials(engine: &Engine, auth: Option<&Value>, path: &str) -> Result<Credentials> {
-    let Some(auth) = auth.filter(|a| !a.is_null()) else { return Ok(Credentials::default()) };
+    let Some(auth) = auth.filter(|a| !a.is_null() && kind(a) != "NoAuth") else { return Ok(Credentials::default()) };
     let ctx = engine.context(auth, &Scope::default(), Vec::new());
     let mut out = Credentials::default();
     match kind(auth) {

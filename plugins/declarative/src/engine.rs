@@ -25,6 +25,8 @@ pub struct Engine {
     pub tokens: RefCell<HashMap<String, (String, Option<i64>)>>,
     /// Each stream's cursor, read from the manifest once (its templates evaluated once).
     cursors: RefCell<HashMap<String, Option<Rc<crate::slicing::Cursor>>>>,
+    /// Each stream's reading plan (see `retrieve::Plan`), by stream name.
+    plans: RefCell<HashMap<String, Rc<crate::retrieve::Plan>>>,
     /// Templates that depend on the config alone (`{{ config['base_url'] }}`), by how they were
     /// evaluated: the same for every page.
     constant: RefCell<HashMap<(u8, String), Value>>,
@@ -66,6 +68,7 @@ pub fn for_config(config: &RawValue) -> Result<Rc<Engine>> {
         tokens: RefCell::default(),
         cursors: RefCell::default(),
         constant: RefCell::default(),
+        plans: RefCell::default(),
     });
     CURRENT.with(|c| *c.borrow_mut() = Some((key, engine.clone())));
     Ok(engine)
@@ -112,6 +115,16 @@ impl Engine {
         let cursor = crate::slicing::Cursor::of(self, self.stream(name)?)?.map(Rc::new);
         self.cursors.borrow_mut().insert(name.to_string(), cursor.clone());
         Ok(cursor)
+    }
+
+    /// The reading plan of a stream, made once.
+    pub fn plan(&self, stream: &str, make: impl FnOnce() -> crate::retrieve::Plan) -> Rc<crate::retrieve::Plan> {
+        if let Some(plan) = self.plans.borrow().get(stream) {
+            return plan.clone();
+        }
+        let plan = Rc::new(make());
+        self.plans.borrow_mut().insert(stream.to_string(), plan.clone());
+        plan
     }
 
     /// The template context for a component: its `$parameters`, the config, the slice, and

@@ -325,7 +325,7 @@ impl Manifest {
         if resolved.get("type").is_none() {
             resolved["type"] = Value::from("DeclarativeSource");
         }
-        let root = propagate("", resolved, &Map::new());
+        let root = propagate(("", ""), resolved, &Map::new());
         let mut ignored = Vec::new();
         check_supported(&root, "", &mut ignored)?;
         check_streams(&root, &mut ignored)?;
@@ -424,13 +424,13 @@ fn is_json_schema(map: &Map<String, Value>) -> bool {
 /// `$parameters` down the tree and default types in, as the CDK's ManifestComponentTransformer:
 /// a component's own `$parameters` win over its parents', and a parameter becomes a field of every
 /// component below that lacks one (e.g. `name`, `path`, `primary_key`).
-fn propagate(parent_field: &str, node: Value, parent_params: &Map<String, Value>) -> Value {
+fn propagate(parent: (&str, &str), node: Value, parent_params: &Map<String, Value>) -> Value {
     let Value::Object(mut map) = node else { return node };
     if !map.contains_key("type")
         && !map.contains_key("class_name")
-        && let Some((_, t)) = DEFAULT_TYPES.iter().find(|(f, _)| *f == parent_field)
+        && let Some(t) = default_type(parent)
     {
-        map.insert("type".into(), Value::from(*t));
+        map.insert("type".into(), Value::from(t));
     }
     let mut params = parent_params.clone();
     if let Some(Value::Object(own)) = map.remove("$parameters") {
@@ -443,7 +443,7 @@ fn propagate(parent_field: &str, node: Value, parent_params: &Map<String, Value>
         // A plain object: only components nested in it get parameters.
         for (_, v) in map.iter_mut() {
             if v.get("type").is_some_and(Value::is_string) {
-                *v = propagate(parent_field, v.take(), &params);
+                *v = propagate(parent, v.take(), &params);
             }
         }
         return Value::Object(map);
@@ -461,31 +461,39 @@ fn propagate(parent_field: &str, node: Value, parent_params: &Map<String, Value>
             map.insert(k.clone(), v.clone());
         }
     }
-    let keys: Vec<String> = map.keys().cloned().collect();
-    for field in keys {
-        if DATA_FIELDS.contains(&field.as_str()) || field == "definitions" {
+    let fields = std::mem::take(&mut map);
+    for (field, value) in fields {
+        if DATA_FIELDS.contains(&field.as_str()) || field == "definitions" || !(value.is_object() || value.is_array()) {
+            map.insert(field, value);
             continue;
         }
         // A parameter named like the field is not passed into it (the CDK avoids the cycle).
         let excluded = params.remove(&field);
-        let id = format!("{kind}.{field}");
-        let value = map.get_mut(&field).map(Value::take).unwrap_or_default();
+        let id = (kind.as_str(), field.as_str());
         let value = match value {
-            Value::Object(_) => propagate(&id, value, &params),
+            Value::Object(_) => propagate(id, value, &params),
             Value::Array(items) => Value::Array(
-                items.into_iter().map(|v| if v.is_object() { propagate(&id, v, &params) } else { v }).collect(),
+                items.into_iter().map(|v| if v.is_object() { propagate(id, v, &params) } else { v }).collect(),
             ),
             other => other,
         };
-        map.insert(field.clone(), value);
         if let Some(v) = excluded {
-            params.insert(field, v);
+            params.insert(field.clone(), v);
         }
+        map.insert(field, value);
     }
     if !params.is_empty() {
         map.insert("$parameters".into(), Value::Object(params));
     }
     Value::Object(map)
+}
+
+/// The type the CDK gives a component without one, from where it is (`Parent.field`).
+fn default_type((kind, field): (&str, &str)) -> Option<&'static str> {
+    DEFAULT_TYPES.iter().find_map(|(at, t)| {
+        let (k, f) = at.split_once('.')?;
+        (k == kind && f == field).then_some(*t)
+    })
 }
 
 /// What the engine needs of each stream, checked before anything runs: a unique name, a
@@ -538,13 +546,13 @@ fn check_parents(node: &Value, path: &str, warnings: &mut Vec<String>) {
                 ));
             }
             for (k, v) in map {
-                if !DATA_FIELDS.contains(&k.as_str()) {
+                if (v.is_object() || v.is_array()) && !DATA_FIELDS.contains(&k.as_str()) {
                     check_parents(v, &format!("{path}.{k}"), warnings);
                 }
             }
         }
         Value::Array(items) => {
-            for (i, v) in items.iter().enumerate() {
+            for (i, v) in items.iter().enumerate().filter(|(_, v)| v.is_object() || v.is_array()) {
                 check_parents(v, &format!("{path}[{i}]"), warnings);
             }
         }
@@ -594,7 +602,8 @@ fn check_supported(node: &Value, path: &str, ignored: &mut Vec<String>) -> Resul
                 }
             }
             for (k, v) in map {
-                if DATA_FIELDS.contains(&k.as_str()) || k == "definitions" || k == "$parameters" {
+                let nested = v.is_object() || v.is_array();
+                if !nested || DATA_FIELDS.contains(&k.as_str()) || k == "definitions" || k == "$parameters" {
                     continue;
                 }
                 check_supported(v, &here(k), ignored)?;
@@ -602,7 +611,7 @@ fn check_supported(node: &Value, path: &str, ignored: &mut Vec<String>) -> Resul
             Ok(())
         }
         Value::Array(items) => {
-            for (i, v) in items.iter().enumerate() {
+            for (i, v) in items.iter().enumerate().filter(|(_, v)| v.is_object() || v.is_array()) {
                 check_supported(v, &format!("{path}[{i}]"), ignored)?;
             }
             Ok(())

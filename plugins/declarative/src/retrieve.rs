@@ -228,14 +228,19 @@ pub fn read_slice(
     let extractor = selector.get("extractor");
     let transformations = stream.get("transformations").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
     let shaper = Shaper { engine, filter: selector.get("record_filter").filter(|f| !f.is_null()), transformations };
-    let raw = match fixed_path(decoder, extractor, paginator) {
-        Some(path) if shaper.is_noop() => raw_records(&response.body, &path),
+    // By the stream's place in the manifest (a parent stream may share a name with another).
+    let plan = engine.plan(&format!("{name}@{:p}", stream), || Plan {
+        fixed_path: fixed_path(decoder, extractor, paginator),
+        wants_last: paginator.is_some_and(|p| p.to_string().contains("last_record")),
+        wants_headers: paginator.is_some_and(|p| p.to_string().contains("headers")),
+    });
+    let raw = match &plan.fixed_path {
+        Some(path) if shaper.is_noop() => raw_records(&response.body, path),
         _ => None,
     };
     let (records, response_doc, page_size, last_record) = match raw {
         Some((records, rest)) => {
-            let wants_last = paginator.is_some_and(|p| p.to_string().contains("last_record"));
-            let last = match wants_last {
+            let last = match plan.wants_last {
                 true => records.last().and_then(|r| serde_json::from_str(r).ok()).unwrap_or(Value::Null),
                 false => Value::Null,
             };
@@ -269,11 +274,23 @@ pub fn read_slice(
     let next = match paginator {
         None => None,
         Some(p) => {
-            let headers = requester::headers_value(&response);
+            let headers = match plan.wants_headers {
+                true => requester::headers_value(&response),
+                false => Value::Object(Map::new()),
+            };
             next_token(engine, p, &scope, next.as_ref(), response_doc, headers, last_record, page_size)?
         }
     };
     Ok(Paged { records, next })
+}
+
+/// What the engine works out once per stream about reading its pages.
+pub struct Plan {
+    /// The extractor's fixed path, when records can be taken from the body as they are.
+    pub fixed_path: Option<Vec<String>>,
+    /// Whether the paginator's templates look at `last_record` or `headers`.
+    pub wants_last: bool,
+    pub wants_headers: bool,
 }
 
 /// The extractor's field path when the records can be taken from the body as they are: a JSON
