@@ -264,6 +264,23 @@ pub fn host_port(url: &str) -> Result<String> {
 mod tests {
     use super::*;
 
+    /// The table every SDK's tests run (guest-sdk/cases).
+    #[test]
+    fn host_port_answers_the_shared_cases() {
+        let cases: Vec<serde_json::Value> = serde_json::from_str(include_str!("../cases/host_port.json")).unwrap();
+        for case in cases {
+            let url = case["url"].as_str().unwrap();
+            match case.get("error") {
+                Some(kind) => {
+                    let e = host_port(url).expect_err(url);
+                    assert!(matches!(e, Error::Config(_)), "{url}: {e:?}");
+                    assert_eq!(kind, "config");
+                }
+                None => assert_eq!(host_port(url).unwrap(), case["host_port"].as_str().unwrap(), "{url}"),
+            }
+        }
+    }
+
     #[test]
     fn host_port_fills_default_ports() {
         assert_eq!(host_port("http://127.0.0.1:8080/x").unwrap(), "http://127.0.0.1:8080");

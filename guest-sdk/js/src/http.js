@@ -124,23 +124,5 @@ export function getJson(url) {
   return get(url).send().errorForStatus().json();
 }
 
-/** Resolves a link from an API answer (absolute, or a path) against the base URL. */
-export function join(baseUrl, link) {
-  if (link.startsWith('http://') || link.startsWith('https://')) return link;
-  return `${baseUrl.replace(/\/+$/, '')}/${link.replace(/^\/+/, '')}`;
-}
-
-/** The `host:port` of a URL, as `Source.hosts` wants it (the scheme's port when none is given). */
-export function hostPort(url) {
-  const at = url.indexOf('://');
-  if (at < 0) throw SluiceError.config(`not an absolute URL: ${url}`);
-  const scheme = url.slice(0, at);
-  let authority = url.slice(at + 3).split(/[/?#]/)[0];
-  authority = authority.slice(authority.lastIndexOf('@') + 1);
-  if (!authority) throw SluiceError.config(`URL has no host: ${url}`);
-  const colon = authority.lastIndexOf(':');
-  if (colon >= 0 && !authority.slice(colon).includes(']')) return authority;
-  const ports = { http: 80, https: 443 };
-  if (!(scheme in ports)) throw SluiceError.config(`unsupported URL scheme ${JSON.stringify(scheme)} in ${url}`);
-  return `${authority}:${ports[scheme]}`;
-}
+// URL helpers need no host, so they live apart (and are unit-tested outside a component).
+export { join, hostPort } from './urls.js';

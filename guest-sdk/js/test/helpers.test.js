@@ -8,6 +8,11 @@ import { SluiceError, withContext } from '../src/errors.js';
 import * as paginate from '../src/paginate.js';
 import * as slice from '../src/slice.js';
 import { canonicalJson, CursorValue } from '../src/types.js';
+import { hostPort } from '../src/urls.js';
+import { readFileSync } from 'node:fs';
+
+/** A table of cases every SDK's tests run (guest-sdk/cases). */
+const sharedCases = (name) => JSON.parse(readFileSync(new URL(`../../cases/${name}`, import.meta.url), 'utf8'));
 
 const kindOf = (fn) => {
   try {
@@ -69,4 +74,11 @@ test('context keeps the kind', () => {
     () => withContext('listing accounts', () => { throw SluiceError.transient('overloaded'); }),
     (e) => e.kind === 'transient' && e.detail === 'listing accounts: overloaded',
   );
+});
+
+test('hostPort answers the shared cases', () => {
+  for (const c of sharedCases('host_port.json')) {
+    if (c.error) assert.equal(kindOf(() => hostPort(c.url)), c.error, c.url);
+    else assert.equal(hostPort(c.url), c.host_port, c.url);
+  }
 });

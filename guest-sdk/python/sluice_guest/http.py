@@ -135,7 +135,9 @@ def join(base_url: str, link: str) -> str:
 
 
 def host_port(url: str) -> str:
-    """The `host:port` of a URL, as `Source.hosts` wants it (the scheme's port when none is given)."""
+    """The `host:port` of a URL, as `Source.hosts` wants it: prefixed with `http://` when the URL is
+    plain http (which the operator must grant explicitly), the scheme's port when none is given. The
+    same answers as the Rust and JavaScript SDKs (guest-sdk/cases/host_port.json)."""
     scheme, sep, rest = url.partition("://")
     if not sep:
         raise Error.config(f"not an absolute URL: {url}")
@@ -145,10 +147,11 @@ def host_port(url: str) -> str:
     authority = authority.rsplit("@", 1)[-1]
     if not authority:
         raise Error.config(f"URL has no host: {url}")
-    head, colon, port = authority.rpartition(":")
-    if colon and "]" not in port:
-        return authority
-    ports = {"http": 80, "https": 443}
-    if scheme not in ports:
+    schemes = {"https": ("", 443), "http": ("http://", 80)}
+    if scheme not in schemes:
         raise Error.config(f"unsupported URL scheme {scheme!r} in {url}")
-    return f"{authority}:{ports[scheme]}"
+    prefix, default_port = schemes[scheme]
+    _, colon, port = authority.rpartition(":")
+    if colon and "]" not in port:
+        return f"{prefix}{authority}"
+    return f"{prefix}{authority}:{default_port}"

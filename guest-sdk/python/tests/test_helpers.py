@@ -1,11 +1,18 @@
 """Unit tests of the SDK's helpers, outside a component (`just test-guest-sdks`). The WIT bindings
 come from `componentize-py bindings`; nothing here calls the host."""
 
+import json
+import pathlib
 import unittest
 
 import sluice_guest as sluice
 from sluice_guest import Error, http, paginate, slice
 from sluice_guest.types import _compact
+
+
+def SHARED_CASES(name):
+    """A table of cases every SDK's tests run (guest-sdk/cases)."""
+    return json.loads((pathlib.Path(__file__).parents[2] / "cases" / name).read_text())
 
 
 class Slicing(unittest.TestCase):
@@ -53,13 +60,16 @@ class Pagination(unittest.TestCase):
 
 
 class Http(unittest.TestCase):
-    def test_host_port_fills_default_ports(self):
-        self.assertEqual(http.host_port("http://127.0.0.1:8080/x"), "127.0.0.1:8080")
-        self.assertEqual(http.host_port("https://api.example.com/v1?a=b"), "api.example.com:443")
-        self.assertEqual(http.host_port("http://[::1]/"), "[::1]:80")
-        self.assertEqual(http.host_port("http://[::1]:9000"), "[::1]:9000")
-        with self.assertRaises(Error):
-            http.host_port("example.com")
+    def test_host_port_answers_the_shared_cases(self):
+        # The same table the Rust and JavaScript SDKs' tests run.
+        for case in SHARED_CASES("host_port.json"):
+            with self.subTest(url=case["url"]):
+                if "error" in case:
+                    with self.assertRaises(Error) as raised:
+                        http.host_port(case["url"])
+                    self.assertEqual(raised.exception.kind, case["error"])
+                else:
+                    self.assertEqual(http.host_port(case["url"]), case["host_port"])
 
     def test_query_is_encoded_and_appended(self):
         self.assertEqual(http.get("http://h/p").query("a", "x y&z").query("b", 2).url, "http://h/p?a=x+y%26z&b=2")
