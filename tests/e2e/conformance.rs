@@ -92,6 +92,32 @@ fn the_rust_demo_connector_passes_the_kit() {
 }
 
 #[test]
+fn the_kit_reads_report_job_streams_through_their_jobs() {
+    let api = demo_api(DemoApiConfig { records: 120, accounts: 3, job_polls: 2, ..Default::default() });
+    let files = Files::new();
+    let config = files.json(
+        "config.json",
+        &json!({"base_url": api.base_url(), "page_size": 50, "report_jobs": true, "report_page_size": 25}),
+    );
+    let run =
+        kit(&plugin(DEMO_PLUGINS[0]), &config, None, &["--allow-host", &grant(&api), "--streams", "report_items"]);
+    assert!(run.success, "{:#}\n{}", run.report, run.stderr);
+    for check in ["partitions", "read", "pagination", "incremental"] {
+        assert_eq!(run.check(check, Some("report_items"))["status"], "pass", "{check}");
+    }
+    assert_eq!(run.check("read", Some("report_items"))["facts"]["records"], 120);
+    // 40 rows a report in pages of 25: two pages each of its three jobs.
+    assert_eq!(run.check("pagination", Some("report_items"))["facts"]["pages"], 6);
+    let incremental = run.check("incremental", Some("report_items"));
+    assert_eq!(incremental["facts"]["records"], 0, "{incremental}");
+    // Every job the kit created was polled to its end, read, and deleted.
+    let stats = api.stats();
+    assert_eq!(stats.jobs_created, 6, "three jobs for the full read, three for the incremental one");
+    assert_eq!(stats.jobs_deleted, stats.jobs_created);
+    assert_eq!(stats.jobs_kept, 0);
+}
+
+#[test]
 fn the_python_demo_connector_passes_the_kit() {
     demo_passes(DEMO_PLUGINS[1]);
 }
