@@ -12,14 +12,17 @@ pub fn manifest(name: &str) -> PathBuf {
 
 fn run_manifest(name: &str, api: &DemoApi, config: &Value, files: &Files, extra: &[&str]) -> HostRun {
     let config = files.json("config.json", config);
-    host(&["run"])
-        .arg(manifest(name))
-        .arg("--config")
-        .arg(config)
-        .arg("--allow-host")
-        .arg(grant(api))
-        .args(extra.iter().map(|s| s.to_string()))
-        .run()
+    against("run", manifest(name), config, api).args(extra.iter().map(|s| s.to_string())).run()
+}
+
+/// `host COMMAND MANIFEST --config CONFIG`, granted the API and nothing else.
+fn against(
+    command: &str,
+    manifest: impl AsRef<std::path::Path>,
+    config: impl AsRef<std::path::Path>,
+    api: &DemoApi,
+) -> Host {
+    host(&[command]).arg(manifest.as_ref()).arg("--config").arg(config.as_ref()).arg("--allow-host").arg(grant(api))
 }
 
 /// Records of a stream sorted by id, as JSON.
@@ -84,21 +87,9 @@ fn spec_check_and_discover_answer_from_the_manifest() {
     let spec = &spec.of_type("SPEC")[0]["spec"];
     assert_eq!(spec["connectionSpecification"]["required"], json!(["base_url"]), "{spec}");
     let config = files.json("config.json", &demo_config(&api, 5));
-    let check = host(&["check"])
-        .arg(manifest("demo.yaml"))
-        .arg("--config")
-        .arg(&config)
-        .arg("--allow-host")
-        .arg(grant(&api))
-        .run();
+    let check = against("check", manifest("demo.yaml"), &config, &api).run();
     assert_eq!(check.of_type("CONNECTION_STATUS")[0]["connectionStatus"]["status"], "SUCCEEDED", "{}", check.explain());
-    let discover = host(&["discover"])
-        .arg(manifest("demo.yaml"))
-        .arg("--config")
-        .arg(&config)
-        .arg("--allow-host")
-        .arg(grant(&api))
-        .run();
+    let discover = against("discover", manifest("demo.yaml"), &config, &api).run();
     assert!(discover.success(), "{}", discover.explain());
     let streams = &discover.of_type("CATALOG")[0]["catalog"]["streams"];
     let names: Vec<&str> = streams.as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
@@ -138,15 +129,7 @@ fn the_engine_takes_a_manifest_injected_in_the_config() {
     let mut config = demo_config(&api, 5);
     config["__injected_declarative_manifest"] = as_json;
     let config = files.json("config.json", &config);
-    let run = host(&["run"])
-        .arg(plugin("declarative"))
-        .arg("--config")
-        .arg(config)
-        .arg("--allow-host")
-        .arg(grant(&api))
-        .arg("--streams")
-        .arg("items")
-        .run();
+    let run = against("run", plugin("declarative"), config, &api).arg("--streams").arg("items").run();
     assert!(run.success(), "{}", run.explain());
     assert_eq!(run.ids("items"), (1..=12).collect::<Vec<_>>());
 }
@@ -180,15 +163,7 @@ fn a_hostile_manifest_is_contained_like_a_hostile_plugin() {
     );
     let path = files.text("elsewhere.yaml", yaml.as_bytes());
     let config = files.json("config.json", &demo_config(&api, 5));
-    let run = host(&["run"])
-        .arg(&path)
-        .arg("--config")
-        .arg(&config)
-        .arg("--allow-host")
-        .arg(grant(&api))
-        .arg("--streams")
-        .arg("items")
-        .run();
+    let run = against("run", &path, &config, &api).arg("--streams").arg("items").run();
     assert!(!run.success());
     assert!(run.explain().contains("127.0.0.2"), "{}", run.explain());
     assert_eq!(api.stats().requests, 0, "nothing reached the API");
@@ -241,12 +216,7 @@ fn templates_that_burn_memory_or_cpu_hit_the_sandbox_limits() {
     for (name, yaml, limit) in [("memory", memory, "memory"), ("cpu", cpu, "CPU")] {
         assert_ne!(yaml, demo, "{name}: the template went in");
         let path = files.text(&format!("{name}.yaml"), yaml.as_bytes());
-        let run = host(&["run"])
-            .arg(&path)
-            .arg("--config")
-            .arg(&config)
-            .arg("--allow-host")
-            .arg(grant(&api))
+        let run = against("run", &path, &config, &api)
             .args(["--streams", "items", "--memory-mb", "64", "--cpu-ms-per-call", "300"].map(String::from))
             .run();
         assert!(!run.success(), "{name}");
@@ -286,13 +256,7 @@ fn the_conformance_kit_passes_on_every_test_manifest() {
     ];
     for (name, config) in cases {
         let config = files.json(&format!("{name}.json"), &config);
-        let run = host(&["test"])
-            .arg(manifest(name))
-            .arg("--config")
-            .arg(&config)
-            .arg("--allow-host")
-            .arg(grant(&api))
-            .run_raw();
+        let run = against("test", manifest(name), &config, &api).run_raw();
         let report = String::from_utf8_lossy(&run.stdout);
         assert!(run.status.success(), "{name}:\n{report}\n{}", String::from_utf8_lossy(&run.stderr));
         assert!(report.contains("PASS  read"), "{name}: {report}");
@@ -475,12 +439,7 @@ fn date_windows_are_host_partitions_checkpointed_one_by_one() {
     later["end_date"] = json!("2024-01-01T05:00:29Z");
     let api_more = demo_api(DemoApiConfig { records: 290, accounts: 3, ..Default::default() });
     later["base_url"] = json!(api_more.base_url());
-    let run = host(&["run"])
-        .arg(manifest("windows.yaml"))
-        .arg("--config")
-        .arg(files.json("later.json", &later))
-        .arg("--allow-host")
-        .arg(grant(&api_more))
+    let run = against("run", manifest("windows.yaml"), files.json("later.json", &later), &api_more)
         .arg("--state")
         .arg(&state_file)
         .run();
@@ -504,13 +463,7 @@ fn client_side_incremental_windows_keep_only_their_own_records() {
     let path = files.text("client-side.yaml", yaml.as_bytes());
     let config =
         json!({"base_url": api.base_url(), "start_date": "2024-01-01T00:00:30Z", "end_date": "2024-01-01T03:00:29Z"});
-    let run = host(&["run"])
-        .arg(&path)
-        .arg("--config")
-        .arg(files.json("config.json", &config))
-        .arg("--allow-host")
-        .arg(grant(&api))
-        .run();
+    let run = against("run", &path, files.json("config.json", &config), &api).run();
     assert!(run.success(), "{}", run.explain());
     assert_eq!(by_id(&run, "windowed_items"), items(1..=150, 3), "each record once, from its own window");
     assert!(api.stats().requests_by_path["/items"] >= 3 * 6, "three windows, each reading all 150 items");
@@ -559,15 +512,7 @@ fn report_jobs_run_on_the_host_orchestrator_with_csv_and_jsonl_downloads() {
     let path = files.text("reports-jsonl.yaml", yaml.as_bytes());
     let mut config = config;
     config["format"] = json!("jsonl");
-    let run = host(&["run"])
-        .arg(&path)
-        .arg("--config")
-        .arg(files.json("jsonl.json", &config))
-        .arg("--allow-host")
-        .arg(grant(&api))
-        .arg("--job-poll-ms")
-        .arg("10")
-        .run();
+    let run = against("run", &path, files.json("jsonl.json", &config), &api).arg("--job-poll-ms").arg("10").run();
     assert!(run.success(), "{}", run.explain());
     assert_eq!(by_id(&run, "report_items"), items(1..=90, 3));
 }
