@@ -45,6 +45,13 @@ pub trait Source {
     /// not parse is reported to the operator as a config error.
     type Config: serde::de::DeserializeOwned;
 
+    /// Reads the config text the host passes to every call. The default parses it with serde (a
+    /// config that does not parse is the operator's error); a connector that keeps what it built
+    /// from a config between calls, and so need not parse the same text again, may override it.
+    fn parse_config(text: &str) -> Result<Self::Config> {
+        serde_json::from_str(text).map_err(|e| Error::Config(format!("invalid config: {e}")))
+    }
+
     /// The JSON Schema of the config. Mark secret fields with `"airbyte_secret": true` so the host
     /// masks them in logs.
     fn spec() -> Value;
@@ -268,7 +275,7 @@ pub mod __private {
     pub type WitResult<T> = Result<T, types::Error>;
 
     fn config<S: Source>(config: &str) -> crate::Result<S::Config> {
-        serde_json::from_str(config).map_err(|e| Error::Config(format!("invalid config: {e}")))
+        S::parse_config(config)
     }
 
     fn parse_json(what: &str, text: Option<String>) -> crate::Result<Option<Value>> {

@@ -4,12 +4,10 @@
 
 use crate::interpolation::Interpolator;
 use crate::manifest::Manifest;
-use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use sluice_guest::{Error, Result};
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::rc::Rc;
 
 /// Where `source-declarative-manifest` takes the manifest from.
@@ -33,19 +31,18 @@ pub struct Engine {
 }
 
 thread_local! {
-    static CURRENT: RefCell<Option<(u64, Rc<Engine>)>> = const { RefCell::new(None) };
+    /// The engine of the last config text seen, with that text.
+    static CURRENT: RefCell<Option<(String, Rc<Engine>)>> = const { RefCell::new(None) };
 }
 
 /// The engine for this config text: the cached one when the text is unchanged.
-pub fn for_config(config: &RawValue) -> Result<Rc<Engine>> {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    config.get().hash(&mut hasher);
-    let key = hasher.finish();
-    if let Some(engine) = CURRENT.with(|c| c.borrow().as_ref().filter(|(k, _)| *k == key).map(|(_, e)| e.clone())) {
+pub fn for_config(text: &str) -> Result<Rc<Engine>> {
+    // Compared, not hashed: a few kilobytes compare faster than they hash.
+    if let Some(engine) = CURRENT.with(|c| c.borrow().as_ref().filter(|(seen, _)| seen == text).map(|(_, e)| e.clone()))
+    {
         return Ok(engine);
     }
-    let mut config: Value =
-        serde_json::from_str(config.get()).map_err(|e| Error::config(format!("invalid config: {e}")))?;
+    let mut config: Value = serde_json::from_str(text).map_err(|e| Error::config(format!("invalid config: {e}")))?;
     let manifest = match config.as_object_mut().and_then(|c| c.remove(MANIFEST_KEY)) {
         Some(Value::Object(m)) => Value::Object(m),
         Some(_) => return Err(Error::config(format!("{MANIFEST_KEY} must be an object (the manifest)"))),
@@ -70,7 +67,7 @@ pub fn for_config(config: &RawValue) -> Result<Rc<Engine>> {
         constant: RefCell::default(),
         plans: RefCell::default(),
     });
-    CURRENT.with(|c| *c.borrow_mut() = Some((key, engine.clone())));
+    CURRENT.with(|c| *c.borrow_mut() = Some((text.to_string(), engine.clone())));
     Ok(engine)
 }
 

@@ -63,8 +63,23 @@ fn stream_of(engine: &Engine, node: &Value) -> Result<Stream> {
     Ok(Stream { name, json_schema, primary_key, cursor_field })
 }
 
+/// The config as the host sent it: the engine keeps what it built from it between calls, so the
+/// text is only hashed, and parsed once per instance (see [`engine::for_config`]).
+pub struct ConfigText(String);
+
+impl<'de> serde::Deserialize<'de> for ConfigText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let raw = Box::<RawValue>::deserialize(d)?;
+        Ok(ConfigText(raw.get().to_string()))
+    }
+}
+
 impl Source for Declarative {
-    type Config = Box<RawValue>;
+    type Config = ConfigText;
+
+    fn parse_config(text: &str) -> Result<ConfigText> {
+        Ok(ConfigText(text.to_string()))
+    }
 
     /// Without its manifest the engine knows no config but the manifest itself; `host spec
     /// manifest.yaml` gives the manifest's own spec.
@@ -84,7 +99,7 @@ impl Source for Declarative {
     /// Every requester's base URL (and token endpoints) rendered with the config; the operator
     /// must grant them too.
     fn hosts(config: &Self::Config) -> Result<Vec<String>> {
-        let engine = engine::for_config(config)?;
+        let engine = engine::for_config(&config.0)?;
         let mut hosts = Vec::new();
         collect_hosts(&engine, &engine.manifest.root, &mut hosts);
         hosts.sort();
@@ -93,7 +108,7 @@ impl Source for Declarative {
     }
 
     fn check(config: &Self::Config) -> Result<()> {
-        let engine = engine::for_config(config)?;
+        let engine = engine::for_config(&config.0)?;
         let names: Vec<String> = match engine.manifest.root.get("check").and_then(|c| c.get("stream_names")) {
             Some(Value::Array(names)) => names.iter().map(engine::plain).collect(),
             _ => Vec::new(),
@@ -113,7 +128,7 @@ impl Source for Declarative {
     }
 
     fn streams(config: &Self::Config) -> Result<Vec<Stream>> {
-        let engine = engine::for_config(config)?;
+        let engine = engine::for_config(&config.0)?;
         for ignored in &engine.manifest.ignored {
             sluice_guest::log::warn(format!("the manifest: {ignored}"));
         }
@@ -126,18 +141,18 @@ impl Source for Declarative {
         _: Option<&Value>,
         _: Option<Value>,
     ) -> Result<PartitionBatch> {
-        let engine = engine::for_config(config)?;
+        let engine = engine::for_config(&config.0)?;
         Ok(PartitionBatch::new(slicing::partitions(&engine, stream)?))
     }
 
     fn read_page(config: &Self::Config, partition: &Partition, token: Option<Value>) -> Result<Page> {
-        let engine = engine::for_config(config)?;
+        let engine = engine::for_config(&config.0)?;
         retrieve::read_page(&engine, partition, token)
     }
 
     /// Offsets and page numbers stay valid across runs; cursors an API hands out may not.
     fn resumable_streams(config: &Self::Config) -> Result<Vec<String>> {
-        let engine = engine::for_config(config)?;
+        let engine = engine::for_config(&config.0)?;
         Ok(engine
             .manifest
             .streams()
@@ -199,7 +214,7 @@ impl Context for sluice_guest::Error {
 
 impl AsyncJobs for Declarative {
     fn job_streams(config: &Self::Config) -> Result<Vec<String>> {
-        let engine = engine::for_config(config)?;
+        let engine = engine::for_config(&config.0)?;
         Ok(engine
             .manifest
             .streams()
@@ -210,27 +225,27 @@ impl AsyncJobs for Declarative {
     }
 
     fn max_jobs(config: &Self::Config) -> u32 {
-        engine::for_config(config).map(|e| jobs::max_jobs(&e)).unwrap_or(1)
+        engine::for_config(&config.0).map(|e| jobs::max_jobs(&e)).unwrap_or(1)
     }
 
     fn create_job(config: &Self::Config, partition: &Partition) -> Result<Value> {
-        jobs::create_job(&*engine::for_config(config)?, partition)
+        jobs::create_job(&*engine::for_config(&config.0)?, partition)
     }
 
     fn poll_job(config: &Self::Config, job: &Value) -> Result<JobStatus> {
-        jobs::poll_job(&*engine::for_config(config)?, job)
+        jobs::poll_job(&*engine::for_config(&config.0)?, job)
     }
 
     fn read_result(config: &Self::Config, job: &Value, download: &Value, token: Option<Value>) -> Result<Page> {
-        jobs::read_result(&*engine::for_config(config)?, job, download, token)
+        jobs::read_result(&*engine::for_config(&config.0)?, job, download, token)
     }
 
     fn abort_job(config: &Self::Config, job: &Value) -> Result<()> {
-        jobs::end_job(&*engine::for_config(config)?, job, true)
+        jobs::end_job(&*engine::for_config(&config.0)?, job, true)
     }
 
     fn delete_job(config: &Self::Config, job: &Value) -> Result<()> {
-        jobs::end_job(&*engine::for_config(config)?, job, false)
+        jobs::end_job(&*engine::for_config(&config.0)?, job, false)
     }
 }
 
