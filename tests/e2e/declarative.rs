@@ -516,3 +516,37 @@ fn report_jobs_run_on_the_host_orchestrator_with_csv_and_jsonl_downloads() {
     assert!(run.success(), "{}", run.explain());
     assert_eq!(by_id(&run, "report_items"), items(1..=90, 3));
 }
+
+#[test]
+fn a_packaged_manifest_runs_as_a_source_with_its_engine_pinned() {
+    let api = demo_api(DemoApiConfig { records: 30, accounts: 2, ..Default::default() });
+    // Beside the host binary, so the package links it instead of copying it.
+    let scratch = tempfile::tempdir_in(workspace_root().join("target")).unwrap();
+    let out = scratch.path().join("pkg");
+    let made = host(&["package", "--name", "demo-low-code", "--allow-host", &grant(&api), "--out"])
+        .arg(&out)
+        .arg(manifest("demo.yaml"))
+        .run_raw();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    for file in ["demo-low-code.yaml", "declarative.wasm", "demo-low-code.policy.json", "source-demo-low-code"] {
+        assert!(out.join(file).is_file(), "{file} in the package");
+    }
+    let files = Files::new();
+    let config = files.json("config.json", &demo_config(&api, 10)).display().to_string();
+    let catalog = files.json("catalog.json", &catalog(&[("items", "full_refresh")])).display().to_string();
+    let source =
+        |args: &[&str]| std::process::Command::new(out.join("source-demo-low-code")).args(args).output().unwrap();
+    let read = source(&["read", "--config", &config, "--catalog", &catalog]);
+    assert!(read.status.success(), "{}", String::from_utf8_lossy(&read.stderr));
+    let records = String::from_utf8_lossy(&read.stdout).lines().filter(|l| l.contains("\"type\":\"RECORD\"")).count();
+    assert_eq!(records, 30);
+    let spec = source(&["spec"]);
+    assert!(String::from_utf8_lossy(&spec.stdout).contains("Demo API (declarative)"), "the manifest's spec");
+    // Another engine in the packaged one's place is not run.
+    std::fs::copy(plugin("hostile"), out.join("declarative.wasm")).unwrap();
+    let swapped = source(&["spec"]);
+    assert!(!swapped.status.success());
+    assert!(
+        String::from_utf8_lossy(&swapped.stderr).contains("is not the declarative engine packaged with demo-low-code")
+    );
+}

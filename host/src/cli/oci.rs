@@ -91,12 +91,14 @@ fn layer(package: &Path, name: &str, file: &Path) -> Result<u64> {
     };
     dir(&mut tar, "airbyte", 0o755)?;
     dir(&mut tar, "tmp", 0o1777)?;
-    let files = [
-        format!("source-{name}"),
-        format!("{name}.wasm"),
-        format!("{name}.policy.json"),
-        format!("{name}.package.json"),
-    ];
+    // The plugin is a component, or a manifest with the engine that runs it.
+    let mut files = vec![format!("source-{name}"), format!("{name}.policy.json"), format!("{name}.package.json")];
+    if package.join(format!("{name}.yaml")).is_file() {
+        files.push(format!("{name}.yaml"));
+        files.push(crate::guest::manifest::ENGINE_FILE.to_string());
+    } else {
+        files.push(format!("{name}.wasm"));
+    }
     for file in &files {
         let path = package.join(file);
         let executable = file.starts_with("source-") || file.starts_with("tap-");

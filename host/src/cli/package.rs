@@ -20,6 +20,16 @@ pub struct Manifest {
     pub sha256: String,
     /// The host version that packaged it.
     pub sluice: String,
+    /// For a declarative manifest: the engine that runs it, beside the host, and its sha256.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<Pinned>,
+}
+
+/// A file beside the package and the sha256 it must have.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Pinned {
+    pub file: String,
+    pub sha256: String,
 }
 
 fn manifest_path(dir: &Path, name: &str) -> PathBuf {
@@ -34,19 +44,37 @@ pub fn write(plugin: &Path, name: &str, policy: &Value, spec: &Value, out: &Path
     }
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     let bytes = std::fs::read(plugin).with_context(|| format!("cannot read {}", plugin.display()))?;
-    let wasm = out.join(format!("{name}.wasm"));
-    std::fs::write(&wasm, &bytes).with_context(|| format!("cannot write {}", wasm.display()))?;
-    let policy_file = crate::run::policy::Policy::beside(&wasm);
+    let declarative = crate::guest::manifest::is_manifest(plugin);
+    // A manifest goes with the engine that runs it, beside the host (where the host finds it).
+    let file = if declarative { format!("{name}.yaml") } else { format!("{name}.wasm") };
+    let copy = out.join(&file);
+    std::fs::write(&copy, &bytes).with_context(|| format!("cannot write {}", copy.display()))?;
+    let policy_file = crate::run::policy::Policy::beside(&copy);
     std::fs::write(&policy_file, serde_json::to_string_pretty(policy)?)?;
+    let mut written = vec![copy, policy_file];
+    let engine = match declarative {
+        false => None,
+        true => {
+            let engine = crate::guest::manifest::engine_path()?;
+            let engine_bytes =
+                std::fs::read(&engine).with_context(|| format!("cannot read the engine {}", engine.display()))?;
+            let target = out.join(crate::guest::manifest::ENGINE_FILE);
+            std::fs::write(&target, &engine_bytes).with_context(|| format!("cannot write {}", target.display()))?;
+            written.push(target);
+            let file = crate::guest::manifest::ENGINE_FILE.to_string();
+            Some(Pinned { file, sha256: crate::storage::replay::manifest::sha256_hex(&engine_bytes) })
+        }
+    };
     let manifest = Manifest {
         name: name.to_string(),
-        plugin: format!("{name}.wasm"),
+        plugin: file,
         sha256: crate::storage::replay::manifest::sha256_hex(&bytes),
         sluice: env!("CARGO_PKG_VERSION").to_string(),
+        engine,
     };
     std::fs::write(manifest_path(out, name), serde_json::to_string_pretty(&manifest)?)?;
     let host = std::env::current_exe().context("cannot find the host executable to package")?;
-    let mut written = vec![wasm, policy_file, manifest_path(out, name)];
+    written.push(manifest_path(out, name));
     for exe in [format!("source-{name}"), format!("tap-{name}")] {
         let target = out.join(exe);
         let _ = std::fs::remove_file(&target);
@@ -126,6 +154,19 @@ pub fn packaged_args(args: Vec<OsString>) -> Result<Option<Vec<OsString>>> {
             plugin.display(),
             manifest.sha256
         );
+    }
+    if let Some(engine) = &manifest.engine {
+        let file = dir.join(&engine.file);
+        let bytes =
+            std::fs::read(&file).with_context(|| format!("cannot read the packaged engine {}", file.display()))?;
+        let actual = crate::storage::replay::manifest::sha256_hex(&bytes);
+        if actual != engine.sha256 {
+            bail!(
+                "{} is not the declarative engine packaged with {name} (sha256 {actual}, packaged {}): package it again with `host package`",
+                file.display(),
+                engine.sha256
+            );
+        }
     }
     let rest: Vec<OsString> = args[1..].to_vec();
     let host = OsString::from("host");

@@ -21,7 +21,7 @@ pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
 const MAX_EXPANDED_BYTES: usize = 16 << 20;
 /// Overrides where the engine component is.
 pub const ENGINE_ENV: &str = "SLUICE_DECLARATIVE_ENGINE";
-const ENGINE_FILE: &str = "declarative.wasm";
+pub const ENGINE_FILE: &str = "declarative.wasm";
 
 /// A loaded manifest.
 #[derive(Debug)]
