@@ -550,3 +550,33 @@ fn a_packaged_manifest_runs_as_a_source_with_its_engine_pinned() {
         String::from_utf8_lossy(&swapped.stderr).contains("is not the declarative engine packaged with demo-low-code")
     );
 }
+
+#[test]
+fn report_downloads_in_lines_are_streamed_past_the_response_cap() {
+    // 3000 rows in three reports of about 60 KB each, read under a 16 KB response cap: only a
+    // download read a piece at a time gets through.
+    let api = demo_api(DemoApiConfig { records: 3000, accounts: 3, job_polls: 1, ..Default::default() });
+    let files = Files::new();
+    let yaml = std::fs::read_to_string(manifest("reports.yaml")).unwrap();
+    let plain = yaml.replace("compression: gzip", "compression: none");
+    let gzip_csv = "      download_decoder:\n        type: GzipDecoder\n        decoder:\n          type: CsvDecoder\n";
+    assert!(plain.contains(gzip_csv));
+    for (format, decoder) in [("csv", "CsvDecoder"), ("jsonl", "JsonlDecoder")] {
+        let text = plain.replace(gzip_csv, &format!("      download_decoder:\n        type: {decoder}\n"));
+        let path = files.text(&format!("reports-{format}.yaml"), text.as_bytes());
+        let config = json!({"base_url": api.base_url(), "accounts": [1, 2, 3], "format": format});
+        let run = against("run", &path, files.json(&format!("{format}.json"), &config), &api)
+            .args(["--job-poll-ms", "10", "--http-max-response-bytes", "16384"].map(String::from))
+            .run();
+        assert!(run.success(), "{format}: {}", run.explain());
+        assert_eq!(by_id(&run, "report_items"), items(1..=3000, 3), "{format}");
+    }
+    // A gzip download is read whole, and a big one is refused by the cap, naming it.
+    let big = demo_api(DemoApiConfig { records: 6000, accounts: 1, job_polls: 1, ..Default::default() });
+    let config = json!({"base_url": big.base_url(), "accounts": [1], "format": "csv"});
+    let run = against("run", manifest("reports.yaml"), files.json("whole.json", &config), &big)
+        .args(["--job-poll-ms", "10", "--http-max-response-bytes", "16384"].map(String::from))
+        .run();
+    assert!(!run.success());
+    assert!(run.explain().contains("too large"), "{}", run.explain());
+}

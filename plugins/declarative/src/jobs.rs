@@ -159,14 +159,15 @@ pub fn read_result(engine: &Engine, job: &Value, download: &Value, token: Option
         ("polling_response", polling.clone()),
         ("download_target", target.clone()),
     ];
+    let decoder = retriever.get("download_decoder").or(retriever.get("decoder"));
+    if let Some(lines) = by_lines(decoder, retriever.get("download_extractor")) {
+        let reading = Reading { index, last: index + 1 >= targets.len(), token: token.as_ref() };
+        return read_streamed(engine, (stream, &name), &scope, &more, decoder, lines, reading);
+    }
     let response = send(engine, &name, retriever, "download_requester", &scope, more.clone())?;
     let mut records = Vec::new();
     if let Some(response) = response {
-        let docs = records::decode(
-            retriever.get("download_decoder").or(retriever.get("decoder")),
-            &response.body,
-            &response.url,
-        )?;
+        let docs = records::decode(decoder, &response.body, &response.url)?;
         let ctx = engine.context(retriever, &scope, more);
         for doc in docs {
             records::extract(engine, retriever.get("download_extractor"), doc, &ctx, &mut records)?;
@@ -184,6 +185,112 @@ pub fn read_result(engine: &Engine, job: &Value, download: &Value, token: Option
         out.push(serde_json::to_string(r)?);
     }
     let next = (index + 1 < targets.len()).then(|| json!({"target": index + 1}));
+    Ok(Page { records: out, next_token: next })
+}
+
+/// Lines of a download handed on per `read_result` call.
+const LINES_PER_PAGE: u32 = 5000;
+
+/// Which line format a download is read in a piece at a time: JSON lines or CSV taken whole (no
+/// gzip, no field path). Others are read whole, under the host's response cap.
+#[derive(Clone, Copy, PartialEq)]
+enum LineFormat {
+    Jsonl,
+    Csv,
+}
+
+fn by_lines(decoder: Option<&Value>, extractor: Option<&Value>) -> Option<LineFormat> {
+    let whole = extractor.is_none_or(|e| e.get("field_path").and_then(Value::as_array).is_none_or(Vec::is_empty));
+    match decoder.map(kind) {
+        Some("JsonlDecoder") if whole => Some(LineFormat::Jsonl),
+        Some("CsvDecoder") if whole => Some(LineFormat::Csv),
+        _ => None,
+    }
+}
+
+/// Where a streamed download is: which target, and the page token of the last call.
+struct Reading<'t> {
+    index: usize,
+    last: bool,
+    token: Option<&'t Value>,
+}
+
+/// The next lines of a download target, read from the body the host holds open (the token names
+/// it, with the lines read so far and, for CSV, the header). A new instance (a retry) finds the
+/// body gone and opens it again, skipping what was read.
+fn read_streamed(
+    engine: &Engine,
+    (stream, name): (&Value, &str),
+    scope: &Scope,
+    more: &[(&str, Value)],
+    decoder: Option<&Value>,
+    format: LineFormat,
+    reading: Reading,
+) -> Result<Page> {
+    use sluice_guest::http::Body;
+    let retriever = &stream["retriever"];
+    let requester = &retriever["download_requester"];
+    let path = format!("streams.{name}.retriever.download_requester");
+    let token = reading.token.filter(|t| t.get("body").is_some());
+    let mut read = token.and_then(|t| t.get("lines")).and_then(Value::as_u64).unwrap_or(0);
+    let mut header = token.and_then(|t| t.get("header")).and_then(Value::as_str).map(str::to_string);
+    let open = || -> Result<Body> { Ok(requester::open(engine, requester, scope, &path, more)?.body) };
+    let mut body = match token.and_then(|t| t.get("body")).and_then(Value::as_u64) {
+        Some(handle) => Body::from_handle(handle as u32),
+        None => open()?,
+    };
+    let mut lines = body.read_lines(LINES_PER_PAGE)?;
+    if lines.is_none() {
+        // Opened again: the lines already handed on are skipped (and the CSV header with them).
+        body = open()?;
+        let mut skip = read + u64::from(header.is_some());
+        lines = body.read_lines(LINES_PER_PAGE)?;
+        while let Some(l) = &lines {
+            if skip < u64::from(l.count) || l.end {
+                break;
+            }
+            skip -= u64::from(l.count);
+            lines = body.read_lines(LINES_PER_PAGE)?;
+        }
+        if let Some(l) = lines.as_mut() {
+            let rest: String = l.text.split_inclusive('\n').skip(skip as usize).collect();
+            l.count -= skip.min(u64::from(l.count)) as u32;
+            l.text = rest;
+        }
+    }
+    let lines = lines.ok_or_else(|| Error::system(format!("stream {name}: the download closed before its end")))?;
+    let url = format!("streams.{name} download");
+    let mut text = lines.text.as_str();
+    let mut count = u64::from(lines.count);
+    if format == LineFormat::Csv && header.is_none() {
+        let (first, rest) = text.split_once('\n').unwrap_or((text, ""));
+        header = Some(first.trim_end_matches('\r').to_string());
+        text = rest;
+        count = count.saturating_sub(1);
+    }
+    let docs = match format {
+        LineFormat::Jsonl => records::jsonl(text, &url)?,
+        LineFormat::Csv => {
+            let with_header = format!("{}\n{text}", header.as_deref().unwrap_or_default());
+            records::decode(decoder, with_header.as_bytes(), &url)?
+        }
+    };
+    read += count;
+    let selector = &retriever["record_selector"];
+    let transformations = stream.get("transformations").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    let shaper = Shaper { engine, filter: selector.get("record_filter").filter(|f| !f.is_null()), transformations };
+    let mut out = Vec::with_capacity(docs.len());
+    for r in shaper.shape(docs, scope, name)? {
+        if !r.is_object() {
+            return Err(Error::system(format!("stream {name}: a downloaded record is not a JSON object: {r}")));
+        }
+        out.push(serde_json::to_string(&r)?);
+    }
+    let next = match (lines.end, reading.last) {
+        (false, _) => Some(json!({"target": reading.index, "body": body.handle(), "lines": read, "header": header})),
+        (true, false) => Some(json!({"target": reading.index + 1})),
+        (true, true) => None,
+    };
     Ok(Page { records: out, next_token: next })
 }
 

@@ -129,6 +129,27 @@ pub fn send(
     }
 }
 
+/// Sends the request but leaves the body with the host, to be read a piece at a time (a report
+/// download of any size in bounded memory). An answer that is not a success is read (its first
+/// bytes) and failed as `status_error` says; the error handler's filters are for `send`.
+pub fn open(
+    engine: &Engine,
+    requester: &Value,
+    scope: &Scope,
+    path: &str,
+    more: &[(&str, Value)],
+) -> Result<http::StreamedResponse> {
+    let ctx = engine.context(requester, scope, more.to_vec());
+    let answer = build(engine, requester, scope, &Options::default(), &ctx, path)?.open()?;
+    if answer.is_success() {
+        return Ok(answer);
+    }
+    let (url, status) = (answer.url.clone(), answer.status);
+    let start = answer.body.read_bytes(300)?.unwrap_or_default();
+    let message = format!("{url} answered {status}: {}", String::from_utf8_lossy(&start));
+    Err(status_error(status, message))
+}
+
 fn max_retries(engine: &Engine, handler: &Value, ctx: &Value) -> Result<u32> {
     if kind(handler) == "CompositeErrorHandler" {
         let mut most = 0;
