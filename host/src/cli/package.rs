@@ -145,28 +145,9 @@ pub fn packaged_args(args: Vec<OsString>) -> Result<Option<Vec<OsString>>> {
     let manifest: Manifest = serde_json::from_slice(&std::fs::read(&manifest_file)?)
         .with_context(|| format!("{} is not a package manifest", manifest_file.display()))?;
     let plugin = dir.join(&manifest.plugin);
-    let bytes =
-        std::fs::read(&plugin).with_context(|| format!("cannot read the packaged plugin {}", plugin.display()))?;
-    let actual = crate::storage::replay::manifest::sha256_hex(&bytes);
-    if actual != manifest.sha256 {
-        bail!(
-            "{} is not the plugin packaged as {name} (sha256 {actual}, packaged {}): package it again with `host package`",
-            plugin.display(),
-            manifest.sha256
-        );
-    }
+    verify(&plugin, &manifest.sha256, &format!("the plugin packaged as {name}"))?;
     if let Some(engine) = &manifest.engine {
-        let file = dir.join(&engine.file);
-        let bytes =
-            std::fs::read(&file).with_context(|| format!("cannot read the packaged engine {}", file.display()))?;
-        let actual = crate::storage::replay::manifest::sha256_hex(&bytes);
-        if actual != engine.sha256 {
-            bail!(
-                "{} is not the declarative engine packaged with {name} (sha256 {actual}, packaged {}): package it again with `host package`",
-                file.display(),
-                engine.sha256
-            );
-        }
+        verify(&dir.join(&engine.file), &engine.sha256, &format!("the declarative engine packaged with {name}"))?;
     }
     let rest: Vec<OsString> = args[1..].to_vec();
     let host = OsString::from("host");
@@ -175,6 +156,20 @@ pub fn packaged_args(args: Vec<OsString>) -> Result<Option<Vec<OsString>>> {
         "source" => airbyte_args(host, plugin, rest)?,
         _ => singer_args(host, plugin, rest),
     }))
+}
+
+/// Refuses a packaged file whose sha256 is not the one pinned: another plugin (or engine) in the
+/// packaged one's place.
+fn verify(file: &Path, sha256: &str, what: &str) -> Result<()> {
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {what}, {}", file.display()))?;
+    let actual = crate::storage::replay::manifest::sha256_hex(&bytes);
+    if actual != sha256 {
+        bail!(
+            "{} is not {what} (sha256 {actual}, packaged {sha256}): package it again with `host package`",
+            file.display()
+        );
+    }
+    Ok(())
 }
 
 /// `source-NAME spec|check|discover|read ARGS` is `host spec|check|discover|read PLUGIN ARGS`.
