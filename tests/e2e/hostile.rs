@@ -47,6 +47,20 @@ fn an_endless_loop_is_stopped_by_the_cpu_budget() {
 }
 
 #[test]
+fn a_busy_guest_is_paused_only_when_others_want_the_cores() {
+    // Alone, the endless loop runs at full speed until its budget is spent: never paused.
+    let alone = hostile("loop", json!({}), &[]);
+    let summary = alone.logs().last().unwrap().clone();
+    assert!(summary.starts_with("read 2 records") && !summary.contains("paused"), "{summary}");
+    // Six spinning partitions at once on fewer cores: the busy ones are paused, and it shows.
+    let crowd = hostile("loop-all", json!({"partitions": 6}), &["--concurrency", "6"]);
+    assert!(!crowd.success());
+    assert_eq!(crowd.errors().len(), 6, "every partition ran out of its budget: {}", crowd.explain());
+    let summary = crowd.logs().last().unwrap().clone();
+    assert!(summary.contains("paused") && summary.contains("while other guests wanted the cores"), "{summary}");
+}
+
+#[test]
 fn a_memory_bomb_is_stopped_by_the_memory_limit() {
     let message = contained(&hostile("memory", json!({}), &[]));
     assert!(message.contains("exceeded its memory limit") && message.contains("64 MiB"), "{message}");

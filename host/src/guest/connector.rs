@@ -68,6 +68,8 @@ pub struct Usage {
     /// The most memory (all its memories and tables together) any one instance held, bytes.
     pub peak_memory_bytes: AtomicU64,
     pub instances: AtomicU64,
+    /// Time busy guests were paused because others wanted the cores, in nanoseconds.
+    pub throttled_nanos: AtomicU64,
 }
 
 impl Usage {
@@ -112,16 +114,23 @@ impl Connector {
         // a small share of the machine until its budget runs out instead of a whole core. The
         // clock stops while the guest is yielded or paused and restarts when it runs again.
         let budget = self.limits.cpu_budget();
+        let usage = self.usage.clone();
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |mut ctx| {
             let state = ctx.data_mut();
-            let spent = state.clock.suspend();
+            let spent = state.clock.pause();
             if spent > budget {
                 state.cpu_exceeded = true;
                 return Err(wasmtime::format_err!("CPU budget exceeded"));
             }
             let clock = state.clock.clone();
-            let pause = (spent > BUSY_GRACE).then_some(BUSY_PAUSE);
+            // Paused only when more guests want a core than there are: alone, a busy guest
+            // runs at full speed (yielding at every tick all the same).
+            let contended = crate::guest::sandbox::guests_wanting_cpu() > crate::guest::sandbox::cores();
+            let pause = (spent > BUSY_GRACE && contended).then_some(BUSY_PAUSE);
+            if let Some(pause) = pause {
+                usage.throttled_nanos.fetch_add(pause.as_nanos() as u64, Ordering::Relaxed);
+            }
             Ok(UpdateDeadline::YieldCustom(
                 1,
                 Box::pin(async move {
@@ -129,7 +138,7 @@ impl Connector {
                         Some(pause) => tokio::time::sleep(pause).await,
                         None => tokio::task::yield_now().await,
                     }
-                    clock.resume();
+                    clock.unpause();
                 }),
             ))
         });

@@ -8,6 +8,7 @@ use crate::net::Egress;
 use crate::net::body::{Bodies, MAX_OPEN_BODIES, OpenBody};
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -66,6 +67,8 @@ pub struct GuestClock(Arc<Mutex<ClockState>>);
 struct ClockState {
     spent: Duration,
     running_since: Option<Stretch>,
+    /// Counted in [`WANTING_CPU`].
+    wanting: bool,
 }
 
 /// Where a stretch of guest execution started.
@@ -102,6 +105,21 @@ fn thread_cpu_time() -> Option<Duration> {
     None
 }
 
+/// Guest calls in this process that want a core right now: running guest code, or yielded at an
+/// epoch tick and waiting to run again (not those waiting on the host, an HTTP answer say). More
+/// of them than cores is contention, and only then is a busy guest paused.
+static WANTING_CPU: AtomicUsize = AtomicUsize::new(0);
+
+pub fn guests_wanting_cpu() -> usize {
+    WANTING_CPU.load(AtomicOrdering::Relaxed)
+}
+
+/// The cores guests share.
+pub fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 impl GuestClock {
     fn lock(&self) -> std::sync::MutexGuard<'_, ClockState> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
@@ -109,7 +127,13 @@ impl GuestClock {
 
     /// A new call: nothing spent, the guest running.
     pub fn restart(&self) {
-        *self.lock() = ClockState { spent: Duration::ZERO, running_since: Some(Stretch::now()) };
+        let mut clock = self.lock();
+        if !clock.wanting {
+            clock.wanting = true;
+            WANTING_CPU.fetch_add(1, AtomicOrdering::Relaxed);
+        }
+        clock.spent = Duration::ZERO;
+        clock.running_since = Some(Stretch::now());
     }
 
     /// Control returns to the guest.
@@ -118,15 +142,51 @@ impl GuestClock {
         if clock.running_since.is_none() {
             clock.running_since = Some(Stretch::now());
         }
+        if !clock.wanting {
+            clock.wanting = true;
+            WANTING_CPU.fetch_add(1, AtomicOrdering::Relaxed);
+        }
     }
 
     /// Control passes to the host; what the guest spent so far.
     pub fn suspend(&self) -> Duration {
         let mut clock = self.lock();
-        if let Some(since) = clock.running_since.take() {
-            clock.spent += since.elapsed();
+        if clock.wanting {
+            clock.wanting = false;
+            WANTING_CPU.fetch_sub(1, AtomicOrdering::Relaxed);
         }
-        clock.spent
+        clock.stop()
+    }
+
+    /// The guest yields at an epoch tick: its clock stops, but it still wants a core.
+    pub fn pause(&self) -> Duration {
+        self.lock().stop()
+    }
+
+    /// The guest runs again after a yield.
+    pub fn unpause(&self) {
+        let mut clock = self.lock();
+        if clock.running_since.is_none() {
+            clock.running_since = Some(Stretch::now());
+        }
+    }
+}
+
+impl ClockState {
+    fn stop(&mut self) -> Duration {
+        if let Some(since) = self.running_since.take() {
+            self.spent += since.elapsed();
+        }
+        self.spent
+    }
+}
+
+impl Drop for ClockState {
+    // A call dropped while it wanted a core (cancelled, timed out) no longer does.
+    fn drop(&mut self) {
+        if self.wanting {
+            WANTING_CPU.fetch_sub(1, AtomicOrdering::Relaxed);
+        }
     }
 }
 

@@ -214,9 +214,13 @@ impl ReadReport {
             })
             .collect();
         let u = &self.usage;
+        let throttled = match u.throttled.is_zero() {
+            true => String::new(),
+            false => format!(" (paused {:.2}s while other guests wanted the cores)", u.throttled.as_secs_f64()),
+        };
         format!(
             "read {} records from {} stream(s) in {:.2}s ({}); {} requests, {} retries, {} denied, {} bytes in; \
-             guest time {:.2}s, peak guest memory {:.1} MiB, {} instances",
+             guest time {:.2}s{throttled}, peak guest memory {:.1} MiB, {} instances",
             u.records,
             self.streams.len(),
             self.elapsed.as_secs_f64(),

@@ -28,6 +28,9 @@ pub struct RunUsage {
     /// throttling pauses excluded, lifting and lowering the values calls exchange included. The
     /// CPU budget is charged in the same measure.
     pub guest_cpu: Duration,
+    /// Time busy guests were paused because other guests wanted the cores (only then is a guest
+    /// slowed down).
+    pub throttled: Duration,
     pub requests: u64,
     pub retries: u64,
     pub denied: u64,
@@ -45,6 +48,7 @@ impl RunUsage {
         let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
         RunUsage {
             guest_cpu: connector.usage.guest_cpu(),
+            throttled: Duration::from_nanos(load(&connector.usage.throttled_nanos)),
             requests: load(&stats.requests),
             retries: load(&stats.retries),
             denied: load(&stats.denied),

@@ -159,12 +159,13 @@ impl Source for Hostile {
         if config.mode == "cursor-partitions" {
             return Page::from_values([json!({"id": p, "c": p})]);
         }
-        if p != config.hostile_partition {
+        // `loop-all`: every partition spins (guests contending for the cores).
+        if p != config.hostile_partition && config.mode != "loop-all" {
             return Page::from_values([json!({"id": p})]);
         }
         let target = || config.target.clone().ok_or_else(|| Error::config("this mode needs a target"));
         let record = match config.mode.as_str() {
-            "loop" => {
+            "loop" | "loop-all" => {
                 let mut x = 0u64;
                 loop {
                     x = black_box(x.wrapping_add(1));
