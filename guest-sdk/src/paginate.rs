@@ -48,6 +48,31 @@ fn number(token: Option<&Value>, default: u64, what: &str) -> Result<u64> {
 mod tests {
     use super::*;
 
+    /// The table every SDK's tests run (guest-sdk/cases).
+    #[test]
+    fn the_shared_cases() {
+        let cases: Value = serde_json::from_str(include_str!("../cases/paginate.json")).unwrap();
+        let n = |c: &Value, k: &str| c[k].as_u64().unwrap();
+        for c in cases["next_page_number"].as_array().unwrap() {
+            let next = next_page_number(n(c, "current"), n(c, "records_on_page") as usize, n(c, "page_size") as usize);
+            assert_eq!(next.unwrap_or(Value::Null), c["next"], "{c}");
+        }
+        for c in cases["next_offset"].as_array().unwrap() {
+            let next = next_offset(n(c, "current"), n(c, "records_on_page") as usize, n(c, "page_size") as usize);
+            assert_eq!(next.unwrap_or(Value::Null), c["next"], "{c}");
+        }
+        for c in cases["page_number"].as_array().unwrap() {
+            let token = Some(&c["token"]).filter(|t| !t.is_null());
+            match page_number(token, n(c, "first")) {
+                Ok(page) => assert_eq!(Value::from(page), c["page"], "{c}"),
+                Err(e) => assert!(matches!(e, Error::System(_)) && c["error"] == "system", "{c}: {e:?}"),
+            }
+        }
+        for c in cases["next_cursor"].as_array().unwrap() {
+            assert_eq!(next_cursor(c["next"].as_str()).unwrap_or(Value::Null), c["token"], "{c}");
+        }
+    }
+
     #[test]
     fn page_numbers_stop_on_short_page() {
         assert_eq!(page_number(None, 1).unwrap(), 1);

@@ -104,6 +104,28 @@ pub fn datetime_windows(stream: &str, from: i64, to: i64, step_secs: i64) -> Res
 mod tests {
     use super::*;
 
+    /// The table every SDK's tests run (guest-sdk/cases).
+    #[test]
+    fn the_shared_cases() {
+        let cases: serde_json::Value = serde_json::from_str(include_str!("../cases/slice.json")).unwrap();
+        for c in cases["parse_rfc3339"].as_array().unwrap() {
+            match parse_rfc3339(c["text"].as_str().unwrap()) {
+                Ok(secs) => assert_eq!(json!(secs), c["secs"], "{c}"),
+                Err(e) => assert!(matches!(e, Error::Config(_)) && c["error"] == "config", "{c}: {e:?}"),
+            }
+        }
+        for c in cases["datetime_windows"].as_array().unwrap() {
+            let n = |k: &str| c[k].as_i64().unwrap();
+            match datetime_windows("s", n("from"), n("to"), n("step")) {
+                Ok(windows) => {
+                    let keys: Vec<_> = windows.iter().map(|w| w.key.clone()).collect();
+                    assert_eq!(json!(keys), c["keys"], "{c}");
+                }
+                Err(e) => assert!(matches!(e, Error::Config(_)) && c["error"] == "config", "{c}: {e:?}"),
+            }
+        }
+    }
+
     #[test]
     fn rfc3339_round_trips() {
         assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z").unwrap(), 0);

@@ -82,3 +82,33 @@ test('hostPort answers the shared cases', () => {
     else assert.equal(hostPort(c.url), c.host_port, c.url);
   }
 });
+
+test('pagination answers the shared cases', () => {
+  const cases = sharedCases('paginate.json');
+  for (const c of cases.next_page_number) {
+    assert.equal(paginate.nextPageNumber(c.current, c.records_on_page, c.page_size) ?? null, c.next, JSON.stringify(c));
+  }
+  for (const c of cases.next_offset) {
+    assert.equal(paginate.nextOffset(c.current, c.records_on_page, c.page_size) ?? null, c.next, JSON.stringify(c));
+  }
+  for (const c of cases.page_number) {
+    if (c.error) assert.equal(kindOf(() => paginate.pageNumber(c.token, c.first)), c.error, JSON.stringify(c));
+    else assert.equal(paginate.pageNumber(c.token, c.first), c.page, JSON.stringify(c));
+  }
+  for (const c of cases.next_cursor) {
+    assert.equal(paginate.nextCursor(c.next) ?? null, c.token, JSON.stringify(c));
+  }
+});
+
+test('slicing answers the shared cases', () => {
+  const cases = sharedCases('slice.json');
+  for (const c of cases.parse_rfc3339) {
+    if (c.error) assert.equal(kindOf(() => slice.parseRfc3339(c.text)), c.error, c.text);
+    else assert.equal(slice.parseRfc3339(c.text), c.secs, c.text);
+  }
+  for (const c of cases.datetime_windows) {
+    const make = () => slice.datetimeWindows('s', c.from, c.to, c.step);
+    if (c.error) assert.equal(kindOf(make), c.error, JSON.stringify(c));
+    else assert.deepEqual(make().map((w) => w.key), c.keys, JSON.stringify(c));
+  }
+});

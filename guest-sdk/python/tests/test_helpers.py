@@ -60,6 +60,40 @@ class Pagination(unittest.TestCase):
 
 
 class Http(unittest.TestCase):
+    def test_slicing_answers_the_shared_cases(self):
+        cases = SHARED_CASES("slice.json")
+        for c in cases["parse_rfc3339"]:
+            if "error" in c:
+                with self.assertRaises(Error) as raised:
+                    slice.parse_rfc3339(c["text"])
+                self.assertEqual(raised.exception.kind, c["error"])
+            else:
+                self.assertEqual(slice.parse_rfc3339(c["text"]), c["secs"], c)
+        for c in cases["datetime_windows"]:
+            if "error" in c:
+                with self.assertRaises(Error) as raised:
+                    slice.datetime_windows("s", c["from"], c["to"], c["step"])
+                self.assertEqual(raised.exception.kind, c["error"])
+            else:
+                windows = slice.datetime_windows("s", c["from"], c["to"], c["step"])
+                self.assertEqual([w.key for w in windows], c["keys"], c)
+
+    def test_pagination_answers_the_shared_cases(self):
+        cases = SHARED_CASES("paginate.json")
+        for c in cases["next_page_number"]:
+            self.assertEqual(paginate.next_page_number(c["current"], c["records_on_page"], c["page_size"]), c["next"], c)
+        for c in cases["next_offset"]:
+            self.assertEqual(paginate.next_offset(c["current"], c["records_on_page"], c["page_size"]), c["next"], c)
+        for c in cases["page_number"]:
+            if "error" in c:
+                with self.assertRaises(Error) as raised:
+                    paginate.page_number(c["token"], c["first"])
+                self.assertEqual(raised.exception.kind, c["error"])
+            else:
+                self.assertEqual(paginate.page_number(c["token"], c["first"]), c["page"], c)
+        for c in cases["next_cursor"]:
+            self.assertEqual(paginate.next_cursor(c["next"]), c["token"], c)
+
     def test_host_port_answers_the_shared_cases(self):
         # The same table the Rust and JavaScript SDKs' tests run.
         for case in SHARED_CASES("host_port.json"):
