@@ -137,17 +137,9 @@ fn oauth_token(engine: &Engine, auth: &Value, ctx: &Value, path: &str) -> Result
         }
         return Ok(token);
     }
-    let grant = match engine.text(auth.get("grant_type"), ctx)? {
-        g if g.is_empty() => "refresh_token".to_string(),
-        g => g,
-    };
+    let grant = engine.text_or(auth.get("grant_type"), ctx, "refresh_token")?;
     // The body's field names, as the manifest may rename them.
-    let name_of = |field: &str, default: &str| -> Result<String> {
-        Ok(match engine.text(auth.get(field), ctx)? {
-            n if n.is_empty() => default.to_string(),
-            n => n,
-        })
-    };
+    let name_of = |field: &str, default: &str| engine.text_or(auth.get(field), ctx, default);
     let mut form = vec![(name_of("grant_type_name", "grant_type")?, grant.clone())];
     for field in ["client_id", "client_secret"] {
         let v = engine.text(auth.get(field), ctx)?;
@@ -191,19 +183,13 @@ fn oauth_token(engine: &Engine, auth: &Value, ctx: &Value, path: &str) -> Result
         )));
     }
     let answer: Value = response.json()?;
-    let name = match engine.text(auth.get("access_token_name"), ctx)? {
-        n if n.is_empty() => "access_token".to_string(),
-        n => n,
-    };
+    let name = engine.text_or(auth.get("access_token_name"), ctx, "access_token")?;
     let token = answer
         .get(&name)
         .and_then(Value::as_str)
         .ok_or_else(|| Error::system(format!("{path}: the token endpoint's answer has no {name:?}")))?
         .to_string();
-    let expires_name = match engine.text(auth.get("expires_in_name"), ctx)? {
-        n if n.is_empty() => "expires_in".to_string(),
-        n => n,
-    };
+    let expires_name = engine.text_or(auth.get("expires_in_name"), ctx, "expires_in")?;
     let expires = match answer.get(&expires_name) {
         Some(Value::Number(n)) => n.as_f64().map(|s| chrono::Utc::now().timestamp() + s as i64),
         Some(Value::String(s)) => match s.parse::<f64>() {

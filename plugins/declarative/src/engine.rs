@@ -134,7 +134,6 @@ impl Engine {
         // interpolator aliases them).
         ctx.insert("stream_slice".into(), scope.slice());
         ctx.insert("next_page_token".into(), scope.next_page_token.clone().unwrap_or(Value::Null));
-        ctx.insert("stream_state".into(), json!({}));
         for (k, v) in more {
             ctx.insert(k.to_string(), v);
         }
@@ -152,6 +151,12 @@ impl Engine {
             }
             Some(other) => Ok(other.to_string()),
         }
+    }
+
+    /// A field as text, or `default` when it is missing or renders empty.
+    pub fn text_or(&self, field: Option<&Value>, ctx: &Value, default: &str) -> Result<String> {
+        let text = self.text(field, ctx)?;
+        Ok(if text.is_empty() { default.to_string() } else { text })
     }
 
     /// `evaluate`, or its value from the first time for a template that depends on the config

@@ -173,19 +173,9 @@ pub fn read_result(engine: &Engine, job: &Value, download: &Value, token: Option
             records::extract(engine, retriever.get("download_extractor"), doc, &ctx, &mut records)?;
         }
     }
-    let selector = &retriever["record_selector"];
-    let transformations = stream.get("transformations").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
-    let shaper = Shaper { engine, filter: selector.get("record_filter").filter(|f| !f.is_null()), transformations };
-    let records = shaper.shape(records, &scope, &name)?;
-    let mut out = Vec::with_capacity(records.len());
-    for r in &records {
-        if !r.is_object() {
-            return Err(Error::system(format!("stream {name}: a downloaded record is not a JSON object: {r}")));
-        }
-        out.push(serde_json::to_string(r)?);
-    }
+    let shaper = Shaper::of(engine, stream);
     let next = (index + 1 < targets.len()).then(|| json!({"target": index + 1}));
-    Ok(Page { records: out, next_token: next })
+    Ok(Page { records: shaper.texts(records, &scope, &name)?, next_token: next })
 }
 
 /// Lines of a download handed on per `read_result` call.
@@ -276,16 +266,8 @@ fn read_streamed(
         }
     };
     read += count;
-    let selector = &retriever["record_selector"];
-    let transformations = stream.get("transformations").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
-    let shaper = Shaper { engine, filter: selector.get("record_filter").filter(|f| !f.is_null()), transformations };
-    let mut out = Vec::with_capacity(docs.len());
-    for r in shaper.shape(docs, scope, name)? {
-        if !r.is_object() {
-            return Err(Error::system(format!("stream {name}: a downloaded record is not a JSON object: {r}")));
-        }
-        out.push(serde_json::to_string(&r)?);
-    }
+    let shaper = Shaper::of(engine, stream);
+    let out = shaper.texts(docs, scope, name)?;
     let next = match (lines.end, reading.last) {
         (false, _) => Some(json!({"target": reading.index, "body": body.handle(), "lines": read, "header": header})),
         (true, false) => Some(json!({"target": reading.index + 1})),

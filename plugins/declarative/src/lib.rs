@@ -21,7 +21,9 @@ pub mod slicing;
 
 use engine::{Engine, Scope, kind};
 use serde_json::value::RawValue;
-use sluice_guest::{AsyncJobs, JobStatus, Page, Partition, PartitionBatch, Result, Source, Stream, Value, json};
+use sluice_guest::{
+    AsyncJobs, JobStatus, Page, Partition, PartitionBatch, Result, ResultExt, Source, Stream, Value, json,
+};
 
 pub struct Declarative;
 
@@ -118,10 +120,9 @@ impl Source for Declarative {
             if jobs::is_async(stream) {
                 continue;
             }
-            let partitions =
-                slicing::partitions(&engine, &name).map_err(|e| e.context_of(&format!("check stream {name}")))?;
+            let partitions = slicing::partitions(&engine, &name).context(format!("check stream {name}"))?;
             if let Some(first) = partitions.first() {
-                retrieve::read_page(&engine, first, None).map_err(|e| e.context_of(&format!("check stream {name}")))?;
+                retrieve::read_page(&engine, first, None).context(format!("check stream {name}"))?;
             }
         }
         Ok(())
@@ -195,20 +196,6 @@ fn collect_hosts(engine: &Engine, node: &Value, out: &mut Vec<String>) {
         }
         Value::Array(items) => items.iter().for_each(|v| collect_hosts(engine, v, out)),
         _ => {}
-    }
-}
-
-trait Context {
-    fn context_of(self, what: &str) -> Self;
-}
-
-impl Context for sluice_guest::Error {
-    fn context_of(self, what: &str) -> Self {
-        match self {
-            sluice_guest::Error::Config(m) => sluice_guest::Error::Config(format!("{what}: {m}")),
-            sluice_guest::Error::Transient(m) => sluice_guest::Error::Transient(format!("{what}: {m}")),
-            sluice_guest::Error::System(m) => sluice_guest::Error::System(format!("{what}: {m}")),
-        }
     }
 }
 

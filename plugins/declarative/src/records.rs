@@ -157,7 +157,14 @@ pub struct Shaper<'a> {
     pub transformations: &'a [Value],
 }
 
-impl Shaper<'_> {
+impl<'a> Shaper<'a> {
+    /// A stream's record filter (its retriever's record selector) and transformations.
+    pub fn of(engine: &'a Engine, stream: &'a Value) -> Self {
+        let filter = stream["retriever"]["record_selector"].get("record_filter").filter(|f| !f.is_null());
+        let transformations = stream.get("transformations").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+        Shaper { engine, filter, transformations }
+    }
+
     pub fn is_noop(&self) -> bool {
         self.filter.and_then(|f| f.get("condition")).is_none_or(|c| c.as_str().is_some_and(str::is_empty))
             && self.transformations.is_empty()
@@ -188,6 +195,20 @@ impl Shaper<'_> {
             kept.push(ctx["record"].take());
         }
         Ok(kept)
+    }
+
+    /// The records that pass, transformed, as the JSON text a page carries; each must be an
+    /// object.
+    pub fn texts(&self, records: Vec<Value>, scope: &Scope, stream: &str) -> Result<Vec<String>> {
+        let shaped = self.shape(records, scope, stream)?;
+        let mut texts = Vec::with_capacity(shaped.len());
+        for record in shaped {
+            if !record.is_object() {
+                return Err(Error::system(format!("stream {stream}: a record is not a JSON object: {record}")));
+            }
+            texts.push(serde_json::to_string(&record)?);
+        }
+        Ok(texts)
     }
 
     /// Applies one transformation to `ctx["record"]`.

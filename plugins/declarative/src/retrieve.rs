@@ -97,7 +97,6 @@ pub fn read_page(engine: &Engine, partition: &Partition, token: Option<Value>) -
     let mut scope = scope_of(partition);
     let cursor = engine.cursor(&partition.stream)?;
     // The window to read: the token's, else the partition's first.
-    let mut remaining: Vec<(DateTime, DateTime)> = Vec::new();
     if let Some(cursor) = &cursor {
         let window = match position.window {
             Some(w) => w,
@@ -107,13 +106,8 @@ pub fn read_page(engine: &Engine, partition: &Partition, token: Option<Value>) -
                     None => cursor.end(engine)?,
                 };
                 position.until = Some(until);
-                let windows = partition_windows(engine, cursor, partition, until)?;
-                let mut windows = windows.into_iter();
-                match windows.next() {
-                    Some(first) => {
-                        remaining = windows.collect();
-                        first
-                    }
+                match first_window(engine, cursor, partition, until)? {
+                    Some(first) => first,
                     // Nothing to read: the partition starts after its end.
                     None => return Ok(Page { records: Vec::new(), next_token: None }),
                 }
@@ -151,10 +145,10 @@ pub fn read_page(engine: &Engine, partition: &Partition, token: Option<Value>) -
         None => {
             // The window is done: the next one, for a routed partition walking its windows.
             let next_window = match (&cursor, position.window, position.until) {
-                (Some(c), Some((_, end)), Some(until)) if remaining.is_empty() && end < until => {
-                    c.windows(c.granularity.add_to(&end), until).into_iter().next().filter(|(s, _)| *s > end)
+                (Some(c), Some((_, end)), Some(until)) if end < until => {
+                    c.window_from(c.granularity.add_to(&end), until).filter(|(s, _)| *s > end)
                 }
-                _ => remaining.into_iter().next(),
+                _ => None,
             };
             next_window.map(|w| {
                 position.window = Some(w);
@@ -166,15 +160,16 @@ pub fn read_page(engine: &Engine, partition: &Partition, token: Option<Value>) -
     Ok(Page { records, next_token })
 }
 
-/// The windows a partition covers: a bounded partition is one window (its start raised by the
+/// The first window of a partition: a bounded partition is one window (its start raised by the
 /// host when part of it is finished); an open-ended one runs from its start (the saved cursor,
-/// less the lookback window) to the cursor's end, cut by `step`.
-fn partition_windows(
+/// less the lookback window) to the cursor's end, cut by `step`, and its later windows follow
+/// from the page token.
+fn first_window(
     engine: &Engine,
     cursor: &Cursor,
     partition: &Partition,
     until: DateTime,
-) -> Result<Vec<(DateTime, DateTime)>> {
+) -> Result<Option<(DateTime, DateTime)>> {
     let after = match partition.cursor_start() {
         Some(v) => cursor.granularity.add_to(&cursor.from_host(v)?),
         None => cursor.start(engine)?,
@@ -183,11 +178,10 @@ fn partition_windows(
         Some(back) if partition.cursor_start().is_some() => back.sub_from(&after).max(cursor.start(engine)?),
         _ => after,
     };
-    match partition.cursor_end() {
-        Some(_) => Ok(if from <= until { vec![(from, until)] } else { Vec::new() }),
-        // Only the first window is needed now; the rest follow from the token.
-        None => Ok(cursor.windows(from, until).into_iter().take(1).collect()),
-    }
+    Ok(match partition.cursor_end() {
+        Some(_) => (from <= until).then_some((from, until)),
+        None => cursor.window_from(from, until),
+    })
 }
 
 /// One request of a slice (router partition and cursor interval) and its records.
@@ -226,8 +220,7 @@ pub fn read_slice(
     let decoder = retriever.get("decoder");
     let selector = &retriever["record_selector"];
     let extractor = selector.get("extractor");
-    let transformations = stream.get("transformations").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
-    let shaper = Shaper { engine, filter: selector.get("record_filter").filter(|f| !f.is_null()), transformations };
+    let shaper = Shaper::of(engine, stream);
     // By the stream's place in the manifest (a parent stream may share a name with another).
     let plan = engine.plan(&format!("{name}@{:p}", stream), || Plan {
         fixed_path: fixed_path(decoder, extractor, paginator),
@@ -261,14 +254,7 @@ pub fn read_slice(
             }
             let page_size = extracted.len();
             let last_record = extracted.last().cloned().unwrap_or(Value::Null);
-            let mut texts = Vec::with_capacity(extracted.len());
-            for record in shaper.shape(extracted, &scope, name)? {
-                if !record.is_object() {
-                    return Err(Error::system(format!("stream {name}: a record is not a JSON object: {record}")));
-                }
-                texts.push(serde_json::to_string(&record)?);
-            }
-            (texts, first_doc, page_size, last_record)
+            (shaper.texts(extracted, &scope, name)?, first_doc, page_size, last_record)
         }
     };
     let next = match paginator {
@@ -540,10 +526,9 @@ pub fn read_all(engine: &Engine, stream: &Value, max: usize) -> Result<Vec<(Map<
     if kind(retriever) != "SimpleRetriever" {
         return Err(Error::config(format!("the parent stream {name} must use a SimpleRetriever")));
     }
-    let parent = ParentStream { engine, stream };
     let cursor = Cursor::of(engine, stream)?;
     let mut out = Vec::new();
-    for scope in parent.scopes(cursor.as_ref())? {
+    for scope in parent_scopes(engine, stream, cursor.as_ref(), name)? {
         let mut next = None;
         for _ in 0..MAX_PAGES {
             let paged = read_slice(engine, stream, cursor.as_ref(), &scope, next, name)?;
@@ -563,38 +548,23 @@ pub fn read_all(engine: &Engine, stream: &Value, max: usize) -> Result<Vec<(Map<
 }
 
 /// A parent stream's slices, routers and cursor windows alike.
-struct ParentStream<'a> {
-    engine: &'a Engine,
-    stream: &'a Value,
-}
-
-impl ParentStream<'_> {
-    fn scopes(&self, cursor: Option<&Cursor>) -> Result<Vec<Scope>> {
-        let name = self.stream.get("name").and_then(Value::as_str).unwrap_or("parent");
-        let partitions = slicing_partitions(self.engine, self.stream, name)?;
-        let mut scopes = Vec::new();
-        for p in partitions {
-            let scope = scope_of(&p);
-            match cursor {
-                None => scopes.push(scope),
-                Some(c) => {
-                    let (from, to) = (c.start(self.engine)?, c.end(self.engine)?);
-                    for (s, e) in c.windows(from, to) {
-                        let mut scope = scope.clone();
-                        scope.interval = c.interval(&s, &e);
-                        scopes.push(scope);
-                    }
+fn parent_scopes(engine: &Engine, stream: &Value, cursor: Option<&Cursor>, name: &str) -> Result<Vec<Scope>> {
+    // The routers' slices; one empty slice for a stream without a router.
+    let slices = slicing::route(engine, &stream["retriever"], name)?.unwrap_or_else(|| vec![Default::default()]);
+    let mut scopes = Vec::new();
+    for (partition, extra) in slices {
+        let scope = Scope { partition, extra, ..Default::default() };
+        match cursor {
+            None => scopes.push(scope),
+            Some(c) => {
+                let (from, to) = (c.start(engine)?, c.end(engine)?);
+                for (s, e) in c.windows(from, to) {
+                    let mut scope = scope.clone();
+                    scope.interval = c.interval(&s, &e);
+                    scopes.push(scope);
                 }
             }
         }
-        Ok(scopes)
     }
-}
-
-/// The router partitions of a stream given by its node (a parent needs no cursor ranges).
-fn slicing_partitions(engine: &Engine, stream: &Value, name: &str) -> Result<Vec<Partition>> {
-    let mut without_cursor = stream.clone();
-    without_cursor["incremental_sync"] = Value::Null;
-    let scratch = crate::slicing::partitions_of(engine, &without_cursor, name)?;
-    Ok(scratch)
+    Ok(scopes)
 }

@@ -78,12 +78,7 @@ impl Cursor {
         if step.is_some() && granularity.is_zero() {
             return Err(Error::config("incremental_sync: cursor_granularity is required with step"));
         }
-        let name = |field: &str, default: &str| -> Result<String> {
-            Ok(match engine.text(node.get(field), &ctx)? {
-                n if n.is_empty() => default.to_string(),
-                n => n,
-            })
-        };
+        let name = |field: &str, default: &str| engine.text_or(node.get(field), &ctx, default);
         Ok(Some(Cursor {
             node: node.clone(),
             field,
@@ -108,10 +103,7 @@ impl Cursor {
             other => (Some(other), None, None, None),
         };
         let ctx = engine.context(spec, &Scope::default(), Vec::new());
-        let format = match engine.text(format, &ctx)? {
-            f if f.is_empty() => self.format.clone(),
-            f => f,
-        };
+        let format = engine.text_or(format, &ctx, &self.format)?;
         let read = |v: Option<&Value>| -> Result<Option<DateTime>> {
             match engine.text(v, &ctx)? {
                 t if t.is_empty() => Ok(None),
@@ -152,19 +144,32 @@ impl Cursor {
 
     /// The windows `[start, end]` covering `from..=to`, as the CDK cuts them.
     pub fn windows(&self, from: DateTime, to: DateTime) -> Vec<(DateTime, DateTime)> {
-        let Some(step) = &self.step else { return if from <= to { vec![(from, to)] } else { Vec::new() } };
         let mut windows = Vec::new();
         let mut start = from;
-        while start <= to && windows.len() < 1_000_000 {
-            let end = self.granularity.sub_from(&step.add_to(&start)).min(to);
-            windows.push((start, end));
+        while let Some((s, end)) = self.window_from(start, to)
+            && windows.len() < 1_000_000
+        {
+            windows.push((s, end));
             let next = self.granularity.add_to(&end);
-            if next <= start {
+            if next <= start || self.step.is_none() {
                 break;
             }
             start = next;
         }
         windows
+    }
+
+    /// The window starting at `start`, when it is not past `to`: `step` long (less one
+    /// granularity), or up to `to` without a step.
+    pub fn window_from(&self, start: DateTime, to: DateTime) -> Option<(DateTime, DateTime)> {
+        if start > to {
+            return None;
+        }
+        let end = match &self.step {
+            Some(step) => self.granularity.sub_from(&step.add_to(&start)).min(to),
+            None => to,
+        };
+        Some((start, end))
     }
 
     /// A cursor value for the host, of the kind the records' values are: a number for epoch
@@ -272,11 +277,11 @@ pub fn partitions_of(engine: &Engine, stream: &Value, stream_name: &str) -> Resu
     }
 }
 
-type Slice = (Map<String, Value>, Map<String, Value>);
+pub type Slice = (Map<String, Value>, Map<String, Value>);
 
 /// The router's slices (partition and extra fields), the product of several routers; `None`
 /// without a router.
-fn route(engine: &Engine, retriever: &Value, stream: &str) -> Result<Option<Vec<Slice>>> {
+pub fn route(engine: &Engine, retriever: &Value, stream: &str) -> Result<Option<Vec<Slice>>> {
     let routers = routers(retriever);
     if routers.is_empty() {
         return Ok(None);
