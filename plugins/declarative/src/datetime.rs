@@ -697,25 +697,41 @@ fn strptime_pattern(format: &str) -> Result<String, String> {
     Ok(out)
 }
 
+/// Compiled regular expressions by their source, per instance, bounded (a manifest's templates
+/// and formats are few; a hostile one cannot grow it without end).
+pub(crate) struct RegexCache(RefCell<HashMap<String, Rc<Regex>>>);
+
+impl RegexCache {
+    pub(crate) fn new() -> Self {
+        RegexCache(RefCell::new(HashMap::new()))
+    }
+
+    /// The regex made from `key`, compiled by `make` the first time.
+    pub(crate) fn get<E>(&self, key: &str, make: impl FnOnce() -> Result<Regex, E>) -> Result<Rc<Regex>, E> {
+        if let Some(re) = self.0.borrow().get(key) {
+            return Ok(re.clone());
+        }
+        let re = Rc::new(make()?);
+        let mut cache = self.0.borrow_mut();
+        if cache.len() > 256 {
+            cache.clear();
+        }
+        cache.insert(key.to_string(), re.clone());
+        Ok(re)
+    }
+}
+
 thread_local! {
-    static STRPTIME_CACHE: RefCell<HashMap<String, Rc<Regex>>> = RefCell::new(HashMap::new());
+    static STRPTIME_CACHE: RegexCache = RegexCache::new();
 }
 
 fn strptime_regex(format: &str) -> Result<Rc<Regex>, String> {
-    if let Some(re) = STRPTIME_CACHE.with(|c| c.borrow().get(format).cloned()) {
-        return Ok(re);
-    }
-    let pattern = strptime_pattern(format)?;
-    let re = Regex::new(&format!("(?i)^(?:{pattern})")).map_err(|e| format!("invalid format {format:?}: {e}"))?;
-    let re = Rc::new(re);
-    STRPTIME_CACHE.with(|c| {
-        let mut c = c.borrow_mut();
-        if c.len() > 256 {
-            c.clear();
-        }
-        c.insert(format.to_string(), re.clone());
-    });
-    Ok(re)
+    STRPTIME_CACHE.with(|cache| {
+        cache.get(format, || {
+            let pattern = strptime_pattern(format)?;
+            Regex::new(&format!("(?i)^(?:{pattern})")).map_err(|e| format!("invalid format {format:?}: {e}"))
+        })
+    })
 }
 
 /// Python's `datetime.strptime`: the wall-clock datetime and, with `%z`, its offset.

@@ -2026,28 +2026,23 @@ fn filter_string(value: Jv, args: Rest<Jv>) -> Result<Jv, Error> {
 }
 
 thread_local! {
-    static REGEX_CACHE: RefCell<HashMap<String, Rc<regex_lite::Regex>>> = RefCell::new(HashMap::new());
+    static REGEX_CACHE: crate::datetime::RegexCache = crate::datetime::RegexCache::new();
 }
 
 /// A Python regular expression, as far as regex-lite reads the same syntax (no look-around or
 /// back-references).
 fn py_regex(pattern: &str) -> Result<Rc<regex_lite::Regex>, Error> {
-    if let Some(re) = REGEX_CACHE.with(|c| c.borrow().get(pattern).cloned()) {
-        return Ok(re);
-    }
-    let translated = pattern.replace("\\Z", "\\z");
-    let re = regex_lite::Regex::new(&translated).map_err(|e| {
-        Error::new(ErrorKind::InvalidOperation, format!("ValueError: unsupported regular expression {pattern:?}: {e}"))
-    })?;
-    let re = Rc::new(re);
-    REGEX_CACHE.with(|c| {
-        let mut c = c.borrow_mut();
-        if c.len() > 256 {
-            c.clear();
-        }
-        c.insert(pattern.to_string(), re.clone());
-    });
-    Ok(re)
+    REGEX_CACHE.with(|cache| {
+        cache.get(pattern, || {
+            let translated = pattern.replace("\\Z", "\\z");
+            regex_lite::Regex::new(&translated).map_err(|e| {
+                Error::new(
+                    ErrorKind::InvalidOperation,
+                    format!("ValueError: unsupported regular expression {pattern:?}: {e}"),
+                )
+            })
+        })
+    })
 }
 
 fn text_operand(v: &Jv, what: &str) -> Result<String, Error> {
