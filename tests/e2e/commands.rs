@@ -120,6 +120,32 @@ fn a_damaged_cache_entry_is_rebuilt() {
     assert_eq!(run.of_type("SPEC").len(), 1);
 }
 
+/// An entry is run only with its MAC beside it: without one, or with another entry's, it is
+/// compiled again (and the MAC is what changed hands, not the code).
+#[test]
+fn a_cache_entry_without_its_own_mac_is_rebuilt() {
+    let cache = tempfile::tempdir().unwrap();
+    let spec = |name: &str| host(&["spec"]).arg(plugin(name)).cache_dir(cache.path()).run();
+    let demo = spec("demo-source").of_type("SPEC")[0].clone();
+    let entry = cache_entries(cache.path()).remove(0);
+    let mac = entry.with_extension("mac");
+    assert_eq!(std::fs::read(&mac).unwrap().len(), 32, "a MAC beside the entry");
+    std::fs::remove_file(&mac).unwrap();
+    let run = spec("demo-source");
+    assert!(run.success(), "{}", run.explain());
+    assert!(run.logs()[0].contains("compiled in"), "{:?}", run.logs());
+    assert_eq!(run.of_type("SPEC")[0], &demo);
+    // Another plugin's MAC beside this entry does not verify either.
+    assert!(spec("test-connector").success());
+    let other = cache_entries(cache.path()).into_iter().find(|e| e != &entry).expect("a second entry");
+    std::fs::copy(other.with_extension("mac"), &mac).unwrap();
+    let run = spec("demo-source");
+    assert!(run.logs()[0].contains("compiled in"), "{:?}", run.logs());
+    assert_eq!(run.of_type("SPEC")[0], &demo);
+    let run = spec("demo-source");
+    assert!(run.logs()[0].contains("loaded compiled code from cache"), "{:?}", run.logs());
+}
+
 /// Runs `spec` on a bad file and returns stderr, checking it is one line and the exit fails.
 fn refused(file: &std::path::Path) -> String {
     let run = host(&["spec"]).arg(file).run();

@@ -672,7 +672,12 @@ fn cache_entry_of(cache: &std::path::Path, plugin_path: &std::path::Path) -> std
     use sha2::Digest;
     let sha = hex::encode(sha2::Sha256::digest(std::fs::read(plugin_path).unwrap()));
     let entries = std::fs::read_dir(cache).unwrap().map(|e| e.unwrap().path());
-    entries.into_iter().find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&sha)).expect("an entry")
+    entries
+        .into_iter()
+        .find(|p| {
+            p.file_name().unwrap().to_string_lossy().starts_with(&sha) && p.extension().is_some_and(|e| e == "cwasm")
+        })
+        .expect("an entry")
 }
 
 /// Compiled code planted in the cache under another plugin's name is never run: it used to be,

@@ -5,7 +5,7 @@ use crate::support::*;
 use serde_json::{Value, json};
 use sluice_host::{
     Attempt, AttemptOutcome, BoxFuture, FailureType, Format, HttpHooks, Policy, ReadReport, ReplayOptions, RunRequest,
-    Runtime, Timing,
+    Runtime, RuntimeOptions, Timing,
 };
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -339,4 +339,33 @@ async fn a_panic_in_a_partition_task_fails_that_partition_only() {
         .expect("an error trace");
     assert_eq!(error["trace"]["error"]["failure_type"], "system_error", "{error}");
     assert!(error["trace"]["error"]["message"].as_str().unwrap().contains("account_id"), "{error}");
+}
+
+/// A pool with fewer slots than the runs want instances makes instances wait for a slot: it used
+/// to fail them ("maximum concurrent instance limit"), so a run whose report jobs all polled at
+/// once could fail for want of a slot. Four runs of eight partitions share two slots here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_wait_for_a_slot_of_a_full_pool() {
+    let api = demo_api(DemoApiConfig { records: RECORDS, accounts: 8, ..Default::default() });
+    let cache = tempfile::tempdir().unwrap();
+    let options = RuntimeOptions {
+        cache_dir: cache.path().to_path_buf(),
+        pooling: true,
+        pooled_instances: 2,
+        ..Default::default()
+    };
+    let runtime = Arc::new(Runtime::with_options(options).unwrap());
+    assert!(runtime.pooling(), "the test needs the pooling allocator");
+    let mut runs = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let (runtime, sink) = (runtime.clone(), Shared::default());
+        let request = tenant(&api, sink.clone());
+        runs.spawn(async move { (sink, runtime.run(request).await.read()) });
+    }
+    while let Some(joined) = runs.join_next().await {
+        let (sink, result) = joined.unwrap();
+        let report = result.unwrap_or_else(|e| panic!("a run failed: {e}"));
+        assert!(report.ok(), "{}", report.summary_line());
+        assert_eq!(sink.ids("account_items"), (1..=RECORDS).collect::<Vec<_>>());
+    }
 }

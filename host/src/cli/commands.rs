@@ -8,7 +8,7 @@ use crate::data::protocol::{Format, Output, airbyte, printable};
 use crate::data::state::InputState;
 use crate::guest::cache::ComponentCache;
 use crate::guest::connector::Connector;
-use crate::guest::engine::POOLED_MAX_MEMORY;
+use crate::guest::engine::{POOLED_INSTANCES, POOLED_MAX_MEMORY};
 use crate::net::{EgressPolicy, HostPort};
 use crate::run::policy::Policy;
 use crate::run::request::{Action, Outcome, RunError, RunRequest, Selection};
@@ -125,12 +125,18 @@ fn read_options(request: &mut RunRequest, options: &ReadOptions) {
 /// come from the pooling allocator unless the memory limit is above what a pooled instance may
 /// have: a run throws an instance away after every partition, and on-demand allocation pays
 /// for each with mmap, munmap and TLB shootdowns (100k one-record partitions: 36 s, pooled 12.5 s).
-fn runtime_for(args: &PluginArgs, policy: &Policy) -> Result<Runtime, Fatal> {
+///
+/// The pool holds what the run's `partitions` in flight need (each holds one instance; report
+/// job polls and the run's own calls take short-lived ones), with room to spare: reserving
+/// slots is most of a short command's start-up.
+fn runtime_for(args: &PluginArgs, policy: &Policy, partitions: usize) -> Result<Runtime, Fatal> {
     let cache_dir = args.cache_dir.clone().unwrap_or_else(ComponentCache::default_dir);
+    let pooled_instances = (partitions.saturating_mul(4).saturating_add(64)).min(POOLED_INSTANCES as usize) as u32;
     let options = RuntimeOptions {
         cache_dir,
         pooling: policy.limits.memory_bytes <= POOLED_MAX_MEMORY as u64,
         wasm_stack_bytes: policy.limits.wasm_stack_bytes,
+        pooled_instances,
         compile: args.compile_limits(),
     };
     Runtime::with_options(options).map_err(|e| Fatal::system(format!("cannot start the engine: {e:#}")))
@@ -144,7 +150,8 @@ async fn run_request(
     format: Format,
     sink: Box<dyn Write + Send>,
 ) -> ExitCode {
-    let runtime = request.and_then(|request| Ok((runtime_for(args, &request.policy)?, request)));
+    let runtime =
+        request.and_then(|request| Ok((runtime_for(args, &request.policy, request.concurrency.partitions)?, request)));
     let (runtime, mut request) = match runtime {
         Ok(both) => both,
         Err(fatal) => return early_failure(&fatal, format, sink).await,
@@ -245,7 +252,7 @@ async fn package(args: &super::args::PackageArgs) -> ExitCode {
 
 /// The connector's spec, from a run of its own with no output.
 async fn spec_of(plugin: &PluginArgs, policy: &Policy) -> Result<Value, Fatal> {
-    let runtime = runtime_for(plugin, policy)?;
+    let runtime = runtime_for(plugin, policy, 1)?;
     let mut request = RunRequest::new(&plugin.plugin, json!({}), Box::new(std::io::sink()));
     request.policy = policy.clone();
     request.action = Action::Spec;
@@ -259,7 +266,7 @@ async fn spec_of(plugin: &PluginArgs, policy: &Policy) -> Result<Value, Fatal> {
 /// `run --test`: the check, its verdict in the exit status (a Singer tap's `--test`).
 async fn connection_test(args: &super::args::RunArgs) -> ExitCode {
     let request = configured(&args.common, Action::Check);
-    let (runtime, request) = match request.and_then(|r| Ok((runtime_for(&args.common.plugin, &r.policy)?, r))) {
+    let (runtime, request) = match request.and_then(|r| Ok((runtime_for(&args.common.plugin, &r.policy, 1)?, r))) {
         Ok(both) => both,
         Err(fatal) => {
             eprintln!("error: {}", printable(&fatal.message));
@@ -313,7 +320,8 @@ async fn test(args: super::args::TestArgs) -> ExitCode {
     let opened = (|| {
         let policy = args.common.policy().map_err(|e| format!("{e:#}"))?;
         let config = args.common.config_path().and_then(read_config).map_err(|e| format!("{e:#}"))?;
-        let runtime = runtime_for(&args.common.plugin, &policy).map_err(|e| e.message)?;
+        let runtime =
+            runtime_for(&args.common.plugin, &policy, Concurrency::default().partitions).map_err(|e| e.message)?;
         Ok::<_, String>((runtime, policy, config))
     })();
     let report = match opened {
@@ -421,7 +429,7 @@ async fn replay(args: &ReplayArgs, mut sink: Box<dyn Write + Send>) -> ExitCode 
 async fn inspect(args: InspectArgs) -> Result<ExitCode, Fatal> {
     let (quiet, _writer) = Output::spawn(Format::Airbyte, Box::new(std::io::sink()));
     let policy = args.plugin.policy().map_err(|e| Fatal::config(format!("{e:#}")))?;
-    let runtime = runtime_for(&args.plugin, &policy)?;
+    let runtime = runtime_for(&args.plugin, &policy, 1)?;
     let plugin = runtime.plugin(&args.plugin.plugin, &quiet).await?;
     let granted = session::grants(policy.allow_hosts.iter().chain(&args.allow_hosts))?;
     let declared = match &args.config {

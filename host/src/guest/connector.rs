@@ -90,6 +90,9 @@ pub struct Instance {
     usage: Arc<Usage>,
     /// A manifest's spec, which `spec` answers instead of the engine's.
     declared_spec: Option<String>,
+    /// The pool slot the instance holds, given back after the store is dropped (fields drop in
+    /// order).
+    _slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl Connector {
@@ -106,6 +109,10 @@ impl Connector {
     /// A fresh instance. Instantiating runs guest code (its start functions), so it is a call
     /// like any other: under the CPU budget and the wall-clock limit, and counted as guest time.
     pub async fn instance(&self) -> Result<Instance, CallError> {
+        let slot = match &self.plugin.slots {
+            Some(slots) => Some(slots.clone().acquire_owned().await.expect("the pool's semaphore is never closed")),
+            None => None,
+        };
         let mut store = Store::new(self.plugin.pre.engine(), GuestState::new(self.egress.clone(), &self.limits));
         store.limiter(|state| &mut state.limiter);
         // The CPU budget: the guest clock runs whenever guest code does. At every epoch tick the
@@ -167,6 +174,7 @@ impl Connector {
             limits: self.limits.clone(),
             usage: self.usage.clone(),
             declared_spec,
+            _slot: slot,
         })
     }
 }

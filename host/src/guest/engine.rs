@@ -26,6 +26,9 @@ pub struct Engine {
     compile: CompileLimits,
     pooling: bool,
     wasm_stack_bytes: usize,
+    /// With pooling, one permit per slot of the pool: an instance waits for a slot instead of
+    /// failing when all are taken (report jobs polling at once, say).
+    slots: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 /// A loaded plugin, ready to instantiate cheaply (one instance per partition).
@@ -43,6 +46,8 @@ pub struct Plugin {
     /// Where the `resume` export is, when the plugin has it (contract 0.1.2).
     pub resume: Option<ResumeIndices>,
     pub load: LoadInfo,
+    /// The engine's pool slots (see [`Engine`]), when instances come from a pool.
+    pub slots: Option<Arc<tokio::sync::Semaphore>>,
     /// The declarative manifest this plugin (the declarative engine) runs, for `host run
     /// manifest.yaml`: injected into every config, and the source of the spec.
     pub manifest: Option<Arc<crate::guest::manifest::Manifest>>,
@@ -56,9 +61,10 @@ pub struct LoadInfo {
     pub cache_file: PathBuf,
 }
 
-/// Instances the pooling allocator keeps slots for; beyond that instantiation waits for none and
-/// fails, so it is sized for many tenants' partitions at once.
-const POOLED_INSTANCES: u32 = 2000;
+/// Instances the pooling allocator keeps slots for by default, sized for many tenants' partitions
+/// at once. Reserving the slots costs start-up time (2000 took ~20 ms of a 35 ms `host
+/// discover`), so a single run asks for what its concurrency needs ([`Engine::with_options`]).
+pub const POOLED_INSTANCES: u32 = 2000;
 /// The largest memory a pooled instance may have; memory limits above it need on-demand
 /// allocation.
 pub const POOLED_MAX_MEMORY: usize = 1 << 30;
@@ -66,22 +72,29 @@ pub const POOLED_MAX_MEMORY: usize = 1 << 30;
 impl Engine {
     /// An engine with on-demand instance allocation and the default stack.
     pub fn new(cache_dir: PathBuf) -> Result<Self> {
-        Self::with_options(cache_dir, false, Limits::default().wasm_stack_bytes)
+        Self::with_options(cache_dir, false, Limits::default().wasm_stack_bytes, POOLED_INSTANCES)
     }
 
     /// With `pooling`, instances come from pre-reserved slots (faster to create, and to throw
     /// away); when the address space does not allow the reservation, this falls back to
     /// on-demand allocation. [`Engine::pooling`] tells which one is in use.
     pub fn with_pooling(cache_dir: PathBuf, pooling: bool) -> Result<Self> {
-        Self::with_options(cache_dir, pooling, Limits::default().wasm_stack_bytes)
+        Self::with_options(cache_dir, pooling, Limits::default().wasm_stack_bytes, POOLED_INSTANCES)
     }
 
-    /// As [`Engine::with_pooling`], with a guest stack of `wasm_stack_bytes`.
-    pub fn with_options(cache_dir: PathBuf, pooling: bool, wasm_stack_bytes: usize) -> Result<Self> {
-        if pooling && let Ok(engine) = Self::build(cache_dir.clone(), true, wasm_stack_bytes) {
+    /// As [`Engine::with_pooling`], with a guest stack of `wasm_stack_bytes` and a pool of
+    /// `pooled_instances` slots (at least one).
+    pub fn with_options(
+        cache_dir: PathBuf,
+        pooling: bool,
+        wasm_stack_bytes: usize,
+        pooled_instances: u32,
+    ) -> Result<Self> {
+        let slots = pooled_instances.max(1);
+        if pooling && let Ok(engine) = Self::build(cache_dir.clone(), Some(slots), wasm_stack_bytes) {
             return Ok(engine);
         }
-        Self::build(cache_dir, false, wasm_stack_bytes)
+        Self::build(cache_dir, None, wasm_stack_bytes)
     }
 
     pub fn pooling(&self) -> bool {
@@ -98,15 +111,15 @@ impl Engine {
         self
     }
 
-    fn build(cache_dir: PathBuf, pooling: bool, wasm_stack_bytes: usize) -> Result<Self> {
+    fn build(cache_dir: PathBuf, pool_slots: Option<u32>, wasm_stack_bytes: usize) -> Result<Self> {
         let mut config = engine_config(wasm_stack_bytes);
-        if pooling {
+        if let Some(slots) = pool_slots {
             let mut pool = wasmtime::PoolingAllocationConfig::new();
-            pool.total_component_instances(POOLED_INSTANCES)
-                .total_core_instances(POOLED_INSTANCES * 4)
-                .total_memories(POOLED_INSTANCES * 2)
-                .total_tables(POOLED_INSTANCES * 4)
-                .total_stacks(POOLED_INSTANCES)
+            pool.total_component_instances(slots)
+                .total_core_instances(slots * 4)
+                .total_memories(slots * 2)
+                .total_tables(slots * 4)
+                .total_stacks(slots)
                 .max_memory_size(POOLED_MAX_MEMORY)
                 // The same per-instance counts the store's limiter allows, so one tenant's many
                 // memories cannot drain the pool's slots for everyone else.
@@ -128,7 +141,16 @@ impl Engine {
         let mut linker = Linker::new(&engine);
         crate::guest::sandbox::add_to_linker(&mut linker)?;
         let cache = ComponentCache::new(cache_dir);
-        Ok(Engine { engine, linker, cache, compile: CompileLimits::default(), pooling, wasm_stack_bytes })
+        let slots = pool_slots.map(|n| Arc::new(tokio::sync::Semaphore::new(n as usize)));
+        Ok(Engine {
+            engine,
+            linker,
+            cache,
+            compile: CompileLimits::default(),
+            pooling: pool_slots.is_some(),
+            wasm_stack_bytes,
+            slots,
+        })
     }
 
     pub fn wasmtime(&self) -> &wasmtime::Engine {
@@ -205,6 +227,7 @@ impl Engine {
             jobs,
             resume,
             load: LoadInfo { cache_hit, elapsed: started.elapsed(), cache_file },
+            slots: self.slots.clone(),
             manifest: None,
         })
     }

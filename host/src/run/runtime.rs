@@ -28,6 +28,9 @@ pub struct RuntimeOptions {
     pub pooling: bool,
     /// The guests' WebAssembly stack: an engine setting, the same for every run.
     pub wasm_stack_bytes: usize,
+    /// Slots of the pool: instances alive at once (more wait for one). Reserving them costs
+    /// start-up time, so a single run asks for what its concurrency needs.
+    pub pooled_instances: u32,
     /// What compiling a plugin may cost, and where it happens (the default compiles in this
     /// process; [`CompileLimits::in_child_process`] bounds its time and memory as well).
     pub compile: CompileLimits,
@@ -39,6 +42,7 @@ impl Default for RuntimeOptions {
             cache_dir: ComponentCache::default_dir(),
             pooling: false,
             wasm_stack_bytes: Limits::default().wasm_stack_bytes,
+            pooled_instances: crate::guest::engine::POOLED_INSTANCES,
             compile: CompileLimits::default(),
         }
     }
@@ -66,8 +70,13 @@ impl Runtime {
     }
 
     pub fn with_options(options: RuntimeOptions) -> anyhow::Result<Self> {
-        let engine = Engine::with_options(options.cache_dir, options.pooling, options.wasm_stack_bytes)?
-            .with_compile(options.compile);
+        let engine = Engine::with_options(
+            options.cache_dir,
+            options.pooling,
+            options.wasm_stack_bytes,
+            options.pooled_instances,
+        )?
+        .with_compile(options.compile);
         Ok(Runtime { engine: Arc::new(engine), plugins: Mutex::new(HashMap::new()) })
     }
 
