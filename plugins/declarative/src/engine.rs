@@ -38,7 +38,8 @@ thread_local! {
 /// The engine for this config text: the cached one when the text is unchanged.
 pub fn for_config(text: &str) -> Result<Rc<Engine>> {
     // Compared, not hashed: a few kilobytes compare faster than they hash.
-    if let Some(engine) = CURRENT.with(|c| c.borrow().as_ref().filter(|(seen, _)| seen == text).map(|(_, e)| e.clone()))
+    if let Some(engine) =
+        CURRENT.with(|c| c.borrow().as_ref().filter(|(seen, _)| same_text(seen, text)).map(|(_, e)| e.clone()))
     {
         return Ok(engine);
     }
@@ -69,6 +70,19 @@ pub fn for_config(text: &str) -> Result<Rc<Engine>> {
     });
     CURRENT.with(|c| *c.borrow_mut() = Some((text.to_string(), engine.clone())));
     Ok(engine)
+}
+
+/// `a == b`, eight bytes at a time: the config text (manifest and all, kilobytes) is compared on
+/// every call, and in wasm the byte loop of `memcmp` pays an interruption check per byte.
+fn same_text(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let (wa, wb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (wa.remainder(), wb.remainder());
+    let word = |c: &[u8]| u64::from_ne_bytes(c.try_into().expect("chunks of 8"));
+    wa.zip(wb).all(|(x, y)| word(x) == word(y)) && ra == rb
 }
 
 /// What a template sees besides `config`: the slice being read and the page token.
@@ -282,4 +296,26 @@ pub fn plain(value: &Value) -> String {
 /// The component's type name.
 pub fn kind(component: &Value) -> &str {
     component.get("type").and_then(Value::as_str).unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_text;
+
+    #[test]
+    fn texts_compare_as_equal_strings_do() {
+        let long = "x".repeat(8 * 5 + 3);
+        for (a, b) in [("", ""), ("a", "a"), ("a", "b"), ("abcdefgh", "abcdefgh"), ("abcdefgh", "abcdefgi")] {
+            assert_eq!(same_text(a, b), a == b, "{a:?} {b:?}");
+        }
+        let mut changed = long.clone().into_bytes();
+        for at in [0, 7, 8, 39, 40, 42] {
+            changed[at] = b'y';
+            let c = String::from_utf8(changed.clone()).unwrap();
+            assert!(!same_text(&long, &c), "a difference at {at}");
+            changed[at] = b'x';
+        }
+        assert!(same_text(&long, &long.clone()));
+        assert!(!same_text(&long, &long[1..]));
+    }
 }
