@@ -9,6 +9,7 @@ mod conformance;
 mod declarative;
 mod guest_behaviour;
 mod hostile;
+mod init;
 mod jobs;
 mod languages;
 mod platform;

@@ -50,6 +50,22 @@ pub enum Command {
     /// partitions and an incremental read, checked against the contract. Prints a report (or
     /// JSON with --json); exits 0 only when every check passes.
     Test(TestArgs),
+    /// Write a new connector project: a one-stream connector against a configurable base URL,
+    /// its build file, the SDK and WIT contract it builds against, and a README with the build
+    /// and test commands (it passes `host test` against the demo API as written).
+    Init(InitArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The connector's name: its package and its .wasm (a-z, 0-9, - and _).
+    pub name: String,
+    /// The language to write it in.
+    #[arg(long, value_enum)]
+    pub lang: super::init::Lang,
+    /// Where to write it; must not exist or be empty [default: ./NAME].
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -36,6 +36,7 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
         },
         Command::Test(args) => test(args).await,
         Command::Package(args) => package(&args).await,
+        Command::Init(args) => init(&args),
         Command::Spec(args) => {
             let request = args.policy().map_err(|e| Fatal::config(format!("{e:#}"))).map(|policy| {
                 let mut request = RunRequest::new(&args.plugin, json!({}), Box::new(std::io::sink()));
@@ -94,6 +95,26 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
                 Ok(request)
             })();
             run_request(&args.common.plugin, request, args.format, sink).await
+        }
+    }
+}
+
+/// `host init`: the project, and what to do next.
+fn init(args: &super::args::InitArgs) -> ExitCode {
+    let dir = args.dir.clone().unwrap_or_else(|| std::path::PathBuf::from(&args.name));
+    match super::init::write(&args.name, args.lang, &dir) {
+        Ok(files) => {
+            println!(
+                "wrote {} ({} files); build and test it as {} says",
+                dir.display(),
+                files.len(),
+                dir.join("README.md").display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {}", printable(&format!("{e:#}")));
+            ExitCode::FAILURE
         }
     }
 }

@@ -1,10 +1,12 @@
 //! The `host` command line: its arguments ([`args`]), what each command does on top of the
-//! library ([`commands`]), packaged connectors ([`package`]) and their images ([`oci`]), and the
+//! library ([`commands`]), new connector projects ([`init`]), packaged connectors ([`package`])
+//! and their images ([`oci`]), and the
 //! process's signals
 //! ([`signals`]).
 
 pub mod args;
 pub mod commands;
+pub mod init;
 pub mod oci;
 pub mod package;
 pub mod signals;

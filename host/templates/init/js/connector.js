@@ -1,0 +1,59 @@
+// {{name}}: a Sluice connector (written by `host init`). It reads one stream, `items`, from
+// `{base_url}/items`: cursor pagination (`next_cursor`), incremental on `updated_at`. Change it
+// to fit your API; README.md has the build and test commands.
+
+import { Page, Source, Stream, exportSource, field, http, paginate } from './sluice/js/src/sluice.js';
+
+class Connector extends Source {
+  parseConfig(raw) {
+    return { baseUrl: field(raw, 'base_url', 'string'), pageSize: field(raw, 'page_size', 'integer', 100) };
+  }
+
+  spec() {
+    return {
+      $schema: 'http://json-schema.org/draft-07/schema#',
+      title: '{{name}}',
+      type: 'object',
+      required: ['base_url'],
+      properties: {
+        base_url: { type: 'string', description: 'Where the API listens, e.g. http://127.0.0.1:8080' },
+        page_size: { type: 'integer', minimum: 1, maximum: 10000, default: 100 },
+      },
+    };
+  }
+
+  /** What the operator must grant (`--allow-host`). */
+  hosts(config) {
+    return [http.hostPort(config.baseUrl)];
+  }
+
+  check(config) {
+    http.get(http.join(config.baseUrl, '/items')).query('limit', 1).send().errorForStatus();
+  }
+
+  streams(_config) {
+    const schema = {
+      type: 'object',
+      required: ['id', 'updated_at'],
+      properties: {
+        id: { type: 'integer' },
+        name: { type: 'string' },
+        updated_at: { type: 'string', format: 'date-time' },
+      },
+    };
+    return [new Stream('items', schema).withPrimaryKey('id').withCursorField('updated_at')];
+  }
+
+  readPage(config, partition, token) {
+    const request = http.get(http.join(config.baseUrl, '/items')).query('limit', config.pageSize);
+    // Incremental: the host sets the partition's start from the saved state.
+    const start = partition.cursorStart();
+    if (start !== undefined) request.query('updated_after', start.toQueryValue());
+    const cursor = paginate.cursor(token);
+    if (cursor !== undefined) request.query('cursor', cursor);
+    const answer = request.send().errorForStatus().json();
+    return Page.fromValues(answer.data, paginate.nextCursor(answer.next_cursor));
+  }
+}
+
+export const source = exportSource(Connector);
