@@ -60,6 +60,26 @@ fn a_busy_guest_is_paused_only_when_others_want_the_cores() {
     assert!(summary.contains("paused") && summary.contains("while other guests wanted the cores"), "{summary}");
 }
 
+/// `--throttle always` (or `"throttle": "always"` in a policy's limits): a busy guest is paused
+/// alone too, and the summary says why. Its 300 ms budget, past the 30 ms grace, is spent 10 ms
+/// a tick with 90 ms pauses between: ~2.4 s paused.
+#[test]
+fn the_policy_may_throttle_a_busy_guest_alone() {
+    let started = std::time::Instant::now();
+    let alone = hostile("loop", json!({}), &["--throttle", "always"]);
+    let took = started.elapsed();
+    let summary = alone.logs().last().unwrap().clone();
+    assert!(!summary.contains("while other guests wanted the cores"), "{summary}");
+    let paused: f64 = summary
+        .split("(paused ")
+        .nth(1)
+        .and_then(|rest| rest.split("s as the policy throttles busy guests").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no policy pause in: {summary}"));
+    assert!(paused >= 1.5, "{summary}");
+    assert!(took.as_secs_f64() >= paused, "the pauses were waited out: {took:?}, {summary}");
+}
+
 #[test]
 fn a_memory_bomb_is_stopped_by_the_memory_limit() {
     let message = contained(&hostile("memory", json!({}), &[]));

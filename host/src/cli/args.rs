@@ -124,6 +124,10 @@ pub struct SandboxArgs {
     /// Guest CPU time one call may use, milliseconds [default: 30000].
     #[arg(long, value_name = "MS")]
     pub cpu_ms_per_call: Option<u64>,
+    /// When a guest that keeps computing is paused between ticks: only while other guests want
+    /// the cores, or always (a tenant kept to a small share of a core) [default: when-contended].
+    #[arg(long, value_enum, value_name = "WHEN")]
+    pub throttle: Option<crate::guest::limits::Throttle>,
     /// Wall-clock time one call may take, HTTP waits included, milliseconds [default: 600000].
     #[arg(long, value_name = "MS")]
     pub call_timeout_ms: Option<u64>,
@@ -539,6 +543,7 @@ impl SandboxArgs {
         set(self.memory_mb.map(|mb| mb << 20), &mut limits.memory_bytes);
         set(self.cpu_ms_per_call, &mut limits.cpu_ms_per_call);
         set(self.call_timeout_ms, &mut limits.call_timeout_ms);
+        set(self.throttle, &mut limits.throttle);
         set(self.max_record_bytes, &mut limits.max_record_bytes);
         set(self.max_logs_per_call, &mut limits.max_logs_per_call);
         set(self.max_record_depth, &mut limits.max_record_depth);

@@ -5,7 +5,7 @@
 use crate::bindings::{self, Capabilities, GuestError, Page, Partition, PartitionBatch, Stream};
 use crate::data::protocol::FailureType;
 use crate::guest::engine::Plugin;
-use crate::guest::limits::Limits;
+use crate::guest::limits::{Limits, Throttle};
 use crate::guest::sandbox::{GuestLog, GuestState};
 use crate::net::Egress;
 use std::sync::Arc;
@@ -70,6 +70,8 @@ pub struct Usage {
     pub instances: AtomicU64,
     /// Time busy guests were paused because others wanted the cores, in nanoseconds.
     pub throttled_nanos: AtomicU64,
+    /// Time busy guests were paused because the policy throttles them always, in nanoseconds.
+    pub policy_throttled_nanos: AtomicU64,
 }
 
 impl Usage {
@@ -122,6 +124,7 @@ impl Connector {
         // clock stops while the guest is yielded or paused and restarts when it runs again.
         let budget = self.limits.cpu_budget();
         let usage = self.usage.clone();
+        let throttle = self.limits.throttle;
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |mut ctx| {
             let state = ctx.data_mut();
@@ -131,13 +134,20 @@ impl Connector {
                 return Err(wasmtime::format_err!("CPU budget exceeded"));
             }
             let clock = state.clock.clone();
-            // Paused only when more guests want a core than there are: alone, a busy guest
-            // runs at full speed (yielding at every tick all the same).
-            let contended = crate::guest::sandbox::guests_wanting_cpu() > crate::guest::sandbox::cores();
-            let pause = (spent > BUSY_GRACE && contended).then_some(BUSY_PAUSE);
-            if let Some(pause) = pause {
-                usage.throttled_nanos.fetch_add(pause.as_nanos() as u64, Ordering::Relaxed);
-            }
+            // Paused only when more guests want a core than there are (alone, a busy guest runs
+            // at full speed, yielding at every tick all the same), or always if the policy says.
+            let pause = match spent > BUSY_GRACE {
+                false => None,
+                true if crate::guest::sandbox::guests_wanting_cpu() > crate::guest::sandbox::cores() => {
+                    Some((BUSY_PAUSE, &usage.throttled_nanos))
+                }
+                true if throttle == Throttle::Always => Some((BUSY_PAUSE, &usage.policy_throttled_nanos)),
+                true => None,
+            };
+            let pause = pause.map(|(pause, counter)| {
+                counter.fetch_add(pause.as_nanos() as u64, Ordering::Relaxed);
+                pause
+            });
             Ok(UpdateDeadline::YieldCustom(
                 1,
                 Box::pin(async move {

@@ -38,6 +38,20 @@ pub struct Limits {
     /// The WebAssembly stack of a guest, bytes. An engine setting: the same for every run an
     /// engine serves (a runtime refuses runs that ask for another).
     pub wasm_stack_bytes: usize,
+    /// When a call that keeps computing is paused between epoch ticks.
+    pub throttle: Throttle,
+}
+
+/// When a busy guest (a call computing past a grace period) is paused between ticks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Throttle {
+    /// Only while more guests want a core than there are: alone, a guest runs at full speed.
+    #[default]
+    WhenContended,
+    /// Always: a busy guest takes a small share of a core even on an idle machine (a tenant an
+    /// operator wants kept small).
+    Always,
 }
 
 impl Default for Limits {
@@ -57,6 +71,7 @@ impl Default for Limits {
             max_listing_calls_per_stream: 1_000_000,
             max_partition_cursors: crate::data::state::DEFAULT_MAX_PARTITION_CURSORS,
             wasm_stack_bytes: 512 << 10,
+            throttle: Throttle::WhenContended,
         }
     }
 }

@@ -214,9 +214,16 @@ impl ReadReport {
             })
             .collect();
         let u = &self.usage;
-        let throttled = match u.throttled.is_zero() {
+        let mut pauses = Vec::new();
+        if !u.throttled.is_zero() {
+            pauses.push(format!("paused {:.2}s while other guests wanted the cores", u.throttled.as_secs_f64()));
+        }
+        if !u.policy_throttled.is_zero() {
+            pauses.push(format!("paused {:.2}s as the policy throttles busy guests", u.policy_throttled.as_secs_f64()));
+        }
+        let throttled = match pauses.is_empty() {
             true => String::new(),
-            false => format!(" (paused {:.2}s while other guests wanted the cores)", u.throttled.as_secs_f64()),
+            false => format!(" ({})", pauses.join("; ")),
         };
         format!(
             "read {} records from {} stream(s) in {:.2}s ({}); {} requests, {} retries, {} denied, {} bytes in; \

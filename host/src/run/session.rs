@@ -31,6 +31,9 @@ pub struct RunUsage {
     /// Time busy guests were paused because other guests wanted the cores (only then is a guest
     /// slowed down).
     pub throttled: Duration,
+    /// Time busy guests were paused because the policy throttles them always (`throttle:
+    /// always`), whether others wanted the cores or not.
+    pub policy_throttled: Duration,
     pub requests: u64,
     pub retries: u64,
     pub denied: u64,
@@ -49,6 +52,7 @@ impl RunUsage {
         RunUsage {
             guest_cpu: connector.usage.guest_cpu(),
             throttled: Duration::from_nanos(load(&connector.usage.throttled_nanos)),
+            policy_throttled: Duration::from_nanos(load(&connector.usage.policy_throttled_nanos)),
             requests: load(&stats.requests),
             retries: load(&stats.retries),
             denied: load(&stats.denied),
