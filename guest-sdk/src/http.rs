@@ -281,6 +281,78 @@ mod tests {
         }
     }
 
+    /// The table every SDK's tests run (guest-sdk/cases).
+    #[test]
+    fn error_for_status_answers_the_shared_cases() {
+        let table: serde_json::Value = serde_json::from_str(include_str!("../cases/status_errors.json")).unwrap();
+        let url = table["url"].as_str().unwrap().to_string();
+        let answer = |status: u64, body: Vec<u8>| Response {
+            url: url.clone(),
+            status: status as u16,
+            headers: Vec::new(),
+            body,
+        };
+        for case in table["statuses"].as_array().unwrap() {
+            let status = case["status"].as_u64().unwrap();
+            let result = answer(status, b"oops".to_vec()).error_for_status();
+            let kind = match &result {
+                Ok(_) => serde_json::Value::Null,
+                Err(Error::Config(_)) => "config".into(),
+                Err(Error::Transient(_)) => "transient".into(),
+                Err(Error::System(_)) => "system".into(),
+            };
+            assert_eq!(kind, case["kind"], "{status}");
+        }
+        let repeat = |spec: &serde_json::Value, prefix: &str| {
+            format!("{prefix}{}", spec[0].as_str().unwrap().repeat(spec[1].as_u64().unwrap() as usize))
+        };
+        for case in table["messages"].as_array().unwrap() {
+            let body = match case.get("body_repeat") {
+                Some(spec) => repeat(spec, ""),
+                None => case["body"].as_str().unwrap().to_string(),
+            };
+            let expected = match case.get("message_repeat") {
+                Some(spec) => repeat(&serde_json::json!([spec[1], spec[2]]), spec[0].as_str().unwrap()),
+                None => case["message"].as_str().unwrap().to_string(),
+            };
+            let error = answer(case["status"].as_u64().unwrap(), body.into_bytes()).error_for_status().unwrap_err();
+            let (Error::Config(m) | Error::Transient(m) | Error::System(m)) = error;
+            assert_eq!(m, expected);
+        }
+    }
+
+    /// The table every SDK's tests run (guest-sdk/cases).
+    #[test]
+    fn requests_are_built_as_the_shared_cases_say() {
+        let table: serde_json::Value = serde_json::from_str(include_str!("../cases/requests.json")).unwrap();
+        for case in table["requests"].as_array().unwrap() {
+            let mut request = get(case["url"].as_str().unwrap());
+            for pair in case["query"].as_array().into_iter().flatten() {
+                let value = match &pair[1] {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                request = request.query(pair[0].as_str().unwrap(), value);
+            }
+            if let Some(token) = case["bearer"].as_str() {
+                request = request.bearer_auth(token);
+            }
+            if let Some(body) = case.get("json_body") {
+                request = request.json_body(body).unwrap();
+            }
+            assert_eq!(request.url(), case["expect_url"].as_str().unwrap(), "{case}");
+            let headers: Vec<serde_json::Value> =
+                request.headers.iter().map(|(k, v)| serde_json::json!([k, v])).collect();
+            assert_eq!(
+                serde_json::Value::from(headers),
+                case.get("expect_headers").cloned().unwrap_or(serde_json::json!([])),
+                "{case}"
+            );
+            let body = request.body.as_deref().map(|b| String::from_utf8(b.to_vec()).unwrap());
+            assert_eq!(body.as_deref(), case["expect_body"].as_str(), "{case}");
+        }
+    }
+
     #[test]
     fn host_port_fills_default_ports() {
         assert_eq!(host_port("http://127.0.0.1:8080/x").unwrap(), "http://127.0.0.1:8080");

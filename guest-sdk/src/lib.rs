@@ -45,11 +45,12 @@ pub trait Source {
     /// not parse is reported to the operator as a config error.
     type Config: serde::de::DeserializeOwned;
 
-    /// Reads the config text the host passes to every call. The default parses it with serde (a
-    /// config that does not parse is the operator's error); a connector that keeps what it built
-    /// from a config between calls, and so need not parse the same text again, may override it.
+    /// Reads the config text the host passes to every call. The default is [`parse_config`]
+    /// (serde, a field set to `null` taken as absent, errors naming the field); a connector that
+    /// keeps what it built from a config between calls, and so need not parse the same text
+    /// again, may override it.
     fn parse_config(text: &str) -> Result<Self::Config> {
-        serde_json::from_str(text).map_err(|e| Error::Config(format!("invalid config: {e}")))
+        parse_config(text)
     }
 
     /// The JSON Schema of the config. Mark secret fields with `"airbyte_secret": true` so the host
@@ -99,6 +100,24 @@ pub trait Source {
     fn resumable_streams(_config: &Self::Config) -> Result<Vec<String>> {
         Ok(Vec::new())
     }
+}
+
+/// A config as [`Source::parse_config`] reads it by default: a JSON object deserialized into `T`,
+/// top-level fields set to `null` taken as absent (platforms' forms write `null` for an optional
+/// field left empty), and a config error that names the field (`invalid config: page_size:
+/// invalid type: string "100", expected u32`). The same answers as the Python and JavaScript
+/// SDKs' `field` (guest-sdk/cases/config_fields.json).
+pub fn parse_config<T: serde::de::DeserializeOwned>(text: &str) -> Result<T> {
+    let invalid = |e: &dyn std::fmt::Display| Error::Config(format!("invalid config: {e}"));
+    let mut value: Value = serde_json::from_str(text).map_err(|e| invalid(&e))?;
+    match value.as_object_mut() {
+        Some(fields) => fields.retain(|_, v| !v.is_null()),
+        None => return Err(invalid(&"expected a JSON object")),
+    }
+    serde_path_to_error::deserialize(value).map_err(|e| match e.path().to_string().as_str() {
+        "." => invalid(e.inner()),
+        path => invalid(&format!("{path}: {}", e.inner())),
+    })
 }
 
 /// Exports a [`Source`] implementation as the component's `source` interface (in the
@@ -459,5 +478,55 @@ pub mod __private {
             if abort { S::abort_job(&config, &handle) } else { S::delete_job(&config, &handle) }
         };
         run().map_err(Into::into)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fields of guest-sdk/cases/config_fields.json, as a connector declares them in Rust.
+    #[derive(serde::Deserialize, Debug, PartialEq, serde::Serialize)]
+    struct TableConfig {
+        base_url: String,
+        #[serde(default = "page_size")]
+        page_size: u32,
+        #[serde(default)]
+        verbose: bool,
+        start_date: Option<String>,
+    }
+
+    fn page_size() -> u32 {
+        100
+    }
+
+    /// The table every SDK's tests run.
+    #[test]
+    fn config_fields_answer_the_shared_cases() {
+        let table: Value = serde_json::from_str(include_str!("../cases/config_fields.json")).unwrap();
+        let names: Vec<&str> =
+            table["fields"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["base_url", "page_size", "verbose", "start_date"], "the struct above has these fields");
+        for case in table["cases"].as_array().unwrap() {
+            let text = case["config"].to_string();
+            match case.get("error_names") {
+                Some(name) => {
+                    let error = parse_config::<TableConfig>(&text).expect_err(&text);
+                    let Error::Config(message) = &error else { panic!("{text}: {error:?}") };
+                    assert!(message.contains(name.as_str().unwrap()), "{text}: {message}");
+                }
+                None => {
+                    let parsed = parse_config::<TableConfig>(&text).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+                    assert_eq!(serde_json::to_value(parsed).unwrap(), case["values"], "{text}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_config_that_is_not_an_object_is_a_config_error() {
+        for text in ["[]", "5", "{", ""] {
+            assert!(matches!(parse_config::<TableConfig>(text), Err(Error::Config(_))), "{text}");
+        }
     }
 }
