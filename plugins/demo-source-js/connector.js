@@ -6,17 +6,20 @@
 // - `accounts`: page-number pagination, ends on a short page;
 // - `account_items`: one partition per account, next-URL pagination, incremental on `updated_at`;
 // - `windowed_items`: every item, sliced into windows of `updated_at` (`window_minutes`) that the
-//   host reads concurrently and checkpoints window by window.
+//   host reads concurrently and checkpoints window by window;
+// - `report_items` (with `report_jobs`): one partition per account, read through the API's report
+//   jobs, the result a JSON-lines download streamed a page at a time.
 
 import {
   CursorValue,
+  JobStatus,
   Page,
   Partition,
   PartitionBatch,
   SluiceError,
   Source,
   Stream,
-  exportSource,
+  exportConnector,
   field,
   http,
   paginate,
@@ -38,8 +41,30 @@ const itemSchema = () => ({
 
 const url = (config, path) => http.join(config.baseUrl, path);
 
+/** The request, authenticated when the config has a key. */
+const authorized = (config, request) => (config.apiKey !== undefined ? request.bearerAuth(config.apiKey) : request);
+const get = (config, target) => authorized(config, http.get(target));
+
 function accountsPage(config, page) {
-  return http.get(url(config, '/accounts')).query('page', page).query('per_page', config.pageSize).send().errorForStatus().json().data;
+  return get(config, url(config, '/accounts')).query('page', page).query('per_page', config.pageSize).send().errorForStatus().json().data;
+}
+
+/** The report id in a job handle `createJob` made. */
+function jobId(job) {
+  if (typeof job?.id !== 'string') throw SluiceError.system(`not a report job handle: ${JSON.stringify(job)}`);
+  return job.id;
+}
+
+/**
+ * Where a report download is being read, from `readResult`'s page token: the open body's handle
+ * and the lines read from it.
+ */
+function readingPosition(token) {
+  if (token === undefined) return undefined;
+  if (!Number.isInteger(token?.body) || !Number.isInteger(token?.offset)) {
+    throw SluiceError.system(`not a report page token: ${JSON.stringify(token)}`);
+  }
+  return token;
 }
 
 function cursorPage(request) {
@@ -54,6 +79,10 @@ class DemoSource extends Source {
       pageSize: field(raw, 'page_size', 'integer', 100),
       startDate: field(raw, 'start_date', 'string', undefined),
       windowMinutes: field(raw, 'window_minutes', 'integer', 60),
+      apiKey: field(raw, 'api_key', 'string', undefined),
+      reportJobs: field(raw, 'report_jobs', 'boolean', false),
+      maxJobs: field(raw, 'max_jobs', 'integer', 2),
+      reportPageSize: field(raw, 'report_page_size', 'integer', 5000),
     };
   }
 
@@ -61,14 +90,19 @@ class DemoSource extends Source {
     return {
       $schema: 'http://json-schema.org/draft-07/schema#',
       title: 'Demo API source',
+      documentationUrl: 'https://example.com/sluice/demo-source',
       type: 'object',
       required: ['base_url'],
       additionalProperties: true,
       properties: {
-        base_url: { type: 'string', description: 'Where the demo API listens, e.g. http://127.0.0.1:8080' },
+        base_url: { type: 'string', format: 'uri', description: 'Where the demo API listens, e.g. http://127.0.0.1:8080' },
         page_size: { type: 'integer', minimum: 1, maximum: 10000, default: 100 },
         start_date: { type: 'string', format: 'date-time', description: 'Read items updated after this time (incremental streams)' },
         window_minutes: { type: 'integer', minimum: 1, default: 60, description: 'Width of the windows of windowed_items' },
+        api_key: { type: 'string', airbyte_secret: true, description: 'Sent as a bearer token, when the API requires one' },
+        report_jobs: { type: 'boolean', default: false, description: 'Offer report_items, read through report jobs (one per account)' },
+        max_jobs: { type: 'integer', minimum: 1, default: 2, description: 'Report jobs the API allows at once' },
+        report_page_size: { type: 'integer', minimum: 1, default: 5000, description: "Records per page of a report's result" },
       },
     };
   }
@@ -84,22 +118,24 @@ class DemoSource extends Source {
     withContext('cannot list accounts', () => accountsPage(config, 1));
   }
 
-  streams(_config) {
+  streams(config) {
     const accountsSchema = {
       type: 'object',
       properties: { id: { type: 'integer' }, name: { type: 'string' }, created_at: { type: 'string', format: 'date-time' } },
       required: ['id'],
     };
-    return [
+    const streams = [
       new Stream('items', itemSchema()).withPrimaryKey('id'),
       new Stream('accounts', accountsSchema).withPrimaryKey('id'),
       new Stream('account_items', itemSchema()).withPrimaryKey('id').withCursorField('updated_at'),
       new Stream('windowed_items', itemSchema()).withPrimaryKey('id').withCursorField('updated_at'),
     ];
+    if (config.reportJobs) streams.push(new Stream('report_items', itemSchema()).withPrimaryKey('id').withCursorField('updated_at'));
+    return streams;
   }
 
   partitions(config, stream, _state) {
-    if (stream !== 'account_items') return [Partition.whole(stream)];
+    if (stream !== 'account_items' && stream !== 'report_items') return [Partition.whole(stream)];
     // One partition per account; every page of accounts is listed (bounded by a short page).
     const start = config.startDate !== undefined ? CursorValue.datetime(config.startDate) : undefined;
     const partitions = [];
@@ -113,7 +149,7 @@ class DemoSource extends Source {
   partitionBatch(config, stream, state, _token) {
     if (stream !== 'windowed_items') return new PartitionBatch(this.partitions(config, stream, state));
     // Windows from the first item (or start_date) to the last; the host skips finished ones.
-    const bounds = withContext('reading item bounds', () => http.getJson(url(config, '/items/bounds')));
+    const bounds = withContext('reading item bounds', () => get(config, url(config, '/items/bounds')).send().errorForStatus().json());
     if (!bounds.first_updated_at || !bounds.last_updated_at) return new PartitionBatch([]).withRecordEstimate(0);
     let from = slice.parseRfc3339(bounds.first_updated_at) - 1;
     if (config.startDate !== undefined) from = Math.max(from, slice.parseRfc3339(config.startDate));
@@ -124,7 +160,7 @@ class DemoSource extends Source {
   readPage(config, partition, token) {
     switch (partition.stream) {
       case 'items': {
-        const request = http.get(url(config, '/items')).query('limit', config.pageSize);
+        const request = get(config, url(config, '/items')).query('limit', config.pageSize);
         const cursor = paginate.cursor(token);
         if (cursor !== undefined) request.query('cursor', cursor);
         return cursorPage(request);
@@ -138,9 +174,9 @@ class DemoSource extends Source {
         const nextUrl = paginate.cursor(token);
         let request;
         if (nextUrl !== undefined) {
-          request = http.get(url(config, nextUrl));
+          request = get(config, url(config, nextUrl));
         } else {
-          request = http.get(url(config, `/accounts/${partition.key.account_id}/items`)).query('limit', config.pageSize);
+          request = get(config, url(config, `/accounts/${partition.key.account_id}/items`)).query('limit', config.pageSize);
           const start = partition.cursorStart();
           if (start !== undefined) request.query('updated_after', start.toQueryValue());
         }
@@ -148,7 +184,7 @@ class DemoSource extends Source {
         return Page.fromValues(answer.data, paginate.nextCursor(answer.next));
       }
       case 'windowed_items': {
-        const request = http.get(url(config, '/items')).query('limit', config.pageSize);
+        const request = get(config, url(config, '/items')).query('limit', config.pageSize);
         const [start, end] = [partition.cursorStart(), partition.cursorEnd()];
         if (start !== undefined) request.query('updated_after', start.toQueryValue());
         if (end !== undefined) request.query('updated_until', end.toQueryValue());
@@ -156,10 +192,79 @@ class DemoSource extends Source {
         if (cursor !== undefined) request.query('cursor', cursor);
         return cursorPage(request);
       }
+      case 'report_items':
+        throw SluiceError.system('report_items is read through report jobs');
       default:
         throw SluiceError.config(`unknown stream ${JSON.stringify(partition.stream)}`);
     }
   }
+
+  // The demo API's tokens are stable: cursors encode a position, next links are plain URLs, pages
+  // are numbers. (A report's result pages are the orchestrator's business.)
+  resumableStreams(_config) {
+    return ['items', 'accounts', 'account_items', 'windowed_items'];
+  }
+
+  // `report_items`: one report job per account on the demo API's `/reports` endpoints.
+
+  jobStreams(config) {
+    return config.reportJobs ? ['report_items'] : [];
+  }
+
+  maxJobs(config) {
+    return config.maxJobs;
+  }
+
+  createJob(config, partition) {
+    const body = { account_id: partition.key.account_id };
+    const start = partition.cursorStart();
+    if (start !== undefined) body.updated_after = start.toQueryValue();
+    const job = authorized(config, http.post(url(config, '/reports')).jsonBody(body)).send().errorForStatus().json();
+    if (typeof job?.id !== 'string') throw SluiceError.system(`POST /reports answered without a report id: ${JSON.stringify(job)}`);
+    return { id: job.id };
+  }
+
+  pollJob(config, job) {
+    const answer = get(config, url(config, `/reports/${jobId(job)}`)).send();
+    if (answer.status === 404) return JobStatus.unknown();
+    const view = answer.errorForStatus().json();
+    if (view.status === 'completed') return JobStatus.completed({ url: view.download_url ?? null });
+    if (view.status === 'failed') return JobStatus.failed(view.error ?? 'the report failed');
+    return JobStatus.running();
+  }
+
+  /**
+   * The download is one JSONL body, streamed: each call hands on the next lines of it, and the
+   * token names the open body (and how far it got, to open it again from there when the partition
+   * is retried in a new instance).
+   */
+  readResult(config, _job, download, token) {
+    if (typeof download?.url !== 'string') throw SluiceError.system(`the report's download names no URL: ${JSON.stringify(download)}`);
+    const openAt = (offset) => {
+      const request = get(config, url(config, download.url));
+      if (offset > 0) request.query('offset', offset);
+      return request.open().errorForStatus().body;
+    };
+    const position = readingPosition(token);
+    let body = position === undefined ? openAt(0) : http.Body.fromHandle(position.body);
+    const offset = position?.offset ?? 0;
+    let lines = body.readLines(config.reportPageSize);
+    if (lines === undefined) {
+      // The host no longer holds the body (a new instance reads the partition): reopen it where
+      // the token got to.
+      body = openAt(offset);
+      lines = body.readLines(config.reportPageSize);
+      if (lines === undefined) throw SluiceError.system('the body closed');
+    }
+    const records = lines.lines().filter((line) => line.trim() !== '');
+    return new Page(records, lines.end ? undefined : { body: body.handle, offset: offset + lines.count });
+  }
+
+  deleteJob(config, job) {
+    const answer = authorized(config, http.del(url(config, `/reports/${jobId(job)}`))).send();
+    // Gone already is as good as deleted.
+    if (answer.status !== 404) answer.errorForStatus();
+  }
 }
 
-export const source = exportSource(DemoSource);
+export const { source, asyncJobs, resume } = exportConnector(DemoSource);

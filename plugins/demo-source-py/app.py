@@ -6,25 +6,55 @@ Streams:
 - `accounts`: page-number pagination, ends on a short page;
 - `account_items`: one partition per account, next-URL pagination, incremental on `updated_at`;
 - `windowed_items`: every item, sliced into windows of `updated_at` (`window_minutes`) that the
-  host reads concurrently and checkpoints window by window.
+  host reads concurrently and checkpoints window by window;
+- `report_items` (with `report_jobs`): one partition per account, read through the API's report
+  jobs, the result a JSON-lines download streamed a page at a time.
 """
 
 from dataclasses import dataclass
 from typing import Optional
 
 import sluice_guest as sluice
-from sluice_guest import CursorValue, Error, Page, Partition, PartitionBatch, Stream, context, http, paginate, slice
+from sluice_guest import (
+    CursorValue,
+    Error,
+    JobStatus,
+    Page,
+    Partition,
+    PartitionBatch,
+    Stream,
+    context,
+    http,
+    paginate,
+    slice,
+)
 
 
 @dataclass
 class Config:
     base_url: str
     page_size: int
+    # Read items updated after this RFC 3339 date-time only (incremental streams).
     start_date: Optional[str]
     window_minutes: int
+    # Sent as `Authorization: Bearer ...` on every request when set.
+    api_key: Optional[str]
+    # Offer `report_items`, read through the API's report jobs (one per account).
+    report_jobs: bool
+    # Report jobs the API allows at once.
+    max_jobs: int
+    # Records per page of a report's result.
+    report_page_size: int
 
     def url(self, path: str) -> str:
         return http.join(self.base_url, path)
+
+    def authorized(self, request: http.Request) -> http.Request:
+        """The request, authenticated when the config has a key."""
+        return request.bearer_auth(self.api_key) if self.api_key is not None else request
+
+    def get(self, url: str) -> http.Request:
+        return self.authorized(http.get(url))
 
 
 def item_schema() -> dict:
@@ -42,7 +72,7 @@ def item_schema() -> dict:
 
 
 def accounts_page(config: Config, page: int) -> list:
-    answer = http.get(config.url("/accounts")).query("page", page).query("per_page", config.page_size).send()
+    answer = config.get(config.url("/accounts")).query("page", page).query("per_page", config.page_size).send()
     return answer.error_for_status().json()["data"]
 
 
@@ -51,24 +81,50 @@ def cursor_page(request: http.Request) -> Page:
     return Page.from_values(answer["data"], paginate.next_cursor(answer.get("next_cursor")))
 
 
-class DemoSource(sluice.Source):
+def job_id(job) -> str:
+    """The report id in a job handle `create_job` made."""
+    if not isinstance(job, dict) or not isinstance(job.get("id"), str):
+        raise Error.system(f"not a report job handle: {job!r}")
+    return job["id"]
+
+
+def reading_position(token) -> Optional[tuple[int, int]]:
+    """Where a report download is being read, from `read_result`'s page token: the open body's
+    handle and the lines read from it."""
+    if token is None:
+        return None
+    if not isinstance(token, dict) or not all(isinstance(token.get(k), int) for k in ("body", "offset")):
+        raise Error.system(f"not a report page token: {token!r}")
+    return token["body"], token["offset"]
+
+
+class DemoSource(sluice.Source, sluice.AsyncJobs):
     def parse_config(self, raw: dict) -> Config:
         return Config(
             base_url=sluice.field(raw, "base_url", str),
             page_size=sluice.field(raw, "page_size", int, 100),
             start_date=sluice.field(raw, "start_date", str, None),
             window_minutes=sluice.field(raw, "window_minutes", int, 60),
+            api_key=sluice.field(raw, "api_key", str, None),
+            report_jobs=sluice.field(raw, "report_jobs", bool, False),
+            max_jobs=sluice.field(raw, "max_jobs", int, 2),
+            report_page_size=sluice.field(raw, "report_page_size", int, 5000),
         )
 
     def spec(self) -> dict:
         return {
             "$schema": "http://json-schema.org/draft-07/schema#",
             "title": "Demo API source",
+            "documentationUrl": "https://example.com/sluice/demo-source",
             "type": "object",
             "required": ["base_url"],
             "additionalProperties": True,
             "properties": {
-                "base_url": {"type": "string", "description": "Where the demo API listens, e.g. http://127.0.0.1:8080"},
+                "base_url": {
+                    "type": "string",
+                    "format": "uri",
+                    "description": "Where the demo API listens, e.g. http://127.0.0.1:8080",
+                },
                 "page_size": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 100},
                 "start_date": {
                     "type": "string",
@@ -80,6 +136,28 @@ class DemoSource(sluice.Source):
                     "minimum": 1,
                     "default": 60,
                     "description": "Width of the windows of windowed_items",
+                },
+                "api_key": {
+                    "type": "string",
+                    "airbyte_secret": True,
+                    "description": "Sent as a bearer token, when the API requires one",
+                },
+                "report_jobs": {
+                    "type": "boolean",
+                    "default": False,
+                    "description": "Offer report_items, read through report jobs (one per account)",
+                },
+                "max_jobs": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "default": 2,
+                    "description": "Report jobs the API allows at once",
+                },
+                "report_page_size": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "default": 5000,
+                    "description": "Records per page of a report's result",
                 },
             },
         }
@@ -108,15 +186,18 @@ class DemoSource(sluice.Source):
             },
             "required": ["id"],
         }
-        return [
+        streams = [
             Stream("items", item_schema()).with_primary_key("id"),
             Stream("accounts", accounts_schema).with_primary_key("id"),
             Stream("account_items", item_schema()).with_primary_key("id").with_cursor_field("updated_at"),
             Stream("windowed_items", item_schema()).with_primary_key("id").with_cursor_field("updated_at"),
         ]
+        if config.report_jobs:
+            streams.append(Stream("report_items", item_schema()).with_primary_key("id").with_cursor_field("updated_at"))
+        return streams
 
     def partitions(self, config: Config, stream: str, state) -> list[Partition]:
-        if stream != "account_items":
+        if stream not in ("account_items", "report_items"):
             return [Partition.whole(stream)]
         # One partition per account; every page of accounts is listed (bounded by a short page).
         start = CursorValue.datetime(config.start_date) if config.start_date is not None else None
@@ -136,7 +217,7 @@ class DemoSource(sluice.Source):
             return PartitionBatch(self.partitions(config, stream, state))
         # Windows from the first item (or start_date) to the last; the host skips finished ones.
         with context("reading item bounds"):
-            bounds = http.get_json(config.url("/items/bounds"))
+            bounds = config.get(config.url("/items/bounds")).send().error_for_status().json()
         first, last = bounds.get("first_updated_at"), bounds.get("last_updated_at")
         if first is None or last is None:
             return PartitionBatch([], record_estimate=0)
@@ -150,7 +231,7 @@ class DemoSource(sluice.Source):
     def read_page(self, config: Config, partition: Partition, token) -> Page:
         stream = partition.stream
         if stream == "items":
-            request = http.get(config.url("/items")).query("limit", config.page_size)
+            request = config.get(config.url("/items")).query("limit", config.page_size)
             cursor = paginate.cursor(token)
             if cursor is not None:
                 request.query("cursor", cursor)
@@ -162,17 +243,17 @@ class DemoSource(sluice.Source):
         if stream == "account_items":
             next_url = paginate.cursor(token)
             if next_url is not None:
-                request = http.get(config.url(next_url))
+                request = config.get(config.url(next_url))
             else:
                 account_id = partition.key["account_id"]
-                request = http.get(config.url(f"/accounts/{account_id}/items")).query("limit", config.page_size)
+                request = config.get(config.url(f"/accounts/{account_id}/items")).query("limit", config.page_size)
                 start = partition.cursor_start()
                 if start is not None:
                     request.query("updated_after", start.to_query_value())
             answer = request.send().error_for_status().json()
             return Page.from_values(answer["data"], paginate.next_cursor(answer.get("next")))
         if stream == "windowed_items":
-            request = http.get(config.url("/items")).query("limit", config.page_size)
+            request = config.get(config.url("/items")).query("limit", config.page_size)
             start, end = partition.cursor_start(), partition.cursor_end()
             if start is not None:
                 request.query("updated_after", start.to_query_value())
@@ -182,7 +263,82 @@ class DemoSource(sluice.Source):
             if cursor is not None:
                 request.query("cursor", cursor)
             return cursor_page(request)
+        if stream == "report_items":
+            raise Error.system("report_items is read through report jobs")
         raise Error.config(f"unknown stream {stream!r}")
 
+    def resumable_streams(self, config: Config) -> list[str]:
+        # The demo API's tokens are stable: cursors encode a position, next links are plain URLs,
+        # pages are numbers. (A report's result pages are the orchestrator's business.)
+        return ["items", "accounts", "account_items", "windowed_items"]
 
-Source = sluice.export(DemoSource)
+    # `report_items`: one report job per account on the demo API's `/reports` endpoints.
+
+    def job_streams(self, config: Config) -> list[str]:
+        return ["report_items"] if config.report_jobs else []
+
+    def max_jobs(self, config: Config) -> int:
+        return config.max_jobs
+
+    def create_job(self, config: Config, partition: Partition):
+        body = {"account_id": partition.key["account_id"]}
+        start = partition.cursor_start()
+        if start is not None:
+            body["updated_after"] = start.to_query_value()
+        request = config.authorized(http.post(config.url("/reports")).json_body(body))
+        job = request.send().error_for_status().json()
+        if not isinstance(job, dict) or not isinstance(job.get("id"), str):
+            raise Error.system(f"POST /reports answered without a report id: {job!r}")
+        return {"id": job["id"]}
+
+    def poll_job(self, config: Config, job) -> JobStatus:
+        answer = config.get(config.url(f"/reports/{job_id(job)}")).send()
+        if answer.status == 404:
+            return JobStatus.unknown()
+        view = answer.error_for_status().json()
+        if view["status"] == "completed":
+            return JobStatus.completed({"url": view.get("download_url")})
+        if view["status"] == "failed":
+            error = view.get("error")
+            return JobStatus.failed(error if error is not None else "the report failed")
+        return JobStatus.running()
+
+    def read_result(self, config: Config, job, download, token) -> Page:
+        """The download is one JSONL body, streamed: each call hands on the next lines of it, and
+        the token names the open body (and how far it got, to open it again from there when the
+        partition is retried in a new instance)."""
+        url = download.get("url") if isinstance(download, dict) else None
+        if not isinstance(url, str):
+            raise Error.system(f"the report's download names no URL: {download!r}")
+
+        def open_at(offset: int) -> http.Body:
+            request = config.get(config.url(url))
+            if offset > 0:
+                request.query("offset", offset)
+            return request.open().error_for_status().body
+
+        position = reading_position(token)
+        if position is None:
+            body, offset = open_at(0), 0
+        else:
+            body, offset = http.Body.from_handle(position[0]), position[1]
+        lines = body.read_lines(config.report_page_size)
+        if lines is None:
+            # The host no longer holds the body (a new instance reads the partition): reopen it
+            # where the token got to.
+            body = open_at(offset)
+            lines = body.read_lines(config.report_page_size)
+            if lines is None:
+                raise Error.system("the body closed")
+        records = [line for line in lines.lines() if line.strip()]
+        next_token = None if lines.end else {"body": body.handle, "offset": offset + lines.count}
+        return Page(records, next_token)
+
+    def delete_job(self, config: Config, job) -> None:
+        answer = config.authorized(http.delete(config.url(f"/reports/{job_id(job)}"))).send()
+        # Gone already is as good as deleted.
+        if answer.status != 404:
+            answer.error_for_status()
+
+
+Source, AsyncJobs, Resume = sluice.export_connector(DemoSource)

@@ -4,6 +4,9 @@
 //! 1. Throughput: `items`, 100k records in pages of 1000 (one partition), the whole `host run`
 //!    path in this process with output to a sink; median of several rounds after a warm-up that
 //!    fills the compiled-component cache.
+//! 3. Throughput on records the size and shape of a real API's (~280 bytes: an email, a nested
+//!    address, a tags array; `DemoApiConfig::rich_records`): `items`, 100k in pages of 1000, each
+//!    language's ratio to Rust in the same run.
 //! 2. Start-up with a warm cache: loading the plugin (engine, cached compiled code, linking),
 //!    then the first instance and call (`spec`), in this process; and the wall time of a whole
 //!    `host spec` process when the release host is built.
@@ -48,6 +51,27 @@ fn main() {
             ms(median),
             first.as_secs_f64()
         );
+    }
+
+    println!("\n[3] items: 100k records of ~280 bytes (nested address, tags), pages of 1000 (median of {ROUNDS})");
+    let rich = DemoApi::start_background(DemoApiConfig {
+        records: RECORDS,
+        accounts: 5,
+        rich_records: true,
+        ..Default::default()
+    })
+    .unwrap();
+    let rich_config = work.path().join("rich.json");
+    std::fs::write(&rich_config, format!(r#"{{"base_url": "{}", "page_size": 1000}}"#, rich.base_url())).unwrap();
+    let mut rust = None;
+    for (language, name) in PLUGINS {
+        let plugin = plugin_path(&root, name);
+        let run =
+            || runtime.block_on(common::host_run(&plugin, &rich_config, &rich, cache.path(), &["--streams", "items"]));
+        let mut times: Vec<Duration> = (0..ROUNDS).map(|_| run()).collect();
+        let rate = RECORDS as f64 / median(&mut times).as_secs_f64();
+        let of_rust = *rust.get_or_insert(rate);
+        println!("  {language:<11} {rate:>9.0} records/s  ({:.2}x Rust)", rate / of_rust);
     }
 
     println!("\n[2] start-up with a warm cache (median of {STARTS})");

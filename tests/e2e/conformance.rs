@@ -47,7 +47,11 @@ fn demo_passes(name: &str) {
     let cache = warm_cache(name);
     let api = demo_api(DemoApiConfig { records: 250, accounts: 3, ..Default::default() });
     let files = Files::new();
-    let config = files.json("config.json", &json!({"base_url": api.base_url(), "page_size": 30, "window_minutes": 45}));
+    // Report jobs on: the job stream is checked like the others, through its jobs.
+    let config = files.json(
+        "config.json",
+        &json!({"base_url": api.base_url(), "page_size": 30, "window_minutes": 45, "report_jobs": true, "report_page_size": 40}),
+    );
     let grant = grant(&api);
     let run = kit(&plugin(name), &config, Some(&cache), &["--allow-host", &grant]);
     assert!(run.success, "{name}: {:#}\n{}", run.report, run.stderr);
@@ -63,7 +67,8 @@ fn demo_passes(name: &str) {
     assert_eq!(records("accounts"), 3);
     assert_eq!(records("account_items"), 250);
     assert_eq!(records("windowed_items"), 250);
-    for stream in ["items", "accounts", "account_items", "windowed_items"] {
+    assert_eq!(records("report_items"), 250);
+    for stream in ["items", "accounts", "account_items", "windowed_items", "report_items"] {
         for check in ["partitions", "read", "pagination"] {
             assert_eq!(run.check(check, Some(stream))["status"], "pass", "{check} {stream}");
         }
@@ -74,6 +79,10 @@ fn demo_passes(name: &str) {
     // From the final state nothing is left: open partitions read nothing, windows are skipped.
     let incremental = run.check("incremental", Some("account_items"));
     assert_eq!((incremental["status"].as_str(), incremental["facts"]["records"].as_u64()), (Some("pass"), Some(0)));
+    let reports = run.check("incremental", Some("report_items"));
+    assert_eq!((reports["status"].as_str(), reports["facts"]["records"].as_u64()), (Some("pass"), Some(0)));
+    // Three reports of 84, 83 and 83 rows in pages of 40: three pages each.
+    assert_eq!(run.check("pagination", Some("report_items"))["facts"]["pages"], 9);
     let windows = run.check("incremental", Some("windowed_items"));
     assert_eq!(windows["status"], "pass");
     assert_eq!(windows["facts"]["partitions"], 0);

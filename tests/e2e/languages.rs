@@ -72,7 +72,10 @@ fn the_three_languages_give_identical_record_sets() {
     // which has 500: the items after 300 are what every language must read then.
     let before = demo_api(DemoApiConfig { records: 300, accounts: 4, ..Default::default() });
     let api = demo_api(DemoApiConfig { records: 500, accounts: 4, ..Default::default() });
-    let full = files.json("full.json", &json!({"base_url": api.base_url(), "page_size": 40, "window_minutes": 90}));
+    let full = files.json(
+        "full.json",
+        &json!({"base_url": api.base_url(), "page_size": 40, "window_minutes": 90, "report_jobs": true, "report_page_size": 60}),
+    );
     let dated = files.json(
         "dated.json",
         &json!({"base_url": api.base_url(), "page_size": 40, "window_minutes": 45, "start_date": "2024-01-01T03:10:00Z"}),
@@ -93,7 +96,7 @@ fn the_three_languages_give_identical_record_sets() {
     // What the Rust connector read is right, so the others can be compared with it.
     let (_, full, incremental, dated) = &results[0];
     let all: Vec<u64> = (1..=500).collect();
-    for stream in ["items", "account_items", "windowed_items"] {
+    for stream in ["items", "account_items", "windowed_items", "report_items"] {
         assert_eq!(ids_of(&full[stream]), all, "full read of {stream}");
     }
     assert_eq!(ids_of(&full["accounts"]), vec![1, 2, 3, 4]);

@@ -1,8 +1,12 @@
 // HTTP through the host. The host enforces the egress grant, timeouts, retries with backoff
 // (429, 5xx, connection errors; `Retry-After` honoured) and size caps, so a connector just sends.
+//
+// `Request.send` answers with the whole body; `Request.open` leaves the body with the host, to be
+// read a piece at a time (`Body.readLines`, `Body.readBytes`) for downloads too large to hold.
 
-import { send } from 'sluice:connector/http@0.1.3';
+import { closeBody, open, readBytes, readLines, send } from 'sluice:connector/http@0.1.3';
 import { SluiceError } from './errors.js';
+import { Lines } from './types.js';
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -51,6 +55,21 @@ export class Request {
       throw httpError(this.method, this.url, e?.payload ?? e);
     }
     return new Response(this.url, answer.status, answer.headers, answer.body);
+  }
+
+  /**
+   * Sends the request, but leaves the body with the host, to be read a piece at a time with
+   * `Body.readLines` or `Body.readBytes`: for downloads too large to hold (a report of a million
+   * rows). Retries, redirects and the egress policy work as for `send`.
+   */
+  open() {
+    let head;
+    try {
+      head = open({ method: this.method, url: this.url, headers: this.headers, body: this.body });
+    } catch (e) {
+      throw httpError(this.method, this.url, e?.payload ?? e);
+    }
+    return new StreamedResponse(this.url, head.status, head.headers, new Body(head.body));
   }
 }
 
@@ -108,10 +127,115 @@ export class Response {
    */
   errorForStatus() {
     if (this.isSuccess()) return this;
-    const message = `${this.url} answered ${this.status}: ${decoder.decode(this.body.slice(0, 500))}`;
-    if ([401, 403, 404].includes(this.status)) throw SluiceError.config(message);
-    if (this.status === 429 || (this.status >= 500 && this.status <= 599)) throw SluiceError.transient(message);
-    throw SluiceError.system(message);
+    throw statusError(this.url, this.status, this.body);
+  }
+}
+
+function statusError(url, status, body) {
+  const message = `${url} answered ${status}: ${decoder.decode(body.slice(0, 500))}`;
+  if ([401, 403, 404].includes(status)) return SluiceError.config(message);
+  if (status === 429 || (status >= 500 && status <= 599)) return SluiceError.transient(message);
+  return SluiceError.system(message);
+}
+
+/** An HTTP answer whose body is still with the host (see `Request.open`): `url`, `status`, `headers` and `body` (a `Body`). */
+export class StreamedResponse {
+  constructor(url, status, headers, body) {
+    this.url = url;
+    this.status = status;
+    this.headers = headers;
+    this.body = body;
+  }
+
+  /** The first header called `name` (case-insensitive). */
+  header(name) {
+    const wanted = name.toLowerCase();
+    return this.headers.find(([k]) => k.toLowerCase() === wanted)?.[1];
+  }
+
+  isSuccess() {
+    return this.status >= 200 && this.status < 300;
+  }
+
+  /** As `Response.errorForStatus`; the message quotes the start of the body, and the body is closed. */
+  errorForStatus() {
+    if (this.isSuccess()) return this;
+    let start;
+    try {
+      start = this.body.readBytes(500);
+    } catch {
+      // The status says enough; a body that fails to read adds nothing.
+    }
+    this.body.close();
+    throw statusError(this.url, this.status, start ?? new Uint8Array());
+  }
+}
+
+const MAX_U32 = 2 ** 32 - 1;
+
+/**
+ * An open response body, held by the host for as long as it reads the partition that opened it.
+ * Its `handle` may go into a page token (and back with `Body.fromHandle`) so that the next
+ * `readPage` or `readResult` call of the partition goes on reading where this one stopped; a body
+ * read to its end is closed by the host.
+ */
+export class Body {
+  #handle;
+
+  constructor(handle) {
+    this.#handle = handle;
+  }
+
+  /** The body a handle names, as kept in a page token; anything but a handle is a system error. */
+  static fromHandle(handle) {
+    if (!Number.isInteger(handle) || handle < 0 || handle > MAX_U32) throw SluiceError.system(`not a body handle: ${JSON.stringify(handle)}`);
+    return new Body(handle);
+  }
+
+  get handle() {
+    return this.#handle;
+  }
+
+  /**
+   * Up to `maxLines` more lines, as `Lines`. `undefined` when the host holds no such body: it was
+   * closed, or the partition is read by a new instance now (a retry, a resumed run), so open it
+   * again (from a position the token kept, say).
+   */
+  readLines(maxLines) {
+    try {
+      const read = readLines(this.#handle, maxLines);
+      return new Lines(read.text, read.count, read.end);
+    } catch (e) {
+      return unknownBodyOrThrow(e?.payload ?? e);
+    }
+  }
+
+  /** Up to `maxBytes` more bytes (a Uint8Array, empty at the end). `undefined` as for `readLines`. */
+  readBytes(maxBytes) {
+    try {
+      return readBytes(this.#handle, maxBytes);
+    } catch (e) {
+      return unknownBodyOrThrow(e?.payload ?? e);
+    }
+  }
+
+  /** Closes the body before its end. */
+  close() {
+    closeBody(this.#handle);
+  }
+}
+
+function unknownBodyOrThrow(error) {
+  switch (error?.tag) {
+    case 'unknown-body':
+      return undefined;
+    case 'connection':
+      throw SluiceError.transient(error.val);
+    case 'too-large':
+    case 'not-text':
+      throw SluiceError.system(error.val);
+    default:
+      throw error;
   }
 }
 
@@ -126,3 +250,4 @@ export function getJson(url) {
 
 // URL helpers need no host, so they live apart (and are unit-tested outside a component).
 export { join, hostPort } from './urls.js';
+export { Lines } from './types.js';

@@ -133,3 +133,57 @@ export class PartitionBatch {
     return this;
   }
 }
+
+const JOB_STATUSES = ['running', 'completed', 'failed', 'unknown'];
+
+/**
+ * Where a report job is, as `pollJob` answers: `JobStatus.running()` (poll again later),
+ * `JobStatus.completed(download)` (what to read, handed to `readResult`: a download URL, a result
+ * id; any JSON value), `JobStatus.failed(message)` (the host may create a new job) or
+ * `JobStatus.unknown()` (the API does not know the job: the host creates a new one).
+ */
+export class JobStatus {
+  constructor(kind, value = undefined) {
+    if (!JOB_STATUSES.includes(kind)) throw new TypeError(`unknown job status ${JSON.stringify(kind)}`);
+    this.kind = kind;
+    // The download of a completed job, the message of a failed one, else undefined.
+    this.value = value;
+  }
+
+  static running() {
+    return new JobStatus('running');
+  }
+
+  static completed(download) {
+    return new JobStatus('completed', download);
+  }
+
+  static failed(message) {
+    return new JobStatus('failed', String(message));
+  }
+
+  static unknown() {
+    return new JobStatus('unknown');
+  }
+}
+
+/**
+ * Lines of a streamed body (`Body.readLines`), as one text, and whether it ended: `text` holds
+ * `count` complete lines, each with its line ending as sent (the body's last line may have none),
+ * to split with `lines()` or hand to a CSV reader as it is; `end` is true when the body has no
+ * more (the host has closed it).
+ */
+export class Lines {
+  constructor(text, count, end) {
+    this.text = text;
+    this.count = count;
+    this.end = end;
+  }
+
+  /** The lines, without their `\n` or `\r\n` (a trailing line ending starts no empty line). */
+  lines() {
+    const lines = this.text.split('\n');
+    if (lines[lines.length - 1] === '') lines.pop();
+    return lines.map((line) => (line.endsWith('\r') ? line.slice(0, -1) : line));
+  }
+}

@@ -1,7 +1,7 @@
 """Write Sluice data-source connectors in Python.
 
 A connector subclasses `Source`, overriding at least `spec`, `streams` and `read_page`, and
-exports it as the component's `source` interface from its app module:
+exports it from its app module:
 
     import sluice_guest as sluice
 
@@ -16,12 +16,18 @@ exports it as the component's `source` interface from its app module:
             body = sluice.http.get_json(config["base_url"] + "/items")
             return sluice.Page.from_values(body["data"])
 
-    Source = sluice.export(MySource)
+    Source, AsyncJobs, Resume = sluice.export_connector(MySource)
 
-Build it with `componentize-py -d wit -w connector componentize -p guest-sdk/python app -o x.wasm`.
+Build it in the `resumable-connector` world, as the Rust SDK builds every connector:
+`componentize-py -d wit -w resumable-connector componentize -p guest-sdk/python app -o x.wasm`.
+A connector some of whose streams are read through report jobs mixes in `AsyncJobs`
+(`class MySource(sluice.Source, sluice.AsyncJobs)`); one whose page tokens stay valid across runs
+names those streams in `resumable_streams`. (`Source = sluice.export(MySource)` exports the
+`source` interface alone, for the plain `connector` world: `-w connector`.)
 
-Every method is called with everything it needs: the host keeps page tokens, partitions and
-cursors between calls, so a connector holds no state of its own (each call gets a fresh object).
+Every method is called with everything it needs: the host keeps page tokens, partitions, cursors
+and job handles between calls, so a connector holds no state of its own (each call gets a fresh
+object).
 """
 
 import json
@@ -29,11 +35,11 @@ from typing import Any, Optional
 
 from . import http, log, paginate, slice
 from .errors import Error, context
-from .types import CursorRange, CursorValue, Page, Partition, PartitionBatch, Stream
+from .types import CursorRange, CursorValue, JobStatus, Page, Partition, PartitionBatch, Stream
 
 __all__ = [
-    "Source", "export", "field", "Error", "context", "Stream", "Partition", "CursorValue", "CursorRange",
-    "Page", "PartitionBatch", "http", "log", "paginate", "slice",
+    "Source", "AsyncJobs", "export", "export_connector", "field", "Error", "context", "Stream", "Partition",
+    "CursorValue", "CursorRange", "Page", "PartitionBatch", "JobStatus", "http", "log", "paginate", "slice",
 ]
 
 
@@ -74,6 +80,51 @@ class Source:
         page's next token."""
         raise NotImplementedError("a connector must implement read_page()")
 
+    def resumable_streams(self, config) -> list[str]:
+        """The streams whose page tokens stay valid across runs (an offset, a page number, a cursor
+        or next-page URL the API keeps): the host may then save a partition's next token after
+        each page and resume the partition there after a crash, instead of reading it again from
+        its start. The default is none."""
+        return []
+
+
+class AsyncJobs:
+    """Streams read through report jobs, mixed into a `Source` subclass
+    (`class MySource(sluice.Source, sluice.AsyncJobs)`) and exported with `export_connector`:
+    the host creates a job for a partition, polls it, reads its result a page at a time and
+    deletes it. It decides when: it keeps job slots, polls on timers, retries failed jobs as new
+    ones, and keeps handles in its state so a resumed run polls the same jobs. A connector with
+    job streams implements `create_job`, `poll_job` and `read_result`; the rest have defaults."""
+
+    def job_streams(self, config) -> list[str]:
+        """The streams read through jobs; their partitions come from `Source.partitions`."""
+        return []
+
+    def max_jobs(self, config) -> int:
+        """Jobs the API allows at once (the operator may override it with `--max-jobs`)."""
+        return 4
+
+    def create_job(self, config, partition: Partition) -> Any:
+        """Starts a job for a partition (its cursor range filled as for `read_page`); returns its
+        handle: any JSON value later calls need (an id, a URL)."""
+        raise NotImplementedError("a connector with job streams must implement create_job()")
+
+    def poll_job(self, config, job: Any) -> JobStatus:
+        """Where the job is now: a `JobStatus`."""
+        raise NotImplementedError("a connector with job streams must implement poll_job()")
+
+    def read_result(self, config, job: Any, download: Any, token: Any) -> Page:
+        """One page of a completed job's result: `download` is what `poll_job` answered with
+        `JobStatus.completed`; `token` is `None` first, then the previous page's next token."""
+        raise NotImplementedError("a connector with job streams must implement read_result()")
+
+    def abort_job(self, config, job: Any) -> None:
+        """Stops a running job (it timed out, or the run was cancelled); by default, deletes it."""
+        self.delete_job(config, job)
+
+    def delete_job(self, config, job: Any) -> None:
+        """Removes a job once its result was read; by default, nothing."""
+
 
 _REQUIRED = object()
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "a boolean", list: "an array", dict: "an object"}
@@ -96,8 +147,19 @@ def field(raw: dict, name: str, kind: type, default: Any = _REQUIRED) -> Any:
 
 
 def export(source: type) -> type:
-    """Makes the class the component exports as its `source` interface from a `Source` subclass.
-    Assign it to `Source` in the app module: `Source = sluice.export(MySource)`."""
+    """Makes the class the component exports as its `source` interface from a `Source` subclass,
+    for the plain `connector` world. Assign it to `Source` in the app module:
+    `Source = sluice.export(MySource)`."""
     from ._export import exporter
 
     return exporter(source)
+
+
+def export_connector(source: type) -> tuple[type, type, type]:
+    """Makes the three classes the component exports in the `resumable-connector` world (its
+    `source`, `async-jobs` and `resume` interfaces) from a `Source` subclass, with or without
+    `AsyncJobs` mixed in. Assign them in the app module:
+    `Source, AsyncJobs, Resume = sluice.export_connector(MySource)`."""
+    from ._export import connector_exporter
+
+    return connector_exporter(source)

@@ -1,4 +1,7 @@
-"""Glue between the WIT bindings componentize-py generates and `Source`; not part of the API."""
+"""Glue between the WIT bindings componentize-py generates and `Source`; not part of the API.
+
+The `async-jobs` bindings exist only in the worlds that export that interface, so they are
+imported by `connector_exporter` alone: `exporter` keeps working in the plain `connector` world."""
 
 import json
 import traceback
@@ -7,7 +10,7 @@ from componentize_py_types import Err
 from wit_world.imports import types as wit
 
 from .errors import CONFIG, TRANSIENT, Error
-from .types import CursorRange, CursorValue, Partition, _compact, parse_json
+from .types import CursorRange, CursorValue, JobStatus, Page, Partition, _compact, parse_json
 
 _CURSOR_TO_WIT = {"integer": wit.CursorValue_Integer, "datetime": wit.CursorValue_Datetime, "text": wit.CursorValue_Text}
 
@@ -42,6 +45,41 @@ def _token(value):
     return None if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+def _page_to_wit(page: Page):
+    return wit.Page(list(page.records), _token(page.next_token))
+
+
+def _job_status_to_wit(status: JobStatus, async_jobs):
+    """The WIT `job-status` of what `poll_job` answered (`async_jobs`: the generated bindings)."""
+    if not isinstance(status, JobStatus):
+        raise Error.system(f"poll_job answered {status!r}, not a JobStatus")
+    if status.kind == JobStatus.RUNNING:
+        return async_jobs.JobStatus_Running()
+    if status.kind == JobStatus.COMPLETED:
+        return async_jobs.JobStatus_Completed(_compact(status.value))
+    if status.kind == JobStatus.FAILED:
+        return async_jobs.JobStatus_Failed(str(status.value))
+    return async_jobs.JobStatus_Unknown()
+
+
+_MAX_U32 = 2**32 - 1
+
+
+def _job_settings(source, config, async_jobs):
+    """What `settings` answers: the job streams and how many jobs at once. A connector without
+    `AsyncJobs`, or with no job streams for this config, names none and asks for no job slots,
+    as the Rust SDK's `export_source!` does."""
+    from . import AsyncJobs
+
+    streams = list(source.job_streams(config)) if isinstance(source, AsyncJobs) else []
+    if not streams:
+        return async_jobs.JobSettings([], 0)
+    max_jobs = source.max_jobs(config)
+    if not isinstance(max_jobs, int) or isinstance(max_jobs, bool) or not 0 <= max_jobs <= _MAX_U32:
+        raise Error.system(f"max_jobs answered {max_jobs!r}, not a number of jobs")
+    return async_jobs.JobSettings(streams, max_jobs)
+
+
 def _to_wit_error(e: Error):
     if e.kind == CONFIG:
         return wit.Error_Config(e.message)
@@ -63,7 +101,9 @@ def _guard(call):
         raise Err(wit.Error_System(f"the connector raised {type(e).__name__}: {e}{where}")) from None
 
 
-def exporter(source_cls):
+def _config_parser(source_cls):
+    """Reads the config text the host passes to every call into what the connector wants."""
+
     def config(text: str):
         try:
             raw = json.loads(text)
@@ -72,6 +112,12 @@ def exporter(source_cls):
         if not isinstance(raw, dict):
             raise Error.config("invalid config: expected a JSON object")
         return source_cls().parse_config(raw)
+
+    return config
+
+
+def exporter(source_cls):
+    config = _config_parser(source_cls)
 
     class Export:
         def spec(self) -> str:
@@ -109,9 +155,67 @@ def exporter(source_cls):
             def run():
                 parsed = config(config_json)
                 page = source_cls().read_page(parsed, _partition_from_wit(partition), parse_json("page token", token))
-                return wit.Page(list(page.records), _token(page.next_token))
+                return _page_to_wit(page)
 
             return _guard(run)
 
     Export.__name__ = Export.__qualname__ = "Source"
     return Export
+
+
+def connector_exporter(source_cls):
+    """The `Source`, `AsyncJobs` and `Resume` classes of the `resumable-connector` world."""
+    from wit_world.exports import async_jobs
+
+    from . import AsyncJobs as AsyncJobsMixin
+
+    config = _config_parser(source_cls)
+
+    def with_jobs():
+        # Checked before each call, so a connector without job streams says so plainly.
+        source = source_cls()
+        if not isinstance(source, AsyncJobsMixin):
+            raise Error.system("this connector reads no stream through report jobs")
+        return source
+
+    class AsyncJobsExport:
+        def settings(self, config_json: str):
+            return _guard(lambda: _job_settings(source_cls(), config(config_json), async_jobs))
+
+        def create_job(self, config_json: str, partition) -> str:
+            def run():
+                parsed = config(config_json)
+                return _compact(with_jobs().create_job(parsed, _partition_from_wit(partition)))
+
+            return _guard(run)
+
+        def poll_job(self, config_json: str, job: str):
+            def run():
+                parsed = config(config_json)
+                status = with_jobs().poll_job(parsed, parse_json("job handle", job))
+                return _job_status_to_wit(status, async_jobs)
+
+            return _guard(run)
+
+        def read_result(self, config_json: str, job: str, download: str, token):
+            def run():
+                parsed = config(config_json)
+                handle, download_value = parse_json("job handle", job), parse_json("job download", download)
+                page = with_jobs().read_result(parsed, handle, download_value, parse_json("page token", token))
+                return _page_to_wit(page)
+
+            return _guard(run)
+
+        def abort_job(self, config_json: str, job: str) -> None:
+            return _guard(lambda: with_jobs().abort_job(config(config_json), parse_json("job handle", job)))
+
+        def delete_job(self, config_json: str, job: str) -> None:
+            return _guard(lambda: with_jobs().delete_job(config(config_json), parse_json("job handle", job)))
+
+    class ResumeExport:
+        def resumable_streams(self, config_json: str) -> list[str]:
+            return _guard(lambda: list(source_cls().resumable_streams(config(config_json))))
+
+    AsyncJobsExport.__name__ = AsyncJobsExport.__qualname__ = "AsyncJobs"
+    ResumeExport.__name__ = ResumeExport.__qualname__ = "Resume"
+    return exporter(source_cls), AsyncJobsExport, ResumeExport

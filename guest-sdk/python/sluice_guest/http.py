@@ -1,5 +1,8 @@
 """HTTP through the host. The host enforces the egress grant, timeouts, retries with backoff
-(429, 5xx, connection errors; `Retry-After` honoured) and size caps, so a connector just sends."""
+(429, 5xx, connection errors; `Retry-After` honoured) and size caps, so a connector just sends.
+
+`Request.send` answers with the whole body; `Request.open` leaves the body with the host, to be
+read a piece at a time (`Body.read_lines`, `Body.read_bytes`) for downloads too large to hold."""
 
 import json
 from typing import Any, Optional
@@ -51,6 +54,16 @@ class Request:
             raise _http_error(self.method, self.url, e.value) from None
         return Response(self.url, answer.status, answer.headers, answer.body)
 
+    def open(self) -> "StreamedResponse":
+        """Sends the request, but leaves the body with the host, to be read a piece at a time with
+        `Body.read_lines` or `Body.read_bytes`: for downloads too large to hold (a report of a
+        million rows). Retries, redirects and the egress policy work as for `send`."""
+        try:
+            head = wit.open(wit.Request(self.method, self.url, self.headers, self.body))
+        except Err as e:
+            raise _http_error(self.method, self.url, e.value) from None
+        return StreamedResponse(self.url, head.status, head.headers, Body(head.body))
+
 
 def _http_error(method: str, url: str, error) -> Error:
     what = f"{method} {url}"
@@ -101,13 +114,130 @@ class Response:
         system error."""
         if self.is_success():
             return self
-        body = self.body[:500].decode(errors="replace")
-        message = f"{self.url} answered {self.status}: {body}"
-        if self.status in (401, 403, 404):
-            raise Error.config(message)
-        if self.status == 429 or 500 <= self.status <= 599:
-            raise Error.transient(message)
-        raise Error.system(message)
+        raise _status_error(self.url, self.status, self.body)
+
+
+def _status_error(url: str, status: int, body: bytes) -> Error:
+    message = f"{url} answered {status}: {body[:500].decode(errors='replace')}"
+    if status in (401, 403, 404):
+        return Error.config(message)
+    if status == 429 or 500 <= status <= 599:
+        return Error.transient(message)
+    return Error.system(message)
+
+
+class StreamedResponse:
+    """An HTTP answer whose body is still with the host (see `Request.open`): `url`, `status`,
+    `headers` and `body` (a `Body`)."""
+
+    def __init__(self, url: str, status: int, headers: list[tuple[str, str]], body: "Body"):
+        self.url = url
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def header(self, name: str) -> Optional[str]:
+        """The first header called `name` (case-insensitive)."""
+        name = name.lower()
+        return next((v for k, v in self.headers if k.lower() == name), None)
+
+    def is_success(self) -> bool:
+        return 200 <= self.status < 300
+
+    def error_for_status(self) -> "StreamedResponse":
+        """As `Response.error_for_status`; the message quotes the start of the body, and the body
+        is closed."""
+        if self.is_success():
+            return self
+        try:
+            start = self.body.read_bytes(500) or b""
+        except Error:
+            start = b""  # The status says enough; a body that fails to read adds nothing.
+        self.body.close()
+        raise _status_error(self.url, self.status, start)
+
+
+_MAX_U32 = 2**32 - 1
+
+
+class Body:
+    """An open response body, held by the host for as long as it reads the partition that
+    opened it. Its `handle` may go into a page token (and back with `Body.from_handle`) so that
+    the next `read_page` or `read_result` call of the partition goes on reading where this one
+    stopped; a body read to its end is closed by the host."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: int):
+        self.handle = handle
+
+    @classmethod
+    def from_handle(cls, handle: Any) -> "Body":
+        """The body a handle names, as kept in a page token; anything but a handle (a token
+        that was tampered with, or written by another connector) is a system error."""
+        if not isinstance(handle, int) or isinstance(handle, bool) or not 0 <= handle <= _MAX_U32:
+            raise Error.system(f"not a body handle: {handle!r}")
+        return cls(handle)
+
+    def read_lines(self, max_lines: int) -> Optional["Lines"]:
+        """Up to `max_lines` more lines. `None` when the host holds no such body: it was closed,
+        or the partition is read by a new instance now (a retry, a resumed run), so open it again
+        (from a position the token kept, say)."""
+        try:
+            read = wit.read_lines(self.handle, max_lines)
+        except Err as e:
+            return _unknown_body_or_raise(e.value)
+        return Lines(read.text, read.count, read.end)
+
+    def read_bytes(self, max_bytes: int) -> Optional[bytes]:
+        """Up to `max_bytes` more bytes; empty at the end. `None` as for `read_lines`."""
+        try:
+            return wit.read_bytes(self.handle, max_bytes)
+        except Err as e:
+            return _unknown_body_or_raise(e.value)
+
+    def close(self) -> None:
+        """Closes the body before its end."""
+        wit.close_body(self.handle)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Body) and self.handle == other.handle
+
+    def __repr__(self) -> str:
+        return f"Body({self.handle})"
+
+
+def _unknown_body_or_raise(error) -> None:
+    if isinstance(error, wit.BodyError_UnknownBody):
+        return None
+    if isinstance(error, wit.BodyError_Connection):
+        raise Error.transient(error.value)
+    raise Error.system(error.value)
+
+
+class Lines:
+    """Lines of a body, as one text, and whether it ended: `text` holds `count` complete lines,
+    each with its line ending as sent (the body's last line may have none), to split with
+    `lines()` or hand to a CSV reader as it is; `end` is true when the body has no more (the
+    host has closed it)."""
+
+    __slots__ = ("text", "count", "end")
+
+    def __init__(self, text: str, count: int, end: bool):
+        self.text = text
+        self.count = count
+        self.end = end
+
+    def lines(self) -> list[str]:
+        """The lines, without their `\\n` or `\\r\\n`. Only those end a line: not the other
+        characters `str.splitlines` splits on, which a JSON string may hold unescaped."""
+        lines = self.text.split("\n")
+        if lines[-1] == "":
+            lines.pop()
+        return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+    def __repr__(self) -> str:
+        return f"Lines(count={self.count}, end={self.end}, text={self.text[:60]!r})"
 
 
 def get(url: str) -> Request:

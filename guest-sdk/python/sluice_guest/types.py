@@ -154,3 +154,46 @@ def parse_json(what: str, text: Optional[str]) -> Any:
         return json.loads(text)
     except ValueError as e:
         raise Error.system(f"the host sent invalid {what} JSON: {e}") from e
+
+
+class JobStatus:
+    """Where a report job is, as `AsyncJobs.poll_job` answers: `JobStatus.running()` (poll again
+    later), `JobStatus.completed(download)` (what to read, handed to `read_result`: a download
+    URL, a result id; any JSON value), `JobStatus.failed(message)` (the host may create a new
+    job) or `JobStatus.unknown()` (the API does not know the job: the host creates a new one)."""
+
+    __slots__ = ("kind", "value")
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
+    def __init__(self, kind: str, value: Any = None):
+        if kind not in (self.RUNNING, self.COMPLETED, self.FAILED, self.UNKNOWN):
+            raise ValueError(f"unknown job status {kind!r}")
+        self.kind = kind
+        # The download of a completed job, the message of a failed one, else None.
+        self.value = value
+
+    @classmethod
+    def running(cls) -> "JobStatus":
+        return cls(cls.RUNNING)
+
+    @classmethod
+    def completed(cls, download: Any) -> "JobStatus":
+        return cls(cls.COMPLETED, download)
+
+    @classmethod
+    def failed(cls, message: str) -> "JobStatus":
+        return cls(cls.FAILED, str(message))
+
+    @classmethod
+    def unknown(cls) -> "JobStatus":
+        return cls(cls.UNKNOWN)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, JobStatus) and (self.kind, self.value) == (other.kind, other.value)
+
+    def __repr__(self) -> str:
+        return f"JobStatus.{self.kind}({'' if self.value is None else repr(self.value)})"

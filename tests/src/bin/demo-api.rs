@@ -79,6 +79,10 @@ struct Args {
     /// Lifetime of the access tokens POST /v2/oauth/token issues, in seconds (its `expires_in`).
     #[arg(long = "oauth-expires-in", value_name = "SECS", default_value_t = DemoApiConfig::default().oauth_expires_in_secs)]
     oauth_expires_in_secs: u64,
+
+    /// Items carry an email, a nested address, tags, a flag and a score too (~280 bytes each).
+    #[arg(long)]
+    rich_records: bool,
 }
 
 #[tokio::main]
@@ -96,6 +100,7 @@ async fn main() -> anyhow::Result<()> {
         fail_job_every: args.fail_job_every,
         api_key: args.api_key,
         oauth_expires_in_secs: args.oauth_expires_in_secs,
+        rich_records: args.rich_records,
         port: args.port,
     })
     .await?;

@@ -18,6 +18,35 @@ pub struct Item {
     pub account_id: u64,
     pub amount: u64,
     pub updated_at: String,
+    /// What a real API's record carries besides (`DemoApiConfig::rich_records`): ~280 bytes in all.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Details>,
+}
+
+/// A customer's contact and tags: a nested object, an array, a boolean and a decimal, as real
+/// records have.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Details {
+    pub email: String,
+    pub address: Address,
+    pub tags: Vec<String>,
+    pub active: bool,
+    /// A decimal, kept as text so `Item` stays `Eq`; written as a JSON number.
+    #[serde(serialize_with = "as_number")]
+    pub score: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Address {
+    pub street: String,
+    pub city: &'static str,
+    pub postcode: String,
+    pub country: &'static str,
+}
+
+fn as_number<S: serde::Serializer>(text: &str, s: S) -> Result<S::Ok, S::Error> {
+    let n: serde_json::Number = text.parse().map_err(serde::ser::Error::custom)?;
+    n.serialize(s)
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -35,6 +64,32 @@ pub fn item(id: u64, accounts: u64) -> Item {
         account_id: (id - 1) % accounts + 1,
         amount: (id * 7) % 1000,
         updated_at: format_rfc3339(item_updated_at(id)),
+        details: None,
+    }
+}
+
+/// Item `id` with its [`Details`], as `rich_records` serves it.
+pub fn rich_item(id: u64, accounts: u64) -> Item {
+    const CITIES: [&str; 4] = ["Springfield", "Rivertown", "Lakeside", "Hillcrest"];
+    const COUNTRIES: [&str; 3] = ["US", "DE", "JP"];
+    Item {
+        details: Some(Details {
+            email: format!("customer-{id}@example.com"),
+            address: Address {
+                street: format!("{} Main Street", id % 900 + 100),
+                city: CITIES[(id % 4) as usize],
+                postcode: format!("{:05}", id * 37 % 100_000),
+                country: COUNTRIES[(id % 3) as usize],
+            },
+            tags: vec![
+                format!("tier-{}", id % 5),
+                format!("region-{}", COUNTRIES[(id % 3) as usize].to_lowercase()),
+                "customer".into(),
+            ],
+            active: id % 7 != 0,
+            score: format!("{}.{}", id % 100, id % 10),
+        }),
+        ..item(id, accounts)
     }
 }
 
@@ -229,6 +284,21 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Rich records are the plain ones plus their details, about 280 bytes, numbers as numbers.
+    #[test]
+    fn rich_items_carry_details_of_a_realistic_size() {
+        let plain = serde_json::to_value(item(12345, 5)).unwrap();
+        let rich = serde_json::to_value(rich_item(12345, 5)).unwrap();
+        for (k, v) in plain.as_object().unwrap() {
+            assert_eq!(&rich[k], v, "{k}");
+        }
+        assert_eq!(rich["address"]["city"], "Rivertown", "12345 % 4 is 1");
+        assert_eq!(rich["score"], serde_json::json!(45.5));
+        assert!(rich["tags"].as_array().unwrap().len() == 3 && rich["active"] == true);
+        let size = serde_json::to_string(&rich).unwrap().len();
+        assert!((250..=320).contains(&size), "{size} bytes: {rich}");
+    }
 
     #[test]
     fn formats_known_instants() {

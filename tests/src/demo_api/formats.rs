@@ -116,7 +116,7 @@ fn write_row(format: ReportFormat, out: &mut Vec<u8>, item: &Item) {
             out.push(b'\n');
         }
         ReportFormat::Csv => {
-            let Item { id, name, account_id, amount, updated_at } = item;
+            let Item { id, name, account_id, amount, updated_at, .. } = item;
             let fields = [&id.to_string(), name, &account_id.to_string(), &amount.to_string(), updated_at];
             for (i, field) in fields.into_iter().enumerate() {
                 if i > 0 {

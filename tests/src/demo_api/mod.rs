@@ -118,6 +118,10 @@ pub struct DemoApiConfig {
     /// `expires_in` of the access tokens `POST /v2/oauth/token` issues, in seconds; a token is
     /// refused once that long has passed (at once, with 0).
     pub oauth_expires_in_secs: u64,
+    /// Items carry [`data::Details`] too (an email, a nested address, tags, a flag, a score:
+    /// ~280 bytes a record, where plain ones are ~100), as records of real APIs do. Listings
+    /// only; reports stay plain.
+    pub rich_records: bool,
     /// Port on 127.0.0.1; 0 picks a free one.
     pub port: u16,
 }
@@ -136,6 +140,7 @@ impl Default for DemoApiConfig {
             fail_job_every: 0,
             api_key: None,
             oauth_expires_in_secs: 3600,
+            rich_records: false,
             port: 0,
         }
     }

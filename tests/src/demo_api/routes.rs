@@ -169,8 +169,9 @@ fn timestamp_param(name: &str, raw: &str) -> ApiResult<i64> {
         .ok_or_else(|| ApiError::bad_param(name, raw, "an RFC 3339 timestamp such as 2024-01-01T00:00:00Z"))
 }
 
-pub(super) fn items(ids: &[u64], accounts: u64) -> Vec<Item> {
-    ids.iter().map(|&id| data::item(id, accounts)).collect()
+pub(super) fn items(ids: &[u64], cfg: &super::DemoApiConfig) -> Vec<Item> {
+    let make = if cfg.rich_records { data::rich_item } else { data::item };
+    ids.iter().map(|&id| make(id, cfg.accounts)).collect()
 }
 
 /// An optional timestamp query parameter.
@@ -198,7 +199,7 @@ async fn list_items(
     let after = cursor_param(&q, shared.cfg.records)?;
     let (ids, more) = shared.filter(None, updated_after, updated_until).page(after, limit);
     let next_cursor = more.then(|| encode_cursor(*ids.last().expect("more implies a last id")));
-    Ok(Json(ItemsPage { data: items(&ids, shared.cfg.accounts), next_cursor }))
+    Ok(Json(ItemsPage { data: items(&ids, &shared.cfg), next_cursor }))
 }
 
 #[derive(Serialize)]
@@ -337,7 +338,7 @@ async fn list_account_items(
         }
         url + &format!("limit={limit}&cursor={}", encode_cursor(last))
     });
-    Ok(Json(AccountItemsPage { data: items(&ids, shared.cfg.accounts), next }))
+    Ok(Json(AccountItemsPage { data: items(&ids, &shared.cfg), next }))
 }
 
 /// Percent-encodes a query value (notably `+` of a timestamp offset, which would decode as a

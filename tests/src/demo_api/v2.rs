@@ -96,7 +96,7 @@ fn page_params(q: &Params) -> ApiResult<(u64, u64)> {
 fn items_page(shared: &AppState, page: u64, per_page: u64) -> (Vec<Item>, bool) {
     let skip = (page - 1).saturating_mul(per_page);
     let (ids, more) = window(1, 1, shared.cfg.records, skip, per_page);
-    (items(&ids, shared.cfg.accounts), more)
+    (items(&ids, &shared.cfg), more)
 }
 
 /// The credentials of an `Authorization: <scheme> <credentials>` header (scheme matched
@@ -132,7 +132,7 @@ async fn offset_items(
     let offset = int_param(&q, "offset", 0, 0, u64::MAX)?;
     let limit = limit_param(&q, "limit")?;
     let (ids, _) = window(1, 1, shared.cfg.records, offset, limit);
-    Ok(Json(OffsetPage { results: items(&ids, shared.cfg.accounts), total: shared.cfg.records }))
+    Ok(Json(OffsetPage { results: items(&ids, &shared.cfg), total: shared.cfg.records }))
 }
 
 /// `GET /v2/linked_items?page=P&per_page=K`: a bare array, the next page's absolute URL in a
@@ -348,7 +348,7 @@ async fn account_items(
     // An account's items are every `accounts`-th id, from the account's id.
     let skip = (page - 1).saturating_mul(per_page);
     let (ids, _) = window(account_id, accounts, shared.cfg.records, skip, per_page);
-    Ok(Json(DataPage { data: items(&ids, accounts) }))
+    Ok(Json(DataPage { data: items(&ids, &shared.cfg) }))
 }
 
 #[cfg(test)]

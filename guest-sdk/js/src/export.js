@@ -1,0 +1,169 @@
+// Glue between the WIT bindings componentize-js generates and `Source`; not part of the API.
+// jco's conventions: names in camelCase, variants and errors as `{tag, val}` (a thrown value
+// is the `err` of a `result`), `option` as `undefined`, u32 as a number and u64 as a BigInt.
+// It imports nothing from the host, so it is unit-tested outside a component.
+
+import { SluiceError } from './errors.js';
+import { canonicalJson, CursorValue, JobStatus, Partition } from './types.js';
+
+function parseJson(what, text) {
+  if (text === undefined || text === null) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw SluiceError.system(`the host sent invalid ${what} JSON: ${e.message}`);
+  }
+}
+
+const toToken = (value) => (value === undefined || value === null ? undefined : JSON.stringify(value));
+
+function cursorToWit(value) {
+  if (value === undefined || value === null) return undefined;
+  return { tag: value.kind, val: value.kind === 'integer' ? BigInt(value.value) : value.value };
+}
+
+function cursorFromWit(value) {
+  if (value === undefined || value === null) return undefined;
+  if (value.tag === 'integer') {
+    const n = Number(value.val);
+    return CursorValue.integer(Number.isSafeInteger(n) ? n : value.val);
+  }
+  return new CursorValue(value.tag, value.val);
+}
+
+function partitionToWit(p) {
+  const range = p.cursorRange;
+  return {
+    stream: p.stream,
+    key: canonicalJson(p.key),
+    cursorRange: range ? { start: cursorToWit(range.start), end: cursorToWit(range.end) } : undefined,
+  };
+}
+
+function partitionFromWit(p) {
+  const range = p.cursorRange;
+  const cursorRange = range ? { start: cursorFromWit(range.start), end: cursorFromWit(range.end) } : undefined;
+  return new Partition(p.stream, parseJson('partition key', p.key) ?? null, cursorRange);
+}
+
+const pageToWit = (page) => ({ records: page.records, nextToken: toToken(page.nextToken) });
+
+/** The WIT `job-status` of what `pollJob` answered. */
+export function jobStatusToWit(status) {
+  if (!(status instanceof JobStatus)) throw SluiceError.system(`pollJob answered ${String(status)}, not a JobStatus`);
+  switch (status.kind) {
+    case 'completed':
+      return { tag: 'completed', val: canonicalJson(status.value) };
+    case 'failed':
+      return { tag: 'failed', val: String(status.value) };
+    default:
+      return { tag: status.kind };
+  }
+}
+
+const MAX_U32 = 2 ** 32 - 1;
+
+/** Runs a call into the connector; a `SluiceError` becomes the WIT error of its kind, anything else a system error. */
+function guard(call) {
+  try {
+    return call();
+  } catch (e) {
+    if (e instanceof SluiceError) throw { tag: e.kind, val: e.detail };
+    const where = typeof e?.stack === 'string' && e.stack.split('\n')[0] ? ` (at ${e.stack.split('\n')[0]})` : '';
+    throw { tag: 'system', val: `the connector threw ${e?.name ?? 'a value'}: ${e?.message ?? String(e)}${where}` };
+  }
+}
+
+/** Reads the config text the host passes to every call into what the connector wants. */
+function configParser(SourceClass) {
+  return (text) => {
+    let raw;
+    try {
+      raw = JSON.parse(text);
+    } catch (e) {
+      throw SluiceError.config(`invalid config: ${e.message}`);
+    }
+    if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw SluiceError.config('invalid config: expected a JSON object');
+    return new SourceClass().parseConfig(raw);
+  };
+}
+
+/**
+ * The `source` interface the component exports, from a `Source` subclass, for the plain
+ * `connector` world: `export const source = exportSource(MySource);`.
+ */
+export function exportSource(SourceClass) {
+  const config = configParser(SourceClass);
+  return {
+    spec: () => JSON.stringify(new SourceClass().spec()),
+    capabilities: (configJson) => guard(() => ({ hosts: [...new SourceClass().hosts(config(configJson))] })),
+    check: (configJson) => guard(() => void new SourceClass().check(config(configJson))),
+    discover: (configJson) =>
+      guard(() =>
+        new SourceClass().streams(config(configJson)).map((s) => ({
+          name: s.name,
+          jsonSchema: JSON.stringify(s.jsonSchema),
+          primaryKey: s.primaryKey,
+          cursorField: s.cursorField ?? undefined,
+        })),
+      ),
+    partitions: (configJson, stream, state, token) =>
+      guard(() => {
+        const parsed = config(configJson);
+        const batch = new SourceClass().partitionBatch(parsed, stream, parseJson('state', state), parseJson('partition token', token));
+        const estimate = batch.recordEstimate;
+        return {
+          partitions: batch.partitions.map(partitionToWit),
+          nextToken: toToken(batch.nextToken),
+          recordEstimate: estimate === undefined || estimate === null ? undefined : BigInt(estimate),
+        };
+      }),
+    readPage: (configJson, partition, token) =>
+      guard(() => {
+        const parsed = config(configJson);
+        return pageToWit(new SourceClass().readPage(parsed, partitionFromWit(partition), parseJson('page token', token)));
+      }),
+  };
+}
+
+/**
+ * What `settings` answers: the job streams and how many jobs at once. A connector with no job
+ * streams for this config asks for no job slots, as the Rust SDK's `export_source!` does.
+ */
+function jobSettings(source, config) {
+  const streams = [...source.jobStreams(config)];
+  if (streams.length === 0) return { streams: [], maxJobs: 0 };
+  const maxJobs = source.maxJobs(config);
+  if (!Number.isInteger(maxJobs) || maxJobs < 0 || maxJobs > MAX_U32) {
+    throw SluiceError.system(`maxJobs answered ${String(maxJobs)}, not a number of jobs`);
+  }
+  return { streams, maxJobs };
+}
+
+/**
+ * The three interfaces the component exports in the `resumable-connector` world (`source`,
+ * `async-jobs` and `resume`), from a `Source` subclass, with or without job streams:
+ * `export const { source, asyncJobs, resume } = exportConnector(MySource);`.
+ */
+export function exportConnector(SourceClass) {
+  const config = configParser(SourceClass);
+  const job = (text) => parseJson('job handle', text);
+  const asyncJobs = {
+    settings: (configJson) => guard(() => jobSettings(new SourceClass(), config(configJson))),
+    createJob: (configJson, partition) =>
+      guard(() => canonicalJson(new SourceClass().createJob(config(configJson), partitionFromWit(partition)))),
+    pollJob: (configJson, handle) => guard(() => jobStatusToWit(new SourceClass().pollJob(config(configJson), job(handle)))),
+    readResult: (configJson, handle, download, token) =>
+      guard(() => {
+        const parsed = config(configJson);
+        const page = new SourceClass().readResult(parsed, job(handle), parseJson('job download', download), parseJson('page token', token));
+        return pageToWit(page);
+      }),
+    abortJob: (configJson, handle) => guard(() => void new SourceClass().abortJob(config(configJson), job(handle))),
+    deleteJob: (configJson, handle) => guard(() => void new SourceClass().deleteJob(config(configJson), job(handle))),
+  };
+  const resume = {
+    resumableStreams: (configJson) => guard(() => [...new SourceClass().resumableStreams(config(configJson))]),
+  };
+  return { source: exportSource(SourceClass), asyncJobs, resume };
+}
