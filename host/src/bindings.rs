@@ -44,10 +44,10 @@ pub use jobs::exports::sluice::connector::async_jobs::{
     Guest as AsyncJobs, GuestIndices as AsyncJobsIndices, JobSettings, JobStatus,
 };
 pub use resume::exports::sluice::connector::resume::{Guest as Resume, GuestIndices as ResumeIndices};
-pub use sluice::connector::http::{BodyError, HttpError, Lines, Request, Response, ResponseHead};
+pub use sluice::connector::http::{BodyError, HttpError, Lines, RecordsResponse, Request, Response, ResponseHead};
 pub use sluice::connector::log::Level;
 pub use sluice::connector::types::{CursorRange, CursorValue, Error as GuestError};
 
 /// The WIT package version this host implements; guests built for `0.1.x` load.
 pub const WIT_PACKAGE: &str = "sluice:connector";
-pub const WIT_VERSION: &str = "0.1.3";
+pub const WIT_VERSION: &str = "0.1.4";

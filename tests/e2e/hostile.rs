@@ -183,6 +183,40 @@ fn internal_addresses_need_an_address_grant() {
     assert_eq!(api.stats().requests, 1);
 }
 
+/// `send-records` (contract 0.1.4): the host takes a JSON answer's records out at the path and
+/// hands back the rest; an answer without records there comes back whole; a path past the limit
+/// is refused before anything is sent.
+#[test]
+fn the_host_takes_records_out_of_an_answer() {
+    let api = demo_api(DemoApiConfig { records: 30, ..Default::default() });
+    let ask = |path: Value, url: String| {
+        let run = hostile(
+            "send-records",
+            json!({"target": url, "declare": [grant(&api)], "path": path}),
+            &["--allow-host", &grant(&api)],
+        );
+        assert!(run.success(), "{}", run.explain());
+        let records = run.records("numbers");
+        records.into_iter().find(|r| r.get("status").is_some() || r.get("error").is_some()).unwrap().clone()
+    };
+    let found = ask(json!(["data"]), format!("{}/items?limit=7", api.base_url()));
+    assert_eq!((found["status"].as_u64(), found["records"].as_u64()), (Some(200), Some(7)), "{found}");
+    let first: Value = serde_json::from_str(found["first"].as_str().unwrap()).unwrap();
+    assert_eq!((first["id"].as_u64(), first["name"].as_str()), (Some(1), Some("item-1")), "{found}");
+    assert_eq!(found["rest"], json!({"next_cursor": "c7"}), "the rest is what pagination reads");
+    // No list at the path: no records, and the body as it came.
+    let missing = ask(json!(["results"]), format!("{}/items?limit=2", api.base_url()));
+    assert_eq!(missing["records"], Value::Null, "{missing}");
+    assert_eq!(missing["rest"]["next_cursor"], "c2", "{missing}");
+    // Not a success: the body for error_for_status.
+    let failed = ask(json!(["data"]), format!("{}/items?cursor=bogus", api.base_url()));
+    assert_eq!((failed["status"].as_u64(), &failed["records"]), (Some(400), &Value::Null), "{failed}");
+    let requests = api.stats().requests;
+    let refused = ask(json!(vec!["k"; 17]), format!("{}/items", api.base_url()));
+    assert!(refused["error"].as_str().unwrap().contains("a records path has 1 to 16 keys, not 17"), "{refused}");
+    assert_eq!(api.stats().requests, requests, "nothing was sent");
+}
+
 #[test]
 fn a_100_mb_record_is_refused() {
     let run = hostile("big-record", json!({}), &["--memory-mb", "512", "--cpu-ms-per-call", "10000"]);

@@ -4,48 +4,16 @@
 // `Request.send` answers with the whole body; `Request.open` leaves the body with the host, to be
 // read a piece at a time (`Body.readLines`, `Body.readBytes`) for downloads too large to hold.
 
-import { closeBody, open, readBytes, readLines, send } from 'sluice:connector/http@0.1.3';
+import { closeBody, open, readBytes, readLines, send } from 'sluice:connector/http@0.1.4';
 import { SluiceError } from './errors.js';
+import { RequestBuilder, Response, statusError } from './requests.js';
 import { Lines } from './types.js';
 
-const encoder = new TextEncoder();
-const decoder = new TextDecoder();
-
-/** A request being built: `http.get(url).query('limit', 100).bearerAuth(key).send()`. */
-export class Request {
-  constructor(method, url) {
-    this.method = method;
-    this.url = url;
-    this.headers = [];
-    this.body = undefined;
-  }
-
-  /** Appends a query parameter, percent-encoded. */
-  query(name, value) {
-    const pair = new URLSearchParams([[name, String(value)]]).toString();
-    this.url += (this.url.includes('?') ? '&' : '?') + pair;
-    return this;
-  }
-
-  header(name, value) {
-    this.headers.push([name, String(value)]);
-    return this;
-  }
-
-  bearerAuth(token) {
-    return this.header('authorization', `Bearer ${token}`);
-  }
-
-  jsonBody(value) {
-    this.body = encoder.encode(JSON.stringify(value));
-    return this.header('content-type', 'application/json');
-  }
-
-  withBody(bytes) {
-    this.body = bytes;
-    return this;
-  }
-
+/**
+ * A request being built: `http.get(url).query('limit', 100).bearerAuth(key).send()`. The building
+ * (`query`, `header`, `bearerAuth`, `jsonBody`, `withBody`) is `RequestBuilder`'s, in requests.js.
+ */
+export class Request extends RequestBuilder {
   /** Sends the request through the host. Any status is a response; see `Response.errorForStatus`. */
   send() {
     let answer;
@@ -87,55 +55,6 @@ function httpError(method, url, error) {
     default:
       return SluiceError.system(`${what}: invalid request: ${error?.val ?? error}`);
   }
-}
-
-/** An HTTP answer: `url`, `status`, `headers` (`[name, value]` pairs) and `body` (bytes). */
-export class Response {
-  constructor(url, status, headers, body) {
-    this.url = url;
-    this.status = status;
-    this.headers = headers;
-    this.body = body;
-  }
-
-  /** The first header called `name` (case-insensitive). */
-  header(name) {
-    const wanted = name.toLowerCase();
-    return this.headers.find(([k]) => k.toLowerCase() === wanted)?.[1];
-  }
-
-  isSuccess() {
-    return this.status >= 200 && this.status < 300;
-  }
-
-  text() {
-    return decoder.decode(this.body);
-  }
-
-  /** Parses the body as JSON, naming the URL when it is not. */
-  json() {
-    try {
-      return JSON.parse(this.text());
-    } catch (e) {
-      throw SluiceError.system(`${this.url} answered ${this.status} with unexpected JSON: ${e.message}`);
-    }
-  }
-
-  /**
-   * Turns a non-2xx answer into an error of the right kind: 401/403/404 are the config's fault,
-   * 429 and 5xx are passing (the host has already retried them), anything else is a system error.
-   */
-  errorForStatus() {
-    if (this.isSuccess()) return this;
-    throw statusError(this.url, this.status, this.body);
-  }
-}
-
-function statusError(url, status, body) {
-  const message = `${url} answered ${status}: ${decoder.decode(body.slice(0, 500))}`;
-  if ([401, 403, 404].includes(status)) return SluiceError.config(message);
-  if (status === 429 || (status >= 500 && status <= 599)) return SluiceError.transient(message);
-  return SluiceError.system(message);
 }
 
 /** An HTTP answer whose body is still with the host (see `Request.open`): `url`, `status`, `headers` and `body` (a `Body`). */
@@ -248,6 +167,7 @@ export function getJson(url) {
   return get(url).send().errorForStatus().json();
 }
 
-// URL helpers need no host, so they live apart (and are unit-tested outside a component).
+// URL helpers and answers need no host, so they live apart (and are unit-tested outside a component).
 export { join, hostPort } from './urls.js';
+export { Response } from './requests.js';
 export { Lines } from './types.js';

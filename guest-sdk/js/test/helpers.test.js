@@ -9,6 +9,7 @@ import * as paginate from '../src/paginate.js';
 import * as slice from '../src/slice.js';
 import { canonicalJson, CursorValue } from '../src/types.js';
 import { hostPort } from '../src/urls.js';
+import { RequestBuilder, Response } from '../src/requests.js';
 import { readFileSync } from 'node:fs';
 
 /** A table of cases every SDK's tests run (guest-sdk/cases). */
@@ -111,4 +112,65 @@ test('slicing answers the shared cases', () => {
     if (c.error) assert.equal(kindOf(make), c.error, JSON.stringify(c));
     else assert.deepEqual(make().map((w) => w.key), c.keys, JSON.stringify(c));
   }
+});
+
+test('errorForStatus answers the shared cases', () => {
+  const table = sharedCases('status_errors.json');
+  const answer = (status, body) => new Response(table.url, status, [], new TextEncoder().encode(body));
+  for (const c of table.statuses) {
+    const kind = kindOf(() => answer(c.status, 'oops').errorForStatus());
+    assert.equal(kind === 'no error' ? null : kind, c.kind, String(c.status));
+  }
+  for (const c of table.messages) {
+    const body = c.body_repeat ? c.body_repeat[0].repeat(c.body_repeat[1]) : c.body;
+    const [prefix, unit, times] = c.message_repeat ?? [c.message, '', 0];
+    assert.throws(() => answer(c.status, body).errorForStatus(), (e) => e.detail === prefix + unit.repeat(times), String(c.status));
+  }
+});
+
+test('requests are built as the shared cases say', () => {
+  for (const c of sharedCases('requests.json').requests) {
+    // Values as a connector passes them (numbers, booleans), not as text: the SDK writes them.
+    const request = new RequestBuilder('GET', c.url);
+    for (const [name, value] of c.query ?? []) request.query(name, value);
+    if (c.bearer !== undefined) request.bearerAuth(c.bearer);
+    if (c.json_body !== undefined) request.jsonBody(c.json_body);
+    const what = JSON.stringify(c);
+    assert.equal(request.url, c.expect_url, what);
+    assert.deepEqual(request.headers, c.expect_headers ?? [], what);
+    assert.equal(request.body === undefined ? null : new TextDecoder().decode(request.body), c.expect_body ?? null, what);
+  }
+});
+
+test('config fields answer the shared cases', () => {
+  const table = sharedCases('config_fields.json');
+  const read = (config) =>
+    Object.fromEntries(
+      table.fields.map((f) => [f.name, 'default' in f ? field(config, f.name, f.type, f.default) : field(config, f.name, f.type)]),
+    );
+  for (const c of table.cases) {
+    const what = JSON.stringify(c.config);
+    if (c.error_names) {
+      assert.throws(() => read(c.config), (e) => e instanceof SluiceError && e.kind === 'config' && e.detail.includes(c.error_names), what);
+    } else {
+      assert.deepEqual(read(c.config), c.values, what);
+    }
+  }
+});
+
+test('bodies are read as UTF-8, as the Rust SDK reads them', () => {
+  const answer = (bytes) => new Response('http://h/x', 500, [], new Uint8Array(bytes));
+  // A BOM is kept in the text and refused by `json`; bytes that are not UTF-8 are a system error.
+  assert.equal(answer([0xef, 0xbb, 0xbf, 0x41]).text(), '\ufeffA');
+  assert.equal(kindOf(() => answer([0xef, 0xbb, 0xbf, 0x7b, 0x7d]).json()), 'system');
+  assert.equal(kindOf(() => answer([0x22, 0xff, 0x22]).text()), 'system');
+  assert.equal(kindOf(() => answer([0x22, 0xff, 0x22]).json()), 'system');
+  // The 500th byte cuts a character in two: the message ends with one U+FFFD.
+  const cut = answer([...new TextEncoder().encode('x'.repeat(499) + '\u20ac')]);
+  assert.throws(() => cut.errorForStatus(), (e) => e.detail.endsWith(`: ${'x'.repeat(499)}\ufffd`));
+});
+
+test('a JSON body is compact UTF-8', () => {
+  const request = new RequestBuilder('POST', 'http://h/r').jsonBody({ name: 'été', n: [1, null] });
+  assert.equal(new TextDecoder().decode(request.body), '{"name":"été","n":[1,null]}');
 });

@@ -5,13 +5,29 @@
 read a piece at a time (`Body.read_lines`, `Body.read_bytes`) for downloads too large to hold."""
 
 import json
+import re
 from typing import Any, Optional
-from urllib.parse import urlencode
 
 from componentize_py_types import Err
 from wit_world.imports import http as wit
 
 from .errors import Error
+
+
+# What the WHATWG application/x-www-form-urlencoded serializer leaves as it is (Rust's
+# `form_urlencoded`, JavaScript's `URLSearchParams`). `urllib.parse.urlencode` differs: it
+# encodes `*` and leaves `~`.
+_FORM_SAFE = frozenset(b"*-._0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _form_urlencode(text: str) -> str:
+    """`text` as an HTML form encodes it: UTF-8, a space as `+`, every other byte but
+    `_FORM_SAFE` as `%XX`."""
+    # A lone surrogate (a Python str may hold one, a Rust str may not) is sent as U+FFFD, as
+    # `URLSearchParams` sends it, rather than failing to encode.
+    data = _SURROGATE.sub("\ufffd", text).encode()
+    return "".join(chr(b) if b in _FORM_SAFE else "+" if b == 0x20 else f"%{b:02X}" for b in data)
 
 
 class Request:
@@ -24,10 +40,12 @@ class Request:
         self.body: Optional[bytes] = None
 
     def query(self, name: str, value: Any) -> "Request":
-        """Appends a query parameter, percent-encoded."""
+        """Appends a query parameter, percent-encoded as an HTML form encodes it (as the Rust and
+        JavaScript SDKs do: guest-sdk/cases/requests.json)."""
         if isinstance(value, bool):
             value = "true" if value else "false"
-        self.url += ("&" if "?" in self.url else "?") + urlencode([(name, str(value))])
+        pair = f"{_form_urlencode(name)}={_form_urlencode(str(value))}"
+        self.url += ("&" if "?" in self.url else "?") + pair
         return self
 
     def header(self, name: str, value: str) -> "Request":
@@ -38,7 +56,11 @@ class Request:
         return self.header("authorization", f"Bearer {token}")
 
     def json_body(self, value: Any) -> "Request":
-        self.body = json.dumps(value, separators=(",", ":")).encode()
+        # Compact and UTF-8, not `\u` escapes: the bytes serde_json and JSON.stringify send. A
+        # lone surrogate (in a string only) is escaped, as JSON.stringify escapes it, since
+        # UTF-8 cannot hold it.
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        self.body = _SURROGATE.sub(lambda m: f"\\u{ord(m[0]):04x}", text).encode()
         return self.header("content-type", "application/json")
 
     def with_body(self, body: bytes) -> "Request":
@@ -104,7 +126,9 @@ class Response:
     def json(self) -> Any:
         """Parses the body as JSON, naming the URL when it is not."""
         try:
-            return json.loads(self.body)
+            # Decoded as UTF-8 first: `json.loads` of bytes would also take UTF-16 and a leading
+            # BOM, which the Rust and JavaScript SDKs refuse.
+            return json.loads(self.body.decode())
         except ValueError as e:
             raise Error.system(f"{self.url} answered {self.status} with unexpected JSON: {e}") from None
 

@@ -117,6 +117,65 @@ class Http(unittest.TestCase):
             self.assertEqual(caught.exception.kind, kind, status)
         self.assertEqual(http.Response("u", 200, [("Content-Type", "x")], b"{}").header("content-type"), "x")
 
+    def test_error_for_status_answers_the_shared_cases(self):
+        table = SHARED_CASES("status_errors.json")
+
+        def answer(status, body):
+            return http.Response(table["url"], status, [], body.encode())
+
+        for c in table["statuses"]:
+            with self.subTest(status=c["status"]):
+                if c["kind"] is None:
+                    self.assertEqual(answer(c["status"], "oops").error_for_status().status, c["status"])
+                else:
+                    with self.assertRaises(Error) as raised:
+                        answer(c["status"], "oops").error_for_status()
+                    self.assertEqual(raised.exception.kind, c["kind"])
+        for c in table["messages"]:
+            body = c["body_repeat"][0] * c["body_repeat"][1] if "body_repeat" in c else c["body"]
+            prefix, unit, times = c.get("message_repeat", [c.get("message"), "", 0])
+            with self.assertRaises(Error) as raised:
+                answer(c["status"], body).error_for_status()
+            self.assertEqual(raised.exception.message, prefix + unit * times)
+
+    def test_requests_are_built_as_the_shared_cases_say(self):
+        for c in SHARED_CASES("requests.json")["requests"]:
+            with self.subTest(case=c):
+                # Values as a connector passes them (numbers, booleans), not as text: the SDK writes them.
+                request = http.get(c["url"])
+                for name, value in c.get("query", []):
+                    request.query(name, value)
+                if "bearer" in c:
+                    request.bearer_auth(c["bearer"])
+                if "json_body" in c:
+                    request.json_body(c["json_body"])
+                self.assertEqual(request.url, c["expect_url"])
+                self.assertEqual([list(h) for h in request.headers], c.get("expect_headers", []))
+                self.assertEqual(None if request.body is None else request.body.decode(), c.get("expect_body"))
+
+    def test_bodies_are_read_as_utf8_as_the_rust_sdk_reads_them(self):
+        def answer(body):
+            return http.Response("http://h/x", 500, [], body)
+
+        # A BOM is kept in the text and refused by `json`; bytes that are not UTF-8 are a system error.
+        self.assertEqual(answer(b"\xef\xbb\xbfA").text(), "\ufeffA")
+        for call in (answer(b"\xef\xbb\xbf{}").json, answer('{}'.encode("utf-16")).json, answer(b'"\xff"').json, answer(b'"\xff"').text):
+            with self.assertRaises(Error) as raised:
+                call()
+            self.assertEqual(raised.exception.kind, "system")
+        # The 500th byte cuts a character in two: the message ends with one U+FFFD.
+        with self.assertRaises(Error) as raised:
+            answer(("x" * 499 + "\u20ac").encode()).error_for_status()
+        self.assertTrue(raised.exception.message.endswith(": " + "x" * 499 + "\ufffd"))
+
+    def test_a_json_body_is_compact_utf8(self):
+        request = http.post("http://h/r").json_body({"name": "été", "n": [1, None], "odd": "\ud800"})
+        self.assertEqual(request.body, '{"name":"été","n":[1,null],"odd":"\\ud800"}'.encode())
+
+    def test_lone_surrogates_in_a_query_are_sent_as_replacement_characters(self):
+        # What URLSearchParams sends for one (a JavaScript string may hold it too).
+        self.assertEqual(http.get("http://h/p").query("q", "a\ud800").url, "http://h/p?q=a%EF%BF%BD")
+
     def test_join_links(self):
         self.assertEqual(http.join("http://h:1/", "/next?p=2"), "http://h:1/next?p=2")
         self.assertEqual(http.join("http://h:1", "https://other/x"), "https://other/x")
@@ -132,6 +191,26 @@ class Config(unittest.TestCase):
                 sluice.field(raw, name, kind)
             self.assertEqual(caught.exception.kind, "config")
             self.assertIn(text, caught.exception.message)
+
+    def test_config_fields_answer_the_shared_cases(self):
+        table = SHARED_CASES("config_fields.json")
+        types = {"string": str, "integer": int, "boolean": bool}
+
+        def read(config):
+            return {
+                f["name"]: sluice.field(config, f["name"], types[f["type"]], *([f["default"]] if "default" in f else []))
+                for f in table["fields"]
+            }
+
+        for c in table["cases"]:
+            with self.subTest(config=c["config"]):
+                if "error_names" in c:
+                    with self.assertRaises(Error) as raised:
+                        read(c["config"])
+                    self.assertEqual(raised.exception.kind, "config")
+                    self.assertIn(c["error_names"], raised.exception.message)
+                else:
+                    self.assertEqual(read(c["config"]), c["values"])
 
     def test_context_keeps_the_kind(self):
         with self.assertRaises(Error) as caught:

@@ -2,7 +2,7 @@
 //! environment, arguments or sockets), the host's `http` and `log` imports, captured
 //! stdout/stderr, a memory limit, and a CPU budget per call.
 
-use crate::bindings::{self, BodyError, HttpError, Level, Lines, Request, Response, ResponseHead};
+use crate::bindings::{self, BodyError, HttpError, Level, Lines, RecordsResponse, Request, Response, ResponseHead};
 use crate::guest::limits::Limits;
 use crate::net::Egress;
 use crate::net::body::{Bodies, MAX_OPEN_BODIES, OpenBody};
@@ -298,6 +298,27 @@ impl bindings::sluice::connector::http::Host for GuestState {
 
     async fn close_body(&mut self, body: u32) {
         self.bodies.close(body);
+    }
+
+    async fn send_records(&mut self, req: Request, path: Vec<String>) -> Result<RecordsResponse, HttpError> {
+        if path.is_empty() || path.len() > crate::net::records::MAX_PATH_KEYS {
+            return Err(HttpError::InvalidRequest(format!(
+                "a records path has 1 to {} keys, not {}",
+                crate::net::records::MAX_PATH_KEYS,
+                path.len()
+            )));
+        }
+        let response = self.send(req).await?;
+        // Found on the guest's clock: the host's pass over the body is work done for the guest.
+        let split = match (200..300).contains(&response.status) {
+            true => crate::net::records::split(&response.body, &path),
+            false => None,
+        };
+        let (records, rest) = match split {
+            Some((records, rest)) => (Some(records), rest),
+            None => (None, response.body),
+        };
+        Ok(RecordsResponse { status: response.status, headers: response.headers, records, rest })
     }
 }
 

@@ -1,12 +1,14 @@
 //! The network: the one place that opens sockets for guests. [`grants`] says who may be
 //! reached, [`egress`] makes the requests (timeouts, retries, rate limits, size caps), [`body`]
-//! hands streamed bodies to guests a piece at a time, and [`hooks`] is the seam recording,
-//! replay and an embedder's policy plug into.
+//! hands streamed bodies to guests a piece at a time, [`records`] takes the records out of a
+//! JSON answer for `send-records`, and [`hooks`] is the seam recording, replay and an
+//! embedder's policy plug into.
 
 pub mod body;
 pub mod egress;
 pub mod grants;
 pub mod hooks;
+pub mod records;
 
 pub use egress::{Egress, HttpOptions};
 pub use grants::{EgressPolicy, HostPort};

@@ -28,6 +28,9 @@ struct Config {
     /// Headers the request modes send.
     #[serde(default)]
     headers: Vec<(String, String)>,
+    /// For `send-records`: where the records are.
+    #[serde(default)]
+    path: Vec<String>,
     /// For `header-flood`, `log-bomb`, `big-page`, `many-records`: how many.
     #[serde(default)]
     count: u64,
@@ -191,6 +194,20 @@ impl Source for Hostile {
                 let answer = request.send()?;
                 let body: Value = serde_json::from_slice(&answer.body).unwrap_or(Value::Null);
                 json!({"id": 1, "status": answer.status, "body": body}).to_string()
+            }
+            // What the host takes out of an answer at a path: the records' count, the rest, or why not.
+            "send-records" => {
+                let path: Vec<&str> = config.path.iter().map(String::as_str).collect();
+                match http::get(target()?).send_records(&path) {
+                    Ok(answer) => {
+                        let rest: Value = serde_json::from_slice(&answer.rest).unwrap_or(Value::Null);
+                        let records = answer.records.as_ref().map(|r| r.len());
+                        let first = answer.records.as_ref().and_then(|r| r.first().cloned());
+                        json!({"id": 1, "status": answer.status, "records": records, "first": first, "rest": rest})
+                            .to_string()
+                    }
+                    Err(e) => json!({"id": 1, "error": e.to_string()}).to_string(),
+                }
             }
             // Guest work between import calls that return at once (a denied request): all of it
             // must be charged to the CPU budget.

@@ -86,7 +86,7 @@ pub fn rich_item(id: u64, accounts: u64) -> Item {
                 format!("region-{}", COUNTRIES[(id % 3) as usize].to_lowercase()),
                 "customer".into(),
             ],
-            active: id % 7 != 0,
+            active: !id.is_multiple_of(7),
             score: format!("{}.{}", id % 100, id % 10),
         }),
         ..item(id, accounts)

@@ -1,0 +1,110 @@
+// Building requests and reading answers: no host interface needed, so it is unit-tested outside a
+// component (guest-sdk/cases/requests.json, status_errors.json). `http.js` adds sending, which
+// needs the host, and re-exports the rest.
+
+import { SluiceError } from './errors.js';
+
+const encoder = new TextEncoder();
+// As Rust reads a body: a leading BOM is kept (TextDecoder drops it by default), and `text`
+// refuses bytes that are not UTF-8 where the error message replaces them.
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+const lossyUtf8 = new TextDecoder('utf-8', { ignoreBOM: true });
+
+/**
+ * A request being built (`http.Request` adds `send` and `open`): `method`, `url`, `headers`
+ * (`[name, value]` pairs) and `body` (bytes, or `undefined`).
+ */
+export class RequestBuilder {
+  constructor(method, url) {
+    this.method = method;
+    this.url = url;
+    this.headers = [];
+    this.body = undefined;
+  }
+
+  /**
+   * Appends a query parameter, percent-encoded as an HTML form encodes it: URLSearchParams is
+   * the WHATWG serializer, as Rust's `form_urlencoded` (encodeURIComponent is not: it leaves
+   * `~!'()` and encodes a space as `%20`).
+   */
+  query(name, value) {
+    const pair = new URLSearchParams([[name, String(value)]]).toString();
+    this.url += (this.url.includes('?') ? '&' : '?') + pair;
+    return this;
+  }
+
+  header(name, value) {
+    this.headers.push([name, String(value)]);
+    return this;
+  }
+
+  bearerAuth(token) {
+    return this.header('authorization', `Bearer ${token}`);
+  }
+
+  /** A JSON body (compact, keys in the order given) and its content-type header. */
+  jsonBody(value) {
+    this.body = encoder.encode(JSON.stringify(value));
+    return this.header('content-type', 'application/json');
+  }
+
+  withBody(bytes) {
+    this.body = bytes;
+    return this;
+  }
+}
+
+/** An HTTP answer: `url`, `status`, `headers` (`[name, value]` pairs) and `body` (bytes). */
+export class Response {
+  constructor(url, status, headers, body) {
+    this.url = url;
+    this.status = status;
+    this.headers = headers;
+    this.body = body;
+  }
+
+  /** The first header called `name` (case-insensitive). */
+  header(name) {
+    const wanted = name.toLowerCase();
+    return this.headers.find(([k]) => k.toLowerCase() === wanted)?.[1];
+  }
+
+  isSuccess() {
+    return this.status >= 200 && this.status < 300;
+  }
+
+  /** The body as text; bytes that are not UTF-8 are a system error. */
+  text() {
+    try {
+      return utf8.decode(this.body);
+    } catch (e) {
+      throw SluiceError.system(`${this.url}: body is not UTF-8: ${e.message}`);
+    }
+  }
+
+  /** Parses the body as JSON, naming the URL when it is not. */
+  json() {
+    try {
+      return JSON.parse(utf8.decode(this.body));
+    } catch (e) {
+      throw SluiceError.system(`${this.url} answered ${this.status} with unexpected JSON: ${e.message}`);
+    }
+  }
+
+  /**
+   * Turns a non-2xx answer into an error of the right kind: 401/403/404 are the config's fault,
+   * 429 and 5xx are passing (the host has already retried them), anything else is a system error.
+   */
+  errorForStatus() {
+    if (this.isSuccess()) return this;
+    throw statusError(this.url, this.status, this.body);
+  }
+}
+
+/** The error `errorForStatus` throws: the URL, the status and at most the first 500 bytes of the body. */
+export function statusError(url, status, body) {
+  const message = `${url} answered ${status}: ${lossyUtf8.decode(body.slice(0, 500))}`;
+  if ([401, 403, 404].includes(status)) return SluiceError.config(message);
+  if (status === 429 || (status >= 500 && status <= 599)) return SluiceError.transient(message);
+  return SluiceError.system(message);
+}
