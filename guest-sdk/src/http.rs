@@ -112,11 +112,38 @@ impl Request {
             Err(e) => Err(http_error(&method, &url, e)),
         }
     }
+
+    /// As [`Request::send_records`], but the records never come into the connector: the host
+    /// keeps them and puts them at the start of the page this `read_page` (or job result read)
+    /// returns, before the page's own records. `records` is how many were kept. Only in those
+    /// calls; the records count against the limit of records per page.
+    ///
+    /// ```ignore
+    /// let (_, rest): (u32, Next) = request.forward_records(&["data"])?.error_for_status()?.parts()?;
+    /// Ok(Page::default().next(rest.next_cursor))
+    /// ```
+    pub fn forward_records(self, path: &[&str]) -> Result<RecordsResponse<u32>> {
+        let (method, url) = (self.method.clone(), self.url.clone());
+        let req = wit::Request { method: self.method, url: self.url, headers: self.headers, body: self.body };
+        let keys: Vec<String> = path.iter().map(|k| k.to_string()).collect();
+        match wit::forward_records(&req, &keys) {
+            Ok(r) => Ok(RecordsResponse {
+                url,
+                path: path.join("."),
+                status: r.status,
+                headers: r.headers,
+                records: r.forwarded,
+                rest: r.rest,
+            }),
+            Err(e) => Err(http_error(&method, &url, e)),
+        }
+    }
 }
 
-/// An HTTP answer whose records the host took out (see [`Request::send_records`]).
+/// An HTTP answer whose records the host took out (see [`Request::send_records`]): `R` is the
+/// records, or for [`Request::forward_records`] how many the host kept.
 #[derive(Debug, Clone)]
-pub struct RecordsResponse {
+pub struct RecordsResponse<R = Vec<String>> {
     pub url: String,
     /// The path asked for, dotted, for messages.
     pub path: String,
@@ -124,12 +151,12 @@ pub struct RecordsResponse {
     pub headers: Vec<(String, String)>,
     /// The records, each as the API wrote it; `None` when the answer was not a success or held
     /// no list of objects at the path (then `rest` is the whole body).
-    pub records: Option<Vec<String>>,
+    pub records: Option<R>,
     /// The answer without the records, as JSON text; or the whole body, without them.
     pub rest: Vec<u8>,
 }
 
-impl RecordsResponse {
+impl<R> RecordsResponse<R> {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
@@ -146,7 +173,7 @@ impl RecordsResponse {
     }
     /// The records and the rest of the answer parsed as `T`; a system error naming the URL and
     /// the path when the answer had no list of records there.
-    pub fn parts<T: DeserializeOwned>(self) -> Result<(Vec<String>, T)> {
+    pub fn parts<T: DeserializeOwned>(self) -> Result<(R, T)> {
         let Some(records) = self.records else {
             let start = String::from_utf8_lossy(&self.rest[..self.rest.len().min(200)]).into_owned();
             return Err(Error::System(format!(

@@ -44,7 +44,9 @@ pub use jobs::exports::sluice::connector::async_jobs::{
     Guest as AsyncJobs, GuestIndices as AsyncJobsIndices, JobSettings, JobStatus,
 };
 pub use resume::exports::sluice::connector::resume::{Guest as Resume, GuestIndices as ResumeIndices};
-pub use sluice::connector::http::{BodyError, HttpError, Lines, RecordsResponse, Request, Response, ResponseHead};
+pub use sluice::connector::http::{
+    BodyError, ForwardedResponse, HttpError, Lines, RecordsResponse, Request, Response, ResponseHead,
+};
 pub use sluice::connector::log::Level;
 pub use sluice::connector::types::{CursorRange, CursorValue, Error as GuestError};
 

@@ -77,8 +77,10 @@ def accounts_page(config: Config, page: int) -> list:
 
 
 def cursor_page(request: http.Request) -> Page:
-    answer = request.send().error_for_status().json()
-    return Page.from_values(answer["data"], paginate.next_cursor(answer.get("next_cursor")))
+    # The host takes the records out of the answer: they are passed on as the API wrote them,
+    # never parsed here (most of a Python connector's time otherwise).
+    records, rest = request.send_records(["data"]).error_for_status().parts()
+    return Page(records, paginate.next_cursor(rest.get("next_cursor")))
 
 
 def job_id(job) -> str:
@@ -250,8 +252,8 @@ class DemoSource(sluice.Source, sluice.AsyncJobs):
                 start = partition.cursor_start()
                 if start is not None:
                     request.query("updated_after", start.to_query_value())
-            answer = request.send().error_for_status().json()
-            return Page.from_values(answer["data"], paginate.next_cursor(answer.get("next")))
+            records, rest = request.send_records(["data"]).error_for_status().parts()
+            return Page(records, paginate.next_cursor(rest.get("next")))
         if stream == "windowed_items":
             request = config.get(config.url("/items")).query("limit", config.page_size)
             start, end = partition.cursor_start(), partition.cursor_end()

@@ -35,7 +35,7 @@
 #[path = "common.rs"]
 mod common;
 
-use common::{median, ms};
+use common::{PeakRss, measured_child, median, ms, release_host};
 use sluice_host::internals::{Connector, Egress, EgressPolicy, Engine, Output, checked_record};
 use sluice_host::{Format, HttpOptions};
 use sluice_tests::demo_api::{DemoApi, DemoApiConfig};
@@ -114,60 +114,6 @@ fn native_child(args: &[String]) {
             other => panic!("unknown native reader {other}"),
         }
     });
-}
-
-/// The release `host` binary the process cases run, or `None` (and a line saying the case is
-/// skipped) when it was not built.
-fn release_host(case: &str) -> Option<std::path::PathBuf> {
-    let host = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("target/release/host");
-    if !host.exists() {
-        println!("\n{case}: skipped, {} is missing (run `cargo build --release -p sluice-host`)", host.display());
-        return None;
-    }
-    Some(host)
-}
-
-/// Runs `command` to its end, counting the RECORD lines of its stdout: the time taken, its own
-/// peak RSS in MiB ([`PeakRss`]), and the records.
-fn measured_child(command: &mut std::process::Command) -> (Duration, f64, u64) {
-    use std::io::BufRead;
-    let started = Instant::now();
-    let mut child = command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).spawn().unwrap();
-    let peak = PeakRss::watch(child.id());
-    let mut stdout = std::io::BufReader::with_capacity(1 << 20, child.stdout.take().unwrap());
-    let (mut records, mut line) = (0u64, Vec::new());
-    while stdout.read_until(b'\n', &mut line).unwrap() > 0 {
-        records += line.starts_with(br#"{"type":"RECORD""#) as u64;
-        line.clear();
-    }
-    let peak = peak.mib();
-    assert!(child.wait().unwrap().success(), "{command:?} failed");
-    (started.elapsed(), peak, records)
-}
-
-/// A child's peak RSS, sampled from `/proc/PID/status` (`VmHWM`, which starts afresh at exec):
-/// `wait4`'s `ru_maxrss` also counts the parent's memory the child shared before exec, so a
-/// benchmark process that had grown reported every child at its own size.
-struct PeakRss(std::thread::JoinHandle<u64>);
-
-impl PeakRss {
-    fn watch(pid: u32) -> Self {
-        PeakRss(std::thread::spawn(move || {
-            let mut peak_kib = 0;
-            // The line goes when the process exits (a zombie has no memory).
-            while let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
-                let Some(line) = status.lines().find(|l| l.starts_with("VmHWM:")) else { break };
-                peak_kib = line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(peak_kib);
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            peak_kib
-        }))
-    }
-
-    /// Waits for the process to end; MiB.
-    fn mib(self) -> f64 {
-        self.0.join().unwrap() as f64 / 1024.0
-    }
 }
 
 fn scale(bench: &Bench) {

@@ -217,6 +217,50 @@ fn the_host_takes_records_out_of_an_answer() {
     assert_eq!(api.stats().requests, requests, "nothing was sent");
 }
 
+/// `forward-records` (contract 0.1.4): the host keeps the records and puts them at the start of
+/// the page the call returns, before the guest's own; past the limit of records per page it
+/// refuses more; outside `read-page` it refuses them all.
+#[test]
+fn the_host_forwards_records_to_the_page() {
+    let api = demo_api(DemoApiConfig { records: 30, ..Default::default() });
+    let forward = |count: u64, args: &[&str]| {
+        let config = json!({"target": format!("{}/items?limit=7", api.base_url()), "declare": [grant(&api)], "path": ["data"], "count": count});
+        let allow = ["--allow-host", &grant(&api)];
+        hostile("forward-records", config, &[&allow[..], args].concat())
+    };
+    let run = forward(1, &[]);
+    assert!(run.success(), "{}", run.explain());
+    let records = run.records("numbers");
+    let page: Vec<&Value> =
+        records.iter().copied().filter(|r| r.get("name").is_some() || r.get("own").is_some()).collect();
+    let names: Vec<&str> = page.iter().filter_map(|r| r["name"].as_str()).collect();
+    assert_eq!(names, (1..=7).map(|i| format!("item-{i}")).collect::<Vec<_>>(), "as the API wrote them, in order");
+    assert_eq!(page.last().unwrap()["kept"], 7, "the guest's own record comes after them: {page:?}");
+    assert_eq!(page.len(), 8);
+    // Past the limit of records per page: the second answer's records are refused, the first kept.
+    let run = forward(2, &["--max-records-per-page", "10"]);
+    assert!(run.success(), "{}", run.explain());
+    let records = run.records("numbers");
+    let own = records.iter().find(|r| r.get("own").is_some()).unwrap();
+    assert_eq!(own["kept"], 7, "{own}");
+    let error = own["error"].as_str().unwrap();
+    assert!(
+        error.contains("forwarding 7 more records makes 14 in this call, past the limit of 10 records per page"),
+        "{error}"
+    );
+    assert_eq!(records.iter().filter(|r| r.get("name").is_some()).count(), 7);
+    // Where no page takes them.
+    let run = hostile(
+        "forward-in-listing",
+        json!({"target": format!("{}/items", api.base_url()), "declare": [grant(&api)]}),
+        &["--allow-host", &grant(&api)],
+    );
+    assert!(!run.success());
+    let errors = run.errors();
+    let message = errors[0]["message"].as_str().unwrap();
+    assert!(message.contains("forward-records is only for read-page and read-result"), "{message}");
+}
+
 #[test]
 fn a_100_mb_record_is_refused() {
     let run = hostile("big-record", json!({}), &["--memory-mb", "512", "--cpu-ms-per-call", "10000"]);

@@ -101,6 +101,54 @@ export class Response {
   }
 }
 
+/**
+ * An answer whose records the host took out (see `Request.sendRecords`): `url`, `status`,
+ * `headers`, `records` (JSON texts, or for `forwardRecords` how many the host kept; `undefined`
+ * when the answer was not a success or held no list of objects at the path, and then `rest` is
+ * the whole body) and `rest` (bytes).
+ */
+export class RecordsResponse {
+  constructor(url, path, status, headers, records, rest) {
+    this.url = url;
+    this.path = path;
+    this.status = status;
+    this.headers = headers;
+    this.records = records ?? undefined;
+    this.rest = rest;
+  }
+
+  header(name) {
+    const wanted = name.toLowerCase();
+    return this.headers.find(([k]) => k.toLowerCase() === wanted)?.[1];
+  }
+
+  isSuccess() {
+    return this.status >= 200 && this.status < 300;
+  }
+
+  /** As `Response.errorForStatus`, the body being `rest`. */
+  errorForStatus() {
+    if (this.isSuccess()) return this;
+    throw statusError(this.url, this.status, this.rest);
+  }
+
+  /** `{ records, rest }`: the records and the rest of the answer parsed; a system error naming
+   * the URL and the path when the answer had no list of records there. */
+  parts() {
+    if (this.records === undefined) {
+      const start = new TextDecoder().decode(this.rest.subarray(0, 200));
+      throw SluiceError.system(`${this.url} answered ${this.status} without a list of records at \`${this.path}\`: ${start}`);
+    }
+    let rest;
+    try {
+      rest = JSON.parse(utf8.decode(this.rest));
+    } catch (e) {
+      throw SluiceError.system(`${this.url} answered ${this.status} with unexpected JSON: ${e.message}`);
+    }
+    return { records: this.records, rest };
+  }
+}
+
 /** The error `errorForStatus` throws: the URL, the status and at most the first 500 bytes of the body. */
 export function statusError(url, status, body) {
   const message = `${url} answered ${status}: ${lossyUtf8.decode(body.slice(0, 500))}`;

@@ -9,7 +9,7 @@ import * as paginate from '../src/paginate.js';
 import * as slice from '../src/slice.js';
 import { canonicalJson, CursorValue } from '../src/types.js';
 import { hostPort } from '../src/urls.js';
-import { RequestBuilder, Response } from '../src/requests.js';
+import { RecordsResponse, RequestBuilder, Response } from '../src/requests.js';
 import { readFileSync } from 'node:fs';
 
 /** A table of cases every SDK's tests run (guest-sdk/cases). */
@@ -173,4 +173,17 @@ test('bodies are read as UTF-8, as the Rust SDK reads them', () => {
 test('a JSON body is compact UTF-8', () => {
   const request = new RequestBuilder('POST', 'http://h/r').jsonBody({ name: 'été', n: [1, null] });
   assert.equal(new TextDecoder().decode(request.body), '{"name":"été","n":[1,null]}');
+});
+
+test('an answer whose records the host took out or kept', () => {
+  const rest = new TextEncoder().encode('{"next_cursor":"c2"}');
+  const taken = new RecordsResponse('http://h/x', 'data', 200, [], ['{"id":1}', '{"id":2}'], rest);
+  assert.deepEqual(taken.parts(), { records: ['{"id":1}', '{"id":2}'], rest: { next_cursor: 'c2' } });
+  // Kept by the host (`forwardRecords`): a count.
+  assert.deepEqual(new RecordsResponse('http://h/x', 'data', 200, [], 2, rest).parts().records, 2);
+  // No list at the path: a system error naming the URL and the path; not a success: the status's error.
+  const missing = new RecordsResponse('http://h/x', 'result.items', 200, [], undefined, rest);
+  assert.throws(() => missing.parts(), (e) => e.kind === 'system' && e.detail.includes('http://h/x') && e.detail.includes('`result.items`'));
+  const denied = new RecordsResponse('http://h/x', 'data', 401, [], undefined, new TextEncoder().encode('no'));
+  assert.equal(kindOf(() => denied.errorForStatus()), 'config');
 });

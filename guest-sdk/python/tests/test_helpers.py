@@ -176,6 +176,21 @@ class Http(unittest.TestCase):
         # What URLSearchParams sends for one (a JavaScript string may hold it too).
         self.assertEqual(http.get("http://h/p").query("q", "a\ud800").url, "http://h/p?q=a%EF%BF%BD")
 
+    def test_an_answer_whose_records_the_host_took_out_or_kept(self):
+        rest = b'{"next_cursor":"c2"}'
+        taken = http.RecordsResponse("http://h/x", "data", 200, [], ['{"id":1}', '{"id":2}'], rest)
+        self.assertEqual(taken.parts(), (['{"id":1}', '{"id":2}'], {"next_cursor": "c2"}))
+        # Kept by the host (`forward_records`): a count.
+        self.assertEqual(http.RecordsResponse("http://h/x", "data", 200, [], 2, rest).parts()[0], 2)
+        # No list at the path: a system error naming the URL and the path; not a success: the status's error.
+        with self.assertRaises(Error) as raised:
+            http.RecordsResponse("http://h/x", "result.items", 200, [], None, rest).parts()
+        self.assertEqual(raised.exception.kind, "system")
+        self.assertIn("`result.items`", raised.exception.message)
+        with self.assertRaises(Error) as raised:
+            http.RecordsResponse("http://h/x", "data", 401, [], None, b"no").error_for_status()
+        self.assertEqual(raised.exception.kind, "config")
+
     def test_join_links(self):
         self.assertEqual(http.join("http://h:1/", "/next?p=2"), "http://h:1/next?p=2")
         self.assertEqual(http.join("http://h:1", "https://other/x"), "https://other/x")

@@ -328,7 +328,20 @@ impl Instance {
     ) -> Result<Page, CallError> {
         let key: serde_json::Value = serde_json::from_str(&partition.key).unwrap_or(serde_json::Value::Null);
         let context = serde_json::json!({"stream": partition.stream, "partition": key}).to_string();
-        self.source(context, async |s, store| s.call_read_page(store, config, partition, token).await).await
+        self.store.data_mut().start_forwarding();
+        let page = self.source(context, async |s, store| s.call_read_page(store, config, partition, token).await).await;
+        self.with_forwarded(page)
+    }
+
+    /// The page a `read-page` or `read-result` call returned, after the records it forwarded.
+    fn with_forwarded(&mut self, page: Result<Page, CallError>) -> Result<Page, CallError> {
+        let mut records = self.store.data_mut().take_forwarded();
+        let mut page = page?;
+        if !records.is_empty() {
+            records.append(&mut page.records);
+            page.records = records;
+        }
+        Ok(page)
     }
 
     /// The streams whose page tokens stay valid across runs; none for connectors without
@@ -377,7 +390,11 @@ impl Instance {
         token: Option<&String>,
     ) -> Result<Page, CallError> {
         let context = job_context(partition, "read-result");
-        self.job_call(context, async |j, store| j.call_read_result(store, config, job, download, token).await).await
+        self.store.data_mut().start_forwarding();
+        let page = self
+            .job_call(context, async |j, store| j.call_read_result(store, config, job, download, token).await)
+            .await;
+        self.with_forwarded(page)
     }
 
     /// Aborts (`abort`) or deletes a job.

@@ -2,7 +2,9 @@
 //! environment, arguments or sockets), the host's `http` and `log` imports, captured
 //! stdout/stderr, a memory limit, and a CPU budget per call.
 
-use crate::bindings::{self, BodyError, HttpError, Level, Lines, RecordsResponse, Request, Response, ResponseHead};
+use crate::bindings::{
+    self, BodyError, ForwardedResponse, HttpError, Level, Lines, RecordsResponse, Request, Response, ResponseHead,
+};
 use crate::guest::limits::Limits;
 use crate::net::Egress;
 use crate::net::body::{Bodies, MAX_OPEN_BODIES, OpenBody};
@@ -51,6 +53,18 @@ pub struct GuestState {
     /// Streamed bodies the guest opened, kept with the instance: one instance reads one
     /// partition, so a page token may name a body the next call goes on reading.
     bodies: Bodies,
+    /// What `forward-records` took out during the current `read-page` or `read-result` call,
+    /// for the page it returns; `None` outside those calls.
+    forwarded: Option<Forwarded>,
+    max_forwarded_records: usize,
+    max_forwarded_bytes: usize,
+}
+
+/// Records the host keeps for the page a call returns, and their bytes.
+#[derive(Default)]
+struct Forwarded {
+    records: Vec<String>,
+    bytes: usize,
 }
 
 /// Measures the time a call spends running guest code: it runs from the start of the call and
@@ -213,6 +227,10 @@ impl GuestState {
             cpu_exceeded: false,
             context: "null".to_string(),
             bodies: Bodies::default(),
+            forwarded: None,
+            max_forwarded_records: limits.max_records_per_page,
+            // The host holds no more for a guest than the guest could have held itself.
+            max_forwarded_bytes: usize::try_from(limits.memory_bytes).unwrap_or(usize::MAX),
         }
     }
 
@@ -227,6 +245,16 @@ impl GuestState {
         } else {
             self.dropped_logs += 1;
         }
+    }
+
+    /// A `read-page` or `read-result` call starts: records may be forwarded to its page.
+    pub fn start_forwarding(&mut self) {
+        self.forwarded = Some(Forwarded::default());
+    }
+
+    /// The call ended: the records it forwarded, oldest first (dropped if the call failed).
+    pub fn take_forwarded(&mut self) -> Vec<String> {
+        self.forwarded.take().map(|f| f.records).unwrap_or_default()
     }
 
     /// Everything the guest said since the last call, oldest first within each source, at most
@@ -319,6 +347,49 @@ impl bindings::sluice::connector::http::Host for GuestState {
             None => (None, response.body),
         };
         Ok(RecordsResponse { status: response.status, headers: response.headers, records, rest })
+    }
+
+    async fn forward_records(&mut self, req: Request, path: Vec<String>) -> Result<ForwardedResponse, HttpError> {
+        let (limit, byte_limit) = (self.max_forwarded_records, self.max_forwarded_bytes);
+        // Refused before anything is sent when nothing more could be kept.
+        match &self.forwarded {
+            None => {
+                return Err(HttpError::InvalidRequest(
+                    "forward-records is only for read-page and read-result, whose page gets the records".into(),
+                ));
+            }
+            Some(kept) if kept.records.len() >= limit => {
+                return Err(HttpError::InvalidRequest(format!(
+                    "{} records were forwarded in this call already, the limit of records per page",
+                    kept.records.len()
+                )));
+            }
+            Some(_) => {}
+        }
+        let answer = self.send_records(req, path).await?;
+        let kept = self.forwarded.as_mut().expect("set for the whole call");
+        let forwarded = match answer.records {
+            None => None,
+            Some(records) => {
+                let (count, bytes) = (records.len(), records.iter().map(String::len).sum::<usize>());
+                if kept.records.len() + count > limit {
+                    return Err(HttpError::InvalidRequest(format!(
+                        "forwarding {count} more records makes {} in this call, past the limit of {limit} records per page",
+                        kept.records.len() + count
+                    )));
+                }
+                if kept.bytes + bytes > byte_limit {
+                    return Err(HttpError::InvalidRequest(format!(
+                        "forwarding {bytes} more bytes of records makes {} in this call, past the guest's memory limit of {byte_limit} bytes",
+                        kept.bytes + bytes
+                    )));
+                }
+                kept.bytes += bytes;
+                kept.records.extend(records);
+                Some(u32::try_from(count).expect("at most the records-per-page limit"))
+            }
+        };
+        Ok(ForwardedResponse { status: answer.status, headers: answer.headers, forwarded, rest: answer.rest })
     }
 }
 

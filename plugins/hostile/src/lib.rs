@@ -28,7 +28,7 @@ struct Config {
     /// Headers the request modes send.
     #[serde(default)]
     headers: Vec<(String, String)>,
-    /// For `send-records`: where the records are.
+    /// For `send-records` and `forward-records`: where the records are.
     #[serde(default)]
     path: Vec<String>,
     /// For `header-flood`, `log-bomb`, `big-page`, `many-records`: how many.
@@ -143,6 +143,12 @@ impl Source for Hostile {
             }
             // The same token forever.
             "list-repeat" => Ok(PartitionBatch::new(vec![]).next(Some(json!("again")))),
+            // Records forwarded where no page can take them.
+            "forward-in-listing" => {
+                let target = config.target.clone().ok_or_else(|| Error::config("this mode needs a target"))?;
+                http::get(target).forward_records(&["data"])?;
+                Ok(PartitionBatch::new(vec![]))
+            }
             // A bounded partition that ends before it starts.
             "backwards-range" => Ok(PartitionBatch::new(vec![
                 Partition::keyed(stream, json!({"p": 0}))?
@@ -208,6 +214,22 @@ impl Source for Hostile {
                     }
                     Err(e) => json!({"id": 1, "error": e.to_string()}).to_string(),
                 }
+            }
+            // Forwards the records at `path` of the target `count` times (at least once), then
+            // adds a record of its own after them: how many the host kept, or why it stopped.
+            "forward-records" => {
+                let path: Vec<&str> = config.path.iter().map(String::as_str).collect();
+                let (mut kept, mut error) = (0, None);
+                for _ in 0..config.count.max(1) {
+                    match http::get(target()?).forward_records(&path) {
+                        Ok(answer) => kept += answer.records.unwrap_or(0),
+                        Err(e) => {
+                            error = Some(e.to_string());
+                            break;
+                        }
+                    }
+                }
+                json!({"id": 1, "own": true, "kept": kept, "error": error}).to_string()
             }
             // Guest work between import calls that return at once (a denied request): all of it
             // must be charged to the CPU budget.
