@@ -1,5 +1,8 @@
 //! Helpers the bench binaries share (each includes this file as a module).
 
+// Each bench uses some of them.
+#![allow(dead_code)]
+
 use clap::Parser;
 use sluice_host::cli::Cli;
 use sluice_tests::demo_api::DemoApi;
@@ -88,6 +91,32 @@ impl PeakRss {
             while let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
                 let Some(line) = status.lines().find(|l| l.starts_with("VmHWM:")) else { break };
                 peak_kib = line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(peak_kib);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            peak_kib
+        }))
+    }
+
+    /// Waits for the process to end; MiB.
+    pub fn mib(self) -> f64 {
+        self.0.join().unwrap() as f64 / 1024.0
+    }
+}
+
+/// A child's peak proportional set size (`Pss` of `/proc/PID/smaps_rollup`): its memory with
+/// each page shared between mappings counted once in all. RSS counts a page once per mapping, so
+/// the pages of one memory image that every instance of a component maps are counted once per
+/// instance there, though the machine holds them once.
+pub struct PeakPss(std::thread::JoinHandle<u64>);
+
+impl PeakPss {
+    pub fn watch(pid: u32) -> Self {
+        PeakPss(std::thread::spawn(move || {
+            let mut peak_kib = 0;
+            while let Ok(rollup) = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")) {
+                let Some(line) = rollup.lines().find(|l| l.starts_with("Pss:")) else { break };
+                let kib = line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(0);
+                peak_kib = peak_kib.max(kib);
                 std::thread::sleep(Duration::from_millis(5));
             }
             peak_kib

@@ -121,12 +121,38 @@ fn memory(root: &Path, cache: &Path, work: &Path) {
         command.arg("run").arg(plugin_path(root, name)).arg("--config").arg(&config).arg("--cache-dir").arg(cache);
         let grant = format!("http://{}", api.addr());
         let concurrency = PARTITIONS.to_string();
-        command.args(["--allow-host", &grant, "--no-progress", "--streams", "account_items", "--concurrency", &concurrency]);
-        let (took, rss, records) = common::measured_child(&mut command);
+        command.args([
+            "--allow-host",
+            &grant,
+            "--no-progress",
+            "--streams",
+            "account_items",
+            "--concurrency",
+            &concurrency,
+        ]);
+        let (took, rss, pss, records) = measured_memory(&mut command);
         assert_eq!(records, PARTITIONS * 2000, "{language} read every record");
         let of_rust = *rust.get_or_insert(rss);
-        println!("  {language:<11} peak RSS {rss:>6.1} MiB ({:.1}x Rust), {:.2} s", rss / of_rust, took.as_secs_f64());
+        println!(
+            "  {language:<11} peak RSS {rss:>6.1} MiB ({:.1}x Rust), peak PSS {pss:>6.1} MiB, {:.2} s",
+            rss / of_rust,
+            took.as_secs_f64()
+        );
     }
+}
+
+/// Runs `command` to its end, counting the RECORD lines of its stdout: the time, its peak RSS
+/// and peak PSS in MiB, and the records.
+fn measured_memory(command: &mut std::process::Command) -> (Duration, f64, f64, u64) {
+    use std::io::BufRead;
+    let started = Instant::now();
+    let mut child = command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let (rss, pss) = (common::PeakRss::watch(child.id()), common::PeakPss::watch(child.id()));
+    let stdout = std::io::BufReader::with_capacity(1 << 20, child.stdout.take().unwrap());
+    let records = stdout.split(b'\n').map(Result::unwrap).filter(|l| l.starts_with(br#"{"type":"RECORD""#)).count();
+    let (rss, pss) = (rss.mib(), pss.mib());
+    assert!(child.wait().unwrap().success(), "{command:?} failed");
+    (started.elapsed(), rss, pss, records as u64)
 }
 
 fn plugin_path(root: &Path, name: &str) -> PathBuf {
