@@ -64,10 +64,15 @@ impl Request {
         &self.url
     }
 
+    /// The method and URL (for messages), and the request as the host takes it.
+    fn into_wit(self) -> (String, String, wit::Request) {
+        let (method, url) = (self.method.clone(), self.url.clone());
+        (method, url, wit::Request { method: self.method, url: self.url, headers: self.headers, body: self.body })
+    }
+
     /// Sends the request through the host. Any status is `Ok`; see [`Response::error_for_status`].
     pub fn send(self) -> Result<Response> {
-        let (method, url) = (self.method.clone(), self.url.clone());
-        let req = wit::Request { method: self.method, url: self.url, headers: self.headers, body: self.body };
+        let (method, url, req) = self.into_wit();
         match wit::send(&req) {
             Ok(r) => Ok(Response { url, status: r.status, headers: r.headers, body: r.body }),
             Err(e) => Err(http_error(&method, &url, e)),
@@ -78,8 +83,7 @@ impl Request {
     /// [`Body::read_lines`] or [`Body::read_bytes`]: for downloads too large to hold (a report of
     /// a million rows). Retries, redirects and the egress policy work as for [`Request::send`].
     pub fn open(self) -> Result<StreamedResponse> {
-        let (method, url) = (self.method.clone(), self.url.clone());
-        let req = wit::Request { method: self.method, url: self.url, headers: self.headers, body: self.body };
+        let (method, url, req) = self.into_wit();
         match wit::open(&req) {
             Ok(r) => Ok(StreamedResponse { url, status: r.status, headers: r.headers, body: Body(r.body) }),
             Err(e) => Err(http_error(&method, &url, e)),
@@ -97,8 +101,7 @@ impl Request {
     /// let (records, rest): (Vec<String>, Next) = request.send_records(&["data"])?.error_for_status()?.parts()?;
     /// ```
     pub fn send_records(self, path: &[&str]) -> Result<RecordsResponse> {
-        let (method, url) = (self.method.clone(), self.url.clone());
-        let req = wit::Request { method: self.method, url: self.url, headers: self.headers, body: self.body };
+        let (method, url, req) = self.into_wit();
         let keys: Vec<String> = path.iter().map(|k| k.to_string()).collect();
         match wit::send_records(&req, &keys) {
             Ok(r) => Ok(RecordsResponse {
@@ -123,8 +126,7 @@ impl Request {
     /// Ok(Page::default().next(rest.next_cursor))
     /// ```
     pub fn forward_records(self, path: &[&str]) -> Result<RecordsResponse<u32>> {
-        let (method, url) = (self.method.clone(), self.url.clone());
-        let req = wit::Request { method: self.method, url: self.url, headers: self.headers, body: self.body };
+        let (method, url, req) = self.into_wit();
         let keys: Vec<String> = path.iter().map(|k| k.to_string()).collect();
         match wit::forward_records(&req, &keys) {
             Ok(r) => Ok(RecordsResponse {

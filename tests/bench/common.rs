@@ -61,12 +61,12 @@ pub fn release_host(case: &str) -> Option<std::path::PathBuf> {
 }
 
 /// Runs `command` to its end, counting the RECORD lines of its stdout: the time taken, its own
-/// peak RSS in MiB ([`PeakRss`]), and the records.
+/// peak RSS in MiB ([`Peak::rss`]), and the records.
 pub fn measured_child(command: &mut std::process::Command) -> (Duration, f64, u64) {
     use std::io::BufRead;
     let started = Instant::now();
     let mut child = command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).spawn().unwrap();
-    let peak = PeakRss::watch(child.id());
+    let peak = Peak::rss(child.id());
     let mut stdout = std::io::BufReader::with_capacity(1 << 20, child.stdout.take().unwrap());
     let (mut records, mut line) = (0u64, Vec::new());
     while stdout.read_until(b'\n', &mut line).unwrap() > 0 {
@@ -78,43 +78,29 @@ pub fn measured_child(command: &mut std::process::Command) -> (Duration, f64, u6
     (started.elapsed(), peak, records)
 }
 
-/// A child's peak RSS, sampled from `/proc/PID/status` (`VmHWM`, which starts afresh at exec):
-/// `wait4`'s `ru_maxrss` also counts the parent's memory the child shared before exec, so a
-/// benchmark process that had grown reported every child at its own size.
-pub struct PeakRss(std::thread::JoinHandle<u64>);
+/// A child's peak memory, sampled every 5 ms from `/proc/PID` until it exits. RSS is `VmHWM` of
+/// `status` (which starts afresh at exec: `wait4`'s `ru_maxrss` also counts the parent's memory
+/// the child shared before exec, so a benchmark process that had grown reported every child at
+/// its own size). PSS is `Pss` of `smaps_rollup`: each page shared between mappings counted once
+/// in all, where RSS counts it once per mapping (so the pages of a memory image every instance of
+/// a component maps count once per instance there, though the machine holds them once).
+pub struct Peak(std::thread::JoinHandle<u64>);
 
-impl PeakRss {
-    pub fn watch(pid: u32) -> Self {
-        PeakRss(std::thread::spawn(move || {
+impl Peak {
+    pub fn rss(pid: u32) -> Self {
+        Self::watch(pid, "status", "VmHWM:")
+    }
+
+    pub fn pss(pid: u32) -> Self {
+        Self::watch(pid, "smaps_rollup", "Pss:")
+    }
+
+    fn watch(pid: u32, file: &'static str, key: &'static str) -> Self {
+        Peak(std::thread::spawn(move || {
             let mut peak_kib = 0;
             // The line goes when the process exits (a zombie has no memory).
-            while let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
-                let Some(line) = status.lines().find(|l| l.starts_with("VmHWM:")) else { break };
-                peak_kib = line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(peak_kib);
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            peak_kib
-        }))
-    }
-
-    /// Waits for the process to end; MiB.
-    pub fn mib(self) -> f64 {
-        self.0.join().unwrap() as f64 / 1024.0
-    }
-}
-
-/// A child's peak proportional set size (`Pss` of `/proc/PID/smaps_rollup`): its memory with
-/// each page shared between mappings counted once in all. RSS counts a page once per mapping, so
-/// the pages of one memory image that every instance of a component maps are counted once per
-/// instance there, though the machine holds them once.
-pub struct PeakPss(std::thread::JoinHandle<u64>);
-
-impl PeakPss {
-    pub fn watch(pid: u32) -> Self {
-        PeakPss(std::thread::spawn(move || {
-            let mut peak_kib = 0;
-            while let Ok(rollup) = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")) {
-                let Some(line) = rollup.lines().find(|l| l.starts_with("Pss:")) else { break };
+            while let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/{file}")) {
+                let Some(line) = text.lines().find(|l| l.starts_with(key)) else { break };
                 let kib = line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(0);
                 peak_kib = peak_kib.max(kib);
                 std::thread::sleep(Duration::from_millis(5));

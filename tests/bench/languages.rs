@@ -147,7 +147,7 @@ fn measured_memory(command: &mut std::process::Command) -> (Duration, f64, f64, 
     use std::io::BufRead;
     let started = Instant::now();
     let mut child = command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).spawn().unwrap();
-    let (rss, pss) = (common::PeakRss::watch(child.id()), common::PeakPss::watch(child.id()));
+    let (rss, pss) = (common::Peak::rss(child.id()), common::Peak::pss(child.id()));
     let stdout = std::io::BufReader::with_capacity(1 << 20, child.stdout.take().unwrap());
     let records = stdout.split(b'\n').map(Result::unwrap).filter(|l| l.starts_with(br#"{"type":"RECORD""#)).count();
     let (rss, pss) = (rss.mib(), pss.mib());

@@ -35,7 +35,7 @@
 #[path = "common.rs"]
 mod common;
 
-use common::{PeakRss, measured_child, median, ms, release_host};
+use common::{Peak, measured_child, median, ms, release_host};
 use sluice_host::internals::{Connector, Egress, EgressPolicy, Engine, Output, checked_record};
 use sluice_host::{Format, HttpOptions};
 use sluice_tests::demo_api::{DemoApi, DemoApiConfig};
@@ -459,7 +459,7 @@ fn hostile_rss(bench: &Bench, host: &Path, mode: serde_json::Value, stall: Durat
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let peak = PeakRss::watch(child.id());
+    let peak = Peak::rss(child.id());
     let mut stdout = child.stdout.take().unwrap();
     std::thread::sleep(stall);
     std::io::copy(&mut stdout, &mut std::io::sink()).unwrap();
@@ -832,7 +832,7 @@ fn peak_rss(bench: &Bench) {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let peak = PeakRss::watch(child.id()).mib();
+    let peak = Peak::rss(child.id()).mib();
     assert!(child.wait().unwrap().success());
     let elapsed = started.elapsed();
     println!(

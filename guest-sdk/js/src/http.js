@@ -8,7 +8,7 @@ import {
   closeBody, forwardRecords, open, readBytes, readLines, send, sendRecords,
 } from 'sluice:connector/http@0.1.4';
 import { SluiceError } from './errors.js';
-import { RecordsResponse, RequestBuilder, Response, statusError } from './requests.js';
+import { Answer, RecordsResponse, RequestBuilder, Response, statusError } from './requests.js';
 import { Lines } from './types.js';
 
 /**
@@ -99,22 +99,10 @@ function httpError(method, url, error) {
 }
 
 /** An HTTP answer whose body is still with the host (see `Request.open`): `url`, `status`, `headers` and `body` (a `Body`). */
-export class StreamedResponse {
+export class StreamedResponse extends Answer {
   constructor(url, status, headers, body) {
-    this.url = url;
-    this.status = status;
-    this.headers = headers;
+    super(url, status, headers);
     this.body = body;
-  }
-
-  /** The first header called `name` (case-insensitive). */
-  header(name) {
-    const wanted = name.toLowerCase();
-    return this.headers.find(([k]) => k.toLowerCase() === wanted)?.[1];
-  }
-
-  isSuccess() {
-    return this.status >= 200 && this.status < 300;
   }
 
   /** As `Response.errorForStatus`; the message quotes the start of the body, and the body is closed. */

@@ -54,13 +54,12 @@ export class RequestBuilder {
   }
 }
 
-/** An HTTP answer: `url`, `status`, `headers` (`[name, value]` pairs) and `body` (bytes). */
-export class Response {
-  constructor(url, status, headers, body) {
+/** What every kind of answer has: `url`, `status`, `headers` (`[name, value]` pairs). */
+export class Answer {
+  constructor(url, status, headers) {
     this.url = url;
     this.status = status;
     this.headers = headers;
-    this.body = body;
   }
 
   /** The first header called `name` (case-insensitive). */
@@ -71,6 +70,14 @@ export class Response {
 
   isSuccess() {
     return this.status >= 200 && this.status < 300;
+  }
+}
+
+/** An HTTP answer: `url`, `status`, `headers` and `body` (bytes). */
+export class Response extends Answer {
+  constructor(url, status, headers, body) {
+    super(url, status, headers);
+    this.body = body;
   }
 
   /** The body as text; bytes that are not UTF-8 are a system error. */
@@ -107,23 +114,12 @@ export class Response {
  * when the answer was not a success or held no list of objects at the path, and then `rest` is
  * the whole body) and `rest` (bytes).
  */
-export class RecordsResponse {
+export class RecordsResponse extends Answer {
   constructor(url, path, status, headers, records, rest) {
-    this.url = url;
+    super(url, status, headers);
     this.path = path;
-    this.status = status;
-    this.headers = headers;
     this.records = records ?? undefined;
     this.rest = rest;
-  }
-
-  header(name) {
-    const wanted = name.toLowerCase();
-    return this.headers.find(([k]) => k.toLowerCase() === wanted)?.[1];
-  }
-
-  isSuccess() {
-    return this.status >= 200 && this.status < 300;
   }
 
   /** As `Response.errorForStatus`, the body being `rest`. */

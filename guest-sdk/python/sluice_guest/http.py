@@ -130,14 +130,12 @@ def _http_error(method: str, url: str, error) -> Error:
     return Error.system(f"{what}: invalid request: {error.value}")
 
 
-class Response:
-    """An HTTP answer: `url`, `status`, `headers` and `body` (bytes)."""
+class _Answer:
+    """What every kind of answer has: `url`, `status` and `headers`."""
 
-    def __init__(self, url: str, status: int, headers: list[tuple[str, str]], body: bytes):
-        self.url = url
-        self.status = status
-        self.headers = headers
-        self.body = body
+    url: str
+    status: int
+    headers: list[tuple[str, str]]
 
     def header(self, name: str) -> Optional[str]:
         """The first header called `name` (case-insensitive)."""
@@ -146,6 +144,16 @@ class Response:
 
     def is_success(self) -> bool:
         return 200 <= self.status < 300
+
+
+class Response(_Answer):
+    """An HTTP answer: `url`, `status`, `headers` and `body` (bytes)."""
+
+    def __init__(self, url: str, status: int, headers: list[tuple[str, str]], body: bytes):
+        self.url = url
+        self.status = status
+        self.headers = headers
+        self.body = body
 
     def text(self) -> str:
         try:
@@ -171,7 +179,7 @@ class Response:
         raise _status_error(self.url, self.status, self.body)
 
 
-class RecordsResponse:
+class RecordsResponse(_Answer):
     """An answer whose records the host took out (see `Request.send_records`): `url`, `status`,
     `headers`, `records` (a list of JSON texts, or for `forward_records` how many the host kept;
     None when the answer was not a success or held no list of objects at the path, and then
@@ -184,13 +192,6 @@ class RecordsResponse:
         self.headers = headers
         self.records = records
         self.rest = rest
-
-    def header(self, name: str) -> Optional[str]:
-        name = name.lower()
-        return next((v for k, v in self.headers if k.lower() == name), None)
-
-    def is_success(self) -> bool:
-        return 200 <= self.status < 300
 
     def error_for_status(self) -> "RecordsResponse":
         """As `Response.error_for_status`, the body being `rest`."""
@@ -220,7 +221,7 @@ def _status_error(url: str, status: int, body: bytes) -> Error:
     return Error.system(message)
 
 
-class StreamedResponse:
+class StreamedResponse(_Answer):
     """An HTTP answer whose body is still with the host (see `Request.open`): `url`, `status`,
     `headers` and `body` (a `Body`)."""
 
@@ -229,14 +230,6 @@ class StreamedResponse:
         self.status = status
         self.headers = headers
         self.body = body
-
-    def header(self, name: str) -> Optional[str]:
-        """The first header called `name` (case-insensitive)."""
-        name = name.lower()
-        return next((v for k, v in self.headers if k.lower() == name), None)
-
-    def is_success(self) -> bool:
-        return 200 <= self.status < 300
 
     def error_for_status(self) -> "StreamedResponse":
         """As `Response.error_for_status`; the message quotes the start of the body, and the body
