@@ -10,8 +10,8 @@
 //! 2. Start-up with a warm cache: loading the plugin (engine, cached compiled code, linking),
 //!    then the first instance and call (`spec`), in this process; and the wall time of a whole
 //!    `host spec` process when the release host is built.
-//! 4. Memory: the peak RSS of a whole `host run` process reading 16 partitions at once
-//!    (`account_items` over 16 accounts), each language against Rust.
+//! 4. Memory: the peak RSS and PSS of a whole `host run` process reading 16 partitions at once
+//!    (`account_items` over 16 accounts, then over 64), each language against Rust.
 
 #[path = "common.rs"]
 mod common;
@@ -97,47 +97,44 @@ fn main() {
     memory(&root, cache.path(), work.path());
 }
 
-/// Peak RSS of whole `host run` processes reading `PARTITIONS` partitions at once, each language
-/// against Rust in the same run.
+/// Peak RSS of whole `host run` processes reading 16 partitions at once, each language against
+/// Rust in the same run: 16 partitions in all, then 64 (the memory of finished instances must
+/// not stay with the host).
 fn memory(root: &Path, cache: &Path, work: &Path) {
-    const PARTITIONS: u64 = 16;
+    const IN_FLIGHT: u64 = 16;
     println!(
-        "\n[4] memory: account_items, {PARTITIONS} partitions in flight (2000 records of ~280 bytes each, pages of 250, 20 ms a request), peak RSS of the `host run` process"
+        "\n[4] memory: account_items, {IN_FLIGHT} partitions in flight (2000 records of ~280 bytes each, pages of 250, 20 ms a request), peak RSS of the `host run` process"
     );
     let Some(host) = common::release_host("[4] memory") else { return };
-    let api = DemoApi::start_background(DemoApiConfig {
-        records: PARTITIONS * 2000,
-        accounts: PARTITIONS,
-        rich_records: true,
-        latency_ms: 20,
-        ..Default::default()
-    })
-    .unwrap();
-    let config = work.join("memory.json");
-    std::fs::write(&config, format!(r#"{{"base_url": "{}", "page_size": 250}}"#, api.base_url())).unwrap();
-    let mut rust = None;
-    for (language, name) in PLUGINS {
-        let mut command = std::process::Command::new(&host);
-        command.arg("run").arg(plugin_path(root, name)).arg("--config").arg(&config).arg("--cache-dir").arg(cache);
-        let grant = format!("http://{}", api.addr());
-        let concurrency = PARTITIONS.to_string();
-        command.args([
-            "--allow-host",
-            &grant,
-            "--no-progress",
-            "--streams",
-            "account_items",
-            "--concurrency",
-            &concurrency,
-        ]);
-        let (took, rss, pss, records) = measured_memory(&mut command);
-        assert_eq!(records, PARTITIONS * 2000, "{language} read every record");
-        let of_rust = *rust.get_or_insert(rss);
-        println!(
-            "  {language:<11} peak RSS {rss:>6.1} MiB ({:.1}x Rust), peak PSS {pss:>6.1} MiB, {:.2} s",
-            rss / of_rust,
-            took.as_secs_f64()
-        );
+    for partitions in [IN_FLIGHT, 4 * IN_FLIGHT] {
+        println!("  {partitions} partitions:");
+        let api = DemoApi::start_background(DemoApiConfig {
+            records: partitions * 2000,
+            accounts: partitions,
+            rich_records: true,
+            latency_ms: 20,
+            ..Default::default()
+        })
+        .unwrap();
+        let config = work.join("memory.json");
+        std::fs::write(&config, format!(r#"{{"base_url": "{}", "page_size": 250}}"#, api.base_url())).unwrap();
+        let mut rust = None;
+        for (language, name) in PLUGINS {
+            let mut command = std::process::Command::new(&host);
+            command.arg("run").arg(plugin_path(root, name)).arg("--config").arg(&config).arg("--cache-dir").arg(cache);
+            let grant = format!("http://{}", api.addr());
+            let concurrency = IN_FLIGHT.to_string();
+            let streams = ["--streams", "account_items", "--concurrency", &concurrency];
+            command.args(["--allow-host", &grant, "--no-progress"]).args(streams);
+            let (took, rss, pss, records) = measured_memory(&mut command);
+            assert_eq!(records, partitions * 2000, "{language} read every record");
+            let of_rust = *rust.get_or_insert(rss);
+            println!(
+                "    {language:<11} peak RSS {rss:>6.1} MiB ({:.1}x Rust), peak PSS {pss:>6.1} MiB, {:.2} s",
+                rss / of_rust,
+                took.as_secs_f64()
+            );
+        }
     }
 }
 
