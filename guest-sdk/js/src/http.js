@@ -18,12 +18,7 @@ import { Lines } from './types.js';
 export class Request extends RequestBuilder {
   /** Sends the request through the host. Any status is a response; see `Response.errorForStatus`. */
   send() {
-    let answer;
-    try {
-      answer = send({ method: this.method, url: this.url, headers: this.headers, body: this.body });
-    } catch (e) {
-      throw httpError(this.method, this.url, e?.payload ?? e);
-    }
+    const answer = hostCall(this, send);
     return new Response(this.url, answer.status, answer.headers, answer.body);
   }
 
@@ -37,12 +32,7 @@ export class Request extends RequestBuilder {
    *   return new Page(records, paginate.nextCursor(rest.next_cursor));
    */
   sendRecords(path) {
-    let answer;
-    try {
-      answer = sendRecords({ method: this.method, url: this.url, headers: this.headers, body: this.body }, path);
-    } catch (e) {
-      throw httpError(this.method, this.url, e?.payload ?? e);
-    }
+    const answer = hostCall(this, sendRecords, path);
     return new RecordsResponse(this.url, path.join('.'), answer.status, answer.headers, answer.records, answer.rest);
   }
 
@@ -57,12 +47,7 @@ export class Request extends RequestBuilder {
    *   return new Page([], paginate.nextCursor(rest.next_cursor));
    */
   forwardRecords(path) {
-    let answer;
-    try {
-      answer = forwardRecords({ method: this.method, url: this.url, headers: this.headers, body: this.body }, path);
-    } catch (e) {
-      throw httpError(this.method, this.url, e?.payload ?? e);
-    }
+    const answer = hostCall(this, forwardRecords, path);
     return new RecordsResponse(this.url, path.join('.'), answer.status, answer.headers, answer.forwarded, answer.rest);
   }
 
@@ -72,13 +57,18 @@ export class Request extends RequestBuilder {
    * rows). Retries, redirects and the egress policy work as for `send`.
    */
   open() {
-    let head;
-    try {
-      head = open({ method: this.method, url: this.url, headers: this.headers, body: this.body });
-    } catch (e) {
-      throw httpError(this.method, this.url, e?.payload ?? e);
-    }
+    const head = hostCall(this, open);
     return new StreamedResponse(this.url, head.status, head.headers, new Body(head.body));
+  }
+}
+
+/** A call of the host's `http` import with `request`; its error names the method and URL. */
+function hostCall(request, call, ...args) {
+  const { method, url, headers, body } = request;
+  try {
+    return call({ method, url, headers, body }, ...args);
+  } catch (e) {
+    throw httpError(method, url, e?.payload ?? e);
   }
 }
 

@@ -70,10 +70,7 @@ class Request:
     def send(self) -> "Response":
         """Sends the request through the host. Any status is a response; see
         `Response.error_for_status`."""
-        try:
-            answer = wit.send(wit.Request(self.method, self.url, self.headers, self.body))
-        except Err as e:
-            raise _http_error(self.method, self.url, e.value) from None
+        answer = self._host(wit.send)
         return Response(self.url, answer.status, answer.headers, answer.body)
 
     def send_records(self, path: list[str]) -> "RecordsResponse":
@@ -85,10 +82,7 @@ class Request:
             records, rest = request.send_records(["data"]).error_for_status().parts()
             return Page(records, paginate.next_cursor(rest.get("next_cursor")))
         """
-        try:
-            answer = wit.send_records(wit.Request(self.method, self.url, self.headers, self.body), list(path))
-        except Err as e:
-            raise _http_error(self.method, self.url, e.value) from None
+        answer = self._host(wit.send_records, list(path))
         return RecordsResponse(self.url, ".".join(path), answer.status, answer.headers, answer.records, answer.rest)
 
     def forward_records(self, path: list[str]) -> "RecordsResponse":
@@ -100,20 +94,21 @@ class Request:
             _, rest = request.forward_records(["data"]).error_for_status().parts()
             return Page([], paginate.next_cursor(rest.get("next_cursor")))
         """
+        answer = self._host(wit.forward_records, list(path))
+        return RecordsResponse(self.url, ".".join(path), answer.status, answer.headers, answer.forwarded, answer.rest)
+
+    def _host(self, call, *args):
+        """A call of the host's `http` import with this request; its error names the method and URL."""
         try:
-            answer = wit.forward_records(wit.Request(self.method, self.url, self.headers, self.body), list(path))
+            return call(wit.Request(self.method, self.url, self.headers, self.body), *args)
         except Err as e:
             raise _http_error(self.method, self.url, e.value) from None
-        return RecordsResponse(self.url, ".".join(path), answer.status, answer.headers, answer.forwarded, answer.rest)
 
     def open(self) -> "StreamedResponse":
         """Sends the request, but leaves the body with the host, to be read a piece at a time with
         `Body.read_lines` or `Body.read_bytes`: for downloads too large to hold (a report of a
         million rows). Retries, redirects and the egress policy work as for `send`."""
-        try:
-            head = wit.open(wit.Request(self.method, self.url, self.headers, self.body))
-        except Err as e:
-            raise _http_error(self.method, self.url, e.value) from None
+        head = self._host(wit.open)
         return StreamedResponse(self.url, head.status, head.headers, Body(head.body))
 
 
