@@ -63,19 +63,26 @@ pub fn release_host(case: &str) -> Option<std::path::PathBuf> {
 /// Runs `command` to its end, counting the RECORD lines of its stdout: the time taken, its own
 /// peak RSS in MiB ([`Peak::rss`]), and the records.
 pub fn measured_child(command: &mut std::process::Command) -> (Duration, f64, u64) {
+    let (took, rss, _, records) = measured_process(command, false);
+    (took, rss, records)
+}
+
+/// [`measured_child`], with the peak PSS in MiB too when `pss` ([`Peak::pss`]; sampling it walks
+/// the process's page tables, so only where it is reported).
+pub fn measured_process(command: &mut std::process::Command, pss: bool) -> (Duration, f64, Option<f64>, u64) {
     use std::io::BufRead;
     let started = Instant::now();
     let mut child = command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).spawn().unwrap();
-    let peak = Peak::rss(child.id());
+    let (rss, pss) = (Peak::rss(child.id()), pss.then(|| Peak::pss(child.id())));
     let mut stdout = std::io::BufReader::with_capacity(1 << 20, child.stdout.take().unwrap());
     let (mut records, mut line) = (0u64, Vec::new());
     while stdout.read_until(b'\n', &mut line).unwrap() > 0 {
         records += line.starts_with(br#"{"type":"RECORD""#) as u64;
         line.clear();
     }
-    let peak = peak.mib();
+    let (rss, pss) = (rss.mib(), pss.map(Peak::mib));
     assert!(child.wait().unwrap().success(), "{command:?} failed");
-    (started.elapsed(), peak, records)
+    (started.elapsed(), rss, pss, records)
 }
 
 /// A child's peak memory, sampled every 5 ms from `/proc/PID` until it exits. RSS is `VmHWM` of

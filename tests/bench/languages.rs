@@ -126,7 +126,8 @@ fn memory(root: &Path, cache: &Path, work: &Path) {
             let concurrency = IN_FLIGHT.to_string();
             let streams = ["--streams", "account_items", "--concurrency", &concurrency];
             command.args(["--allow-host", &grant, "--no-progress"]).args(streams);
-            let (took, rss, pss, records) = measured_memory(&mut command);
+            let (took, rss, pss, records) = common::measured_process(&mut command, true);
+            let pss = pss.expect("asked for");
             assert_eq!(records, partitions * 2000, "{language} read every record");
             let of_rust = *rust.get_or_insert(rss);
             println!(
@@ -136,20 +137,6 @@ fn memory(root: &Path, cache: &Path, work: &Path) {
             );
         }
     }
-}
-
-/// Runs `command` to its end, counting the RECORD lines of its stdout: the time, its peak RSS
-/// and peak PSS in MiB, and the records.
-fn measured_memory(command: &mut std::process::Command) -> (Duration, f64, f64, u64) {
-    use std::io::BufRead;
-    let started = Instant::now();
-    let mut child = command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).spawn().unwrap();
-    let (rss, pss) = (common::Peak::rss(child.id()), common::Peak::pss(child.id()));
-    let stdout = std::io::BufReader::with_capacity(1 << 20, child.stdout.take().unwrap());
-    let records = stdout.split(b'\n').map(Result::unwrap).filter(|l| l.starts_with(br#"{"type":"RECORD""#)).count();
-    let (rss, pss) = (rss.mib(), pss.mib());
-    assert!(child.wait().unwrap().success(), "{command:?} failed");
-    (started.elapsed(), rss, pss, records as u64)
 }
 
 fn plugin_path(root: &Path, name: &str) -> PathBuf {
