@@ -30,7 +30,7 @@ build-plugins:
 
 # Their builds are not reproducible (a rebuild changes the sha256, so the host compiles it again),
 # so each is rebuilt only when one of its sources changed. Both are built in the
-# `resumable-connector` world (report jobs and resume), as the Rust connectors are.
+# `stepped-connector` world (report jobs, resume, pages read in steps), as the Rust ones are.
 # Build the Python and JavaScript demo connectors.
 build-guest-plugins: setup-guest-tools
     #!/usr/bin/env bash
@@ -39,11 +39,11 @@ build-guest-plugins: setup-guest-tools
     mkdir -p {{plugins_dir}}
     out={{plugins_dir}}/demo-source-py.wasm
     if stale $out wit guest-sdk/python plugins/demo-source-py target/tools/componentize-py/.spec; then
-        {{componentize_py}} -d wit -w resumable-connector componentize -p guest-sdk/python -p plugins/demo-source-py app -o $out
+        {{componentize_py}} -d wit -w stepped-connector componentize -p guest-sdk/python -p plugins/demo-source-py app -o $out
     fi
     out={{plugins_dir}}/demo-source-js.wasm
     if stale $out wit guest-sdk/js/src guest-sdk/js/package-lock.json plugins/demo-source-js; then
-        {{componentize_js}} plugins/demo-source-js/connector.js --wit wit -n resumable-connector -d http fetch-event -o $out
+        {{componentize_js}} plugins/demo-source-js/connector.js --wit wit -n stepped-connector -d http fetch-event -o $out
     fi
 
 # componentize-py in a virtualenv under target/tools; componentize-js and jco in
@@ -71,7 +71,7 @@ setup-guest-tools:
 # Unit tests of the Python and JavaScript SDKs' helpers (pagination, slicing, config fields, jobs).
 test-guest-sdks: setup-guest-tools
     rm -rf target/tools/py-bindings
-    {{componentize_py}} -d wit -w resumable-connector bindings target/tools/py-bindings
+    {{componentize_py}} -d wit -w stepped-connector bindings target/tools/py-bindings
     PYTHONPATH=guest-sdk/python:target/tools/py-bindings python3 -m unittest discover -s guest-sdk/python/tests -t guest-sdk/python
     node --test guest-sdk/js/test/
 

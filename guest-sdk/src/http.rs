@@ -64,8 +64,12 @@ impl Request {
         &self.url
     }
 
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+
     /// The method and URL (for messages), and the request as the host takes it.
-    fn into_wit(self) -> (String, String, wit::Request) {
+    pub(crate) fn into_wit(self) -> (String, String, wit::Request) {
         let (method, url) = (self.method.clone(), self.url.clone());
         (method, url, wit::Request { method: self.method, url: self.url, headers: self.headers, body: self.body })
     }
@@ -189,7 +193,7 @@ impl<R> RecordsResponse<R> {
     }
 }
 
-fn http_error(method: &str, url: &str, e: wit::HttpError) -> Error {
+pub(crate) fn http_error(method: &str, url: &str, e: wit::HttpError) -> Error {
     match e {
         wit::HttpError::Denied(m) => Error::Config(format!("{method} {url} denied: {m}")),
         wit::HttpError::Timeout(m) => Error::Transient(format!("{method} {url} timed out: {m}")),

@@ -32,10 +32,12 @@ pub mod http;
 pub mod log;
 pub mod paginate;
 pub mod slice;
+pub mod steps;
 mod types;
 
 pub use error::{Error, Result, ResultExt};
 pub use serde_json::{self, Value, json};
+pub use steps::Steps;
 pub use types::{CursorRange, CursorValue, Page, Partition, PartitionBatch, Stream};
 
 /// A data-source connector. Only [`Source::spec`], [`Source::streams`] and [`Source::read_page`]
@@ -100,6 +102,26 @@ pub trait Source {
     fn resumable_streams(_config: &Self::Config) -> Result<Vec<String>> {
         Ok(Vec::new())
     }
+
+    /// The streams read in steps (contract 0.1.5): the host calls [`Source::read_step`] for
+    /// their pages instead of [`Source::read_page`]. The default is none.
+    fn stepped_streams(_config: &Self::Config) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+
+    /// One step of a page of a stream read in steps: the page read from its start, every request
+    /// sent through `steps` ([`Steps::send`], [`Steps::send_records`]) and its error passed on
+    /// with `?`. The host answers the requests one step at a time, sending each between two
+    /// steps with no instance held, so partitions waiting on an API hold no instance. The default
+    /// reads the page whole.
+    fn read_step(
+        config: &Self::Config,
+        partition: &Partition,
+        token: Option<Value>,
+        _steps: &mut Steps,
+    ) -> Result<Page> {
+        Self::read_page(config, partition, token)
+    }
 }
 
 /// A config as [`Source::parse_config`] reads it by default: a JSON object deserialized into `T`,
@@ -130,7 +152,7 @@ macro_rules! export_source {
 }
 
 /// Exports a type implementing [`Source`] and [`AsyncJobs`]: the `source` and `async-jobs`
-/// interfaces (world `resumable-connector`, contract 0.1.2).
+/// interfaces (world `stepped-connector`, contract 0.1.5).
 #[macro_export]
 macro_rules! export_async_source {
     ($source:ty) => {
@@ -215,6 +237,21 @@ macro_rules! export_async_source {
                     $crate::__private::resumable_streams::<$source>(config)
                 }
             }
+            impl $crate::__private::SteppedPagesGuest for __SluiceExport {
+                fn stepped_streams(
+                    config: ::std::string::String,
+                ) -> $crate::__private::WitResult<::std::vec::Vec<::std::string::String>> {
+                    $crate::__private::stepped_streams::<$source>(config)
+                }
+                fn read_step(
+                    config: ::std::string::String,
+                    partition: $crate::__private::WitPartition,
+                    token: ::std::option::Option<::std::string::String>,
+                    answers: ::std::vec::Vec<$crate::__private::WitAnswer>,
+                ) -> $crate::__private::WitResult<$crate::__private::WitStep> {
+                    $crate::__private::read_step::<$source>(config, partition, token, answers)
+                }
+            }
     $crate::__private::bindings::__export_connector!(__SluiceExport with_types_in $crate::__private::bindings);
         };
     };
@@ -268,13 +305,13 @@ pub trait AsyncJobs: Source {
 /// Glue used by [`export_source!`]; not part of the API.
 #[doc(hidden)]
 pub mod __private {
-    /// One world for every Rust connector: `resumable-connector` (a connector without job
+    /// One world for every Rust connector: `stepped-connector` (a connector without job
     /// streams answers `settings` with none, and the host never calls the rest; one without
-    /// resumable streams names none).
+    /// resumable or stepped streams names none).
     pub mod bindings {
         wit_bindgen::generate!({
             path: "../wit",
-            world: "resumable-connector",
+            world: "stepped-connector",
             pub_export_macro: true,
             export_macro_name: "__export_connector",
         });
@@ -286,6 +323,12 @@ pub mod __private {
     };
     pub use bindings::exports::sluice::connector::resume::Guest as ResumeGuest;
     pub use bindings::exports::sluice::connector::source::Guest;
+    pub use bindings::exports::sluice::connector::stepped_pages::{Guest as SteppedPagesGuest, Step as WitStep};
+    /// The host's answer to one step's request.
+    pub type WitAnswer = Result<
+        bindings::exports::sluice::connector::stepped_pages::Answer,
+        bindings::sluice::connector::http::HttpError,
+    >;
     use bindings::sluice::connector::types;
     pub use types::{
         CapabilitySet as Capabilities, Page as WitPage, Partition as WitPartition, PartitionBatch, Stream as WitStream,
@@ -360,6 +403,33 @@ pub mod __private {
         run().map_err(Into::into)
     }
 
+    pub fn stepped_streams<S: Source>(config_json: String) -> WitResult<Vec<String>> {
+        let run = || -> crate::Result<Vec<String>> { S::stepped_streams(&config::<S>(&config_json)?) };
+        run().map_err(Into::into)
+    }
+
+    /// A step ends with the first request the host has not answered, whatever `read_step` made
+    /// of the error that told it so; else with its page.
+    pub fn read_step<S: Source>(
+        config_json: String,
+        partition: WitPartition,
+        token: Option<String>,
+        answers: Vec<WitAnswer>,
+    ) -> WitResult<WitStep> {
+        let mut steps = crate::Steps::replay(answers);
+        let run = || -> crate::Result<WitPage> {
+            let config = config::<S>(&config_json)?;
+            let partition = crate::Partition::try_from(partition)?;
+            let token = parse_json("page token", token)?;
+            Ok(S::read_step(&config, &partition, token, &mut steps)?.into())
+        };
+        let page = run();
+        match steps.pending() {
+            Some(outgoing) => Ok(WitStep::Send(outgoing)),
+            None => page.map(WitStep::Page).map_err(Into::into),
+        }
+    }
+
     /// A [`Source`] exported as an `async-connector` with no stream read through jobs.
     pub struct WithoutJobs<S>(std::marker::PhantomData<S>);
 
@@ -397,6 +467,17 @@ pub mod __private {
         }
         fn resumable_streams(config: &S::Config) -> crate::Result<Vec<String>> {
             S::resumable_streams(config)
+        }
+        fn stepped_streams(config: &S::Config) -> crate::Result<Vec<String>> {
+            S::stepped_streams(config)
+        }
+        fn read_step(
+            config: &S::Config,
+            partition: &crate::Partition,
+            token: Option<Value>,
+            steps: &mut crate::Steps,
+        ) -> crate::Result<crate::Page> {
+            S::read_step(config, partition, token, steps)
         }
     }
 

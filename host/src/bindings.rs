@@ -37,6 +37,11 @@ pub mod resume {
     extension_world!("resumable-connector");
 }
 
+/// The `stepped-connector` world (0.1.5): its `stepped-pages` export.
+pub mod stepped {
+    extension_world!("stepped-connector");
+}
+
 pub use exports::sluice::connector::source::{
     CapabilitySet as Capabilities, Guest as Source, Page, Partition, PartitionBatch, Stream,
 };
@@ -49,7 +54,10 @@ pub use sluice::connector::http::{
 };
 pub use sluice::connector::log::Level;
 pub use sluice::connector::types::{CursorRange, CursorValue, Error as GuestError};
+pub use stepped::exports::sluice::connector::stepped_pages::{
+    Answer as StepAnswer, BodyUse, Guest as SteppedPages, GuestIndices as SteppedPagesIndices, Outgoing, Step,
+};
 
 /// The WIT package version this host implements; guests built for `0.1.x` load.
 pub const WIT_PACKAGE: &str = "sluice:connector";
-pub const WIT_VERSION: &str = "0.1.4";
+pub const WIT_VERSION: &str = "0.1.5";

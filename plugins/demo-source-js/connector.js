@@ -45,8 +45,10 @@ const url = (config, path) => http.join(config.baseUrl, path);
 const authorized = (config, request) => (config.apiKey !== undefined ? request.bearerAuth(config.apiKey) : request);
 const get = (config, target) => authorized(config, http.get(target));
 
+const accountsRequest = (config, page) => get(config, url(config, '/accounts')).query('page', page).query('per_page', config.pageSize);
+
 function accountsPage(config, page) {
-  return get(config, url(config, '/accounts')).query('page', page).query('per_page', config.pageSize).send().errorForStatus().json().data;
+  return accountsRequest(config, page).send().errorForStatus().json().data;
 }
 
 /** The report id in a job handle `createJob` made. */
@@ -69,8 +71,8 @@ function readingPosition(token) {
 
 // The host takes the records out of the answer and keeps them for the page: they are passed on as
 // the API wrote them, never handed to JavaScript (most of a JavaScript connector's time otherwise).
-function cursorPage(request) {
-  const { rest } = request.forwardRecords(['data']).errorForStatus().parts();
+function* cursorPage(request) {
+  const { rest } = (yield request.forwarded(['data'])).errorForStatus().parts();
   return new Page([], paginate.nextCursor(rest.next_cursor));
 }
 
@@ -159,17 +161,19 @@ class DemoSource extends Source {
     return new PartitionBatch(windows).withRecordEstimate(config.startDate === undefined ? bounds.count : undefined);
   }
 
-  readPage(config, partition, token) {
+  // A generator: it yields its request and the host sends it between two steps, so a partition
+  // waiting on the API keeps no instance (see `Source.steppedStreams`).
+  *readPage(config, partition, token) {
     switch (partition.stream) {
       case 'items': {
         const request = get(config, url(config, '/items')).query('limit', config.pageSize);
         const cursor = paginate.cursor(token);
         if (cursor !== undefined) request.query('cursor', cursor);
-        return cursorPage(request);
+        return yield* cursorPage(request);
       }
       case 'accounts': {
         const page = paginate.pageNumber(token, 1);
-        const records = accountsPage(config, page);
+        const records = (yield accountsRequest(config, page)).errorForStatus().json().data;
         return Page.fromValues(records, paginate.nextPageNumber(page, records.length, config.pageSize));
       }
       case 'account_items': {
@@ -182,7 +186,7 @@ class DemoSource extends Source {
           const start = partition.cursorStart();
           if (start !== undefined) request.query('updated_after', start.toQueryValue());
         }
-        const { rest } = request.forwardRecords(['data']).errorForStatus().parts();
+        const { rest } = (yield request.forwarded(['data'])).errorForStatus().parts();
         return new Page([], paginate.nextCursor(rest.next));
       }
       case 'windowed_items': {
@@ -192,7 +196,7 @@ class DemoSource extends Source {
         if (end !== undefined) request.query('updated_until', end.toQueryValue());
         const cursor = paginate.cursor(token);
         if (cursor !== undefined) request.query('cursor', cursor);
-        return cursorPage(request);
+        return yield* cursorPage(request);
       }
       case 'report_items':
         throw SluiceError.system('report_items is read through report jobs');
@@ -269,4 +273,4 @@ class DemoSource extends Source {
   }
 }
 
-export const { source, asyncJobs, resume } = exportConnector(DemoSource);
+export const { source, asyncJobs, resume, steppedPages } = exportConnector(DemoSource);

@@ -71,15 +71,18 @@ def item_schema() -> dict:
     }
 
 
+def accounts_request(config: Config, page: int) -> http.Request:
+    return config.get(config.url("/accounts")).query("page", page).query("per_page", config.page_size)
+
+
 def accounts_page(config: Config, page: int) -> list:
-    answer = config.get(config.url("/accounts")).query("page", page).query("per_page", config.page_size).send()
-    return answer.error_for_status().json()["data"]
+    return accounts_request(config, page).send().error_for_status().json()["data"]
 
 
-def cursor_page(request: http.Request) -> Page:
+def cursor_page(request: http.Request):
     # The host takes the records out of the answer: they are passed on as the API wrote them,
     # never parsed here (most of a Python connector's time otherwise).
-    records, rest = request.send_records(["data"]).error_for_status().parts()
+    records, rest = (yield request.records(["data"])).error_for_status().parts()
     return Page(records, paginate.next_cursor(rest.get("next_cursor")))
 
 
@@ -230,17 +233,20 @@ class DemoSource(sluice.Source, sluice.AsyncJobs):
         estimate = bounds["count"] if config.start_date is None else None
         return PartitionBatch(windows, record_estimate=estimate)
 
-    def read_page(self, config: Config, partition: Partition, token) -> Page:
+    def read_page(self, config: Config, partition: Partition, token):
+        """A generator: it yields its request and the host sends it between two steps, so a
+        partition waiting on the API keeps no interpreter (see `export_stepped_connector`)."""
         stream = partition.stream
         if stream == "items":
             request = config.get(config.url("/items")).query("limit", config.page_size)
             cursor = paginate.cursor(token)
             if cursor is not None:
                 request.query("cursor", cursor)
-            return cursor_page(request)
+            return (yield from cursor_page(request))
         if stream == "accounts":
             page = paginate.page_number(token, 1)
-            records = accounts_page(config, page)
+            answer = yield accounts_request(config, page)
+            records = answer.error_for_status().json()["data"]
             return Page.from_values(records, paginate.next_page_number(page, len(records), config.page_size))
         if stream == "account_items":
             next_url = paginate.cursor(token)
@@ -252,7 +258,7 @@ class DemoSource(sluice.Source, sluice.AsyncJobs):
                 start = partition.cursor_start()
                 if start is not None:
                     request.query("updated_after", start.to_query_value())
-            records, rest = request.send_records(["data"]).error_for_status().parts()
+            records, rest = (yield request.records(["data"])).error_for_status().parts()
             return Page(records, paginate.next_cursor(rest.get("next")))
         if stream == "windowed_items":
             request = config.get(config.url("/items")).query("limit", config.page_size)
@@ -264,7 +270,7 @@ class DemoSource(sluice.Source, sluice.AsyncJobs):
             cursor = paginate.cursor(token)
             if cursor is not None:
                 request.query("cursor", cursor)
-            return cursor_page(request)
+            return (yield from cursor_page(request))
         if stream == "report_items":
             raise Error.system("report_items is read through report jobs")
         raise Error.config(f"unknown stream {stream!r}")
@@ -343,4 +349,4 @@ class DemoSource(sluice.Source, sluice.AsyncJobs):
             answer.error_for_status()
 
 
-Source, AsyncJobs, Resume = sluice.export_connector(DemoSource)
+Source, AsyncJobs, Resume, SteppedPages = sluice.export_stepped_connector(DemoSource)

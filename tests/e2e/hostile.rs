@@ -261,6 +261,63 @@ fn the_host_forwards_records_to_the_page() {
     assert!(message.contains("forward-records is only for read-page and read-result"), "{message}");
 }
 
+/// Pages read in steps (contract 0.1.5): the host sends each step's request with no instance
+/// held and hands every answer so far to the next step; what a connector can make it keep for a
+/// page is bounded as for `forward-records`, and so is the number of steps.
+#[test]
+fn a_page_read_in_steps_gets_its_answers_and_is_bounded() {
+    let api = demo_api(DemoApiConfig { records: 30, ..Default::default() });
+    let stepped = |mode: &str, target: String, count: u64, args: &[&str]| {
+        let config = json!({"target": target, "declare": [grant(&api)], "path": ["data"], "count": count});
+        let allow = ["--allow-host", &grant(&api)];
+        hostile(mode, config, &[&allow[..], args].concat())
+    };
+    let items = format!("{}/items?limit=7", api.base_url());
+    // Three steps forward the same 7 records each: the page gets all 21, in order, then the
+    // guest's own record; each step in its own instance, none alive while a request is out.
+    let run = stepped("steps-forward", items.clone(), 3, &[]);
+    assert!(run.success(), "{}", run.explain());
+    let records = run.records("numbers");
+    let names: Vec<&str> = records.iter().filter_map(|r| r["name"].as_str()).collect();
+    let seven: Vec<String> = (1..=7).map(|i| format!("item-{i}")).collect();
+    assert_eq!(names, [&seven[..], &seven[..], &seven[..]].concat(), "as the API wrote them, step by step");
+    let own = records.iter().find(|r| r.get("own").is_some()).unwrap();
+    assert_eq!((own["kept"].as_u64(), own["error"].is_null()), (Some(21), true), "{own}");
+    // A fresh instance per step; the steps of the three partitions one at a time on this
+    // 2-core machine (a listing may overlap them).
+    let summary = run.logs().last().unwrap().clone();
+    let at_once: u64 = summary.split(" instances (").nth(1).and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
+    assert!((1..=2).contains(&at_once), "{summary}");
+    // Past the limit of records per page: the second step's records are refused, the first kept.
+    let run = stepped("steps-forward", items.clone(), 2, &["--max-records-per-page", "10"]);
+    assert!(run.success(), "{}", run.explain());
+    let records = run.records("numbers");
+    let own = records.iter().find(|r| r.get("own").is_some()).unwrap();
+    let error = own["error"].as_str().unwrap();
+    assert!(
+        error.contains("forwarding 7 more records makes 14 for this page, past the limit of 10 records per page"),
+        "{error}"
+    );
+    assert_eq!((own["kept"].as_u64(), records.iter().filter(|r| r.get("name").is_some()).count()), (Some(7), 7));
+    // Records taken out of the answer reach the next step as the API wrote them.
+    let run = stepped("steps-records", items.clone(), 1, &[]);
+    assert!(run.success(), "{}", run.explain());
+    let got = run.records("numbers").into_iter().find(|r| r.get("records").is_some()).unwrap().clone();
+    assert_eq!(got["status"], 200);
+    let first: Value = serde_json::from_str(got["records"][0].as_str().unwrap()).unwrap();
+    assert_eq!((got["records"].as_array().unwrap().len(), &first["name"]), (7, &json!("item-1")));
+    // A request the operator did not grant is denied as from a call, and the step is told.
+    let run = stepped("steps-records", "https://example.com/items".into(), 1, &[]);
+    assert!(run.success(), "{}", run.explain());
+    let got = run.records("numbers").into_iter().find(|r| r.get("error").is_some()).unwrap().clone();
+    assert!(got["error"].as_str().unwrap().contains("https://example.com/items denied"), "{got}");
+    assert!(run.logs().iter().any(|l| l.starts_with("request denied")), "{:?}", run.logs());
+    // A page that never stops asking ends at the limit of steps; the other partitions complete.
+    let message = contained(&stepped("steps-forever", items, 1, &[]));
+    assert!(message.contains("a page took more than 16 steps (one request each)"), "{message}");
+    assert_eq!(api.stats().requests, 3 + 2 + 1 + 16, "each step's request sent once, none to the denied host");
+}
+
 #[test]
 fn a_100_mb_record_is_refused() {
     let run = hostile("big-record", json!({}), &["--memory-mb", "512", "--cpu-ms-per-call", "10000"]);

@@ -4,6 +4,7 @@
 // It imports nothing from the host, so it is unit-tested outside a component.
 
 import { SluiceError } from './errors.js';
+import { Later } from './requests.js';
 import { canonicalJson, CursorValue, JobStatus, Partition } from './types.js';
 
 function parseJson(what, text) {
@@ -47,6 +48,52 @@ function partitionFromWit(p) {
 }
 
 const pageToWit = (page) => ({ records: page.records, nextToken: toToken(page.nextToken) });
+
+const isGenerator = (value) => typeof value?.next === 'function' && typeof value?.throw === 'function';
+
+function checkedPage(page) {
+  if (page === null || typeof page !== 'object' || !Array.isArray(page.records)) {
+    throw SluiceError.system(`readPage returned ${String(page)}, not a Page`);
+  }
+  return page;
+}
+
+/** What `readPage` returned; for a generator, run with each request it yields sent now. */
+function pageNow(result) {
+  if (!isGenerator(result)) return checkedPage(result);
+  let next = result.next();
+  while (!next.done) {
+    const later = Later.of(next.value);
+    let answer;
+    try {
+      answer = later.sendNow();
+    } catch (e) {
+      next = result.throw(e);
+      continue;
+    }
+    next = result.next(answer);
+  }
+  return checkedPage(next.value);
+}
+
+/**
+ * One step of a `readPage` generator: run again from its start, each request it yields answered
+ * by the host's answers so far (jco's `{tag: 'ok' | 'err', val}`); the next request it yields, or
+ * its page. A `readPage` that is not a generator ends the page at once.
+ */
+export function step(result, answers) {
+  if (!isGenerator(result)) return { tag: 'page', val: pageToWit(checkedPage(result)) };
+  let next = result.next();
+  for (const answer of answers) {
+    if (next.done) break;
+    const later = Later.of(next.value);
+    next = answer.tag === 'err' ? result.throw(later.failed(answer.val)) : result.next(later.answered(answer.val));
+  }
+  if (next.done) return { tag: 'page', val: pageToWit(checkedPage(next.value)) };
+  const outgoing = Later.of(next.value).toWit();
+  result.return();
+  return { tag: 'send', val: outgoing };
+}
 
 /** The WIT `job-status` of what `pollJob` answered. */
 export function jobStatusToWit(status) {
@@ -121,7 +168,7 @@ export function exportSource(SourceClass) {
     readPage: (configJson, partition, token) =>
       guard(() => {
         const parsed = config(configJson);
-        return pageToWit(new SourceClass().readPage(parsed, partitionFromWit(partition), parseJson('page token', token)));
+        return pageToWit(pageNow(new SourceClass().readPage(parsed, partitionFromWit(partition), parseJson('page token', token))));
       }),
   };
 }
@@ -141,9 +188,10 @@ function jobSettings(source, config) {
 }
 
 /**
- * The three interfaces the component exports in the `resumable-connector` world (`source`,
- * `async-jobs` and `resume`), from a `Source` subclass, with or without job streams:
- * `export const { source, asyncJobs, resume } = exportConnector(MySource);`.
+ * The interfaces the component exports in the `stepped-connector` world (`source`,
+ * `async-jobs`, `resume` and `stepped-pages`), from a `Source` subclass, with or without job
+ * streams: `export const { source, asyncJobs, resume, steppedPages } = exportConnector(MySource);`.
+ * (`steppedPages` may be left out in the `resumable-connector` world.)
  */
 export function exportConnector(SourceClass) {
   const config = configParser(SourceClass);
@@ -165,5 +213,13 @@ export function exportConnector(SourceClass) {
   const resume = {
     resumableStreams: (configJson) => guard(() => [...new SourceClass().resumableStreams(config(configJson))]),
   };
-  return { source: exportSource(SourceClass), asyncJobs, resume };
+  const steppedPages = {
+    steppedStreams: (configJson) => guard(() => [...new SourceClass().steppedStreams(config(configJson))]),
+    readStep: (configJson, partition, token, answers) =>
+      guard(() => {
+        const parsed = config(configJson);
+        return step(new SourceClass().readPage(parsed, partitionFromWit(partition), parseJson('page token', token)), answers);
+      }),
+  };
+  return { source: exportSource(SourceClass), asyncJobs, resume, steppedPages };
 }

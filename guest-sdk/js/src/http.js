@@ -6,9 +6,9 @@
 
 import {
   closeBody, forwardRecords, open, readBytes, readLines, send, sendRecords,
-} from 'sluice:connector/http@0.1.4';
+} from 'sluice:connector/http@0.1.5';
 import { SluiceError } from './errors.js';
-import { Answer, RecordsResponse, RequestBuilder, Response, statusError } from './requests.js';
+import { Answer, RecordsResponse, RequestBuilder, Response, httpError, statusError } from './requests.js';
 import { Lines } from './types.js';
 
 /**
@@ -69,22 +69,6 @@ function hostCall(request, call, ...args) {
     return call({ method, url, headers, body }, ...args);
   } catch (e) {
     throw httpError(method, url, e?.payload ?? e);
-  }
-}
-
-function httpError(method, url, error) {
-  const what = `${method} ${url}`;
-  switch (error?.tag) {
-    case 'denied':
-      return SluiceError.config(`${what} denied: ${error.val}`);
-    case 'timeout':
-      return SluiceError.transient(`${what} timed out: ${error.val}`);
-    case 'connection':
-      return SluiceError.transient(`${what} failed: ${error.val}`);
-    case 'too-large':
-      return SluiceError.system(`${what}: response too large: ${error.val}`);
-    default:
-      return SluiceError.system(`${what}: invalid request: ${error?.val ?? error}`);
   }
 }
 
@@ -188,5 +172,5 @@ export function getJson(url) {
 
 // URL helpers and answers need no host, so they live apart (and are unit-tested outside a component).
 export { join, hostPort } from './urls.js';
-export { RecordsResponse, Response } from './requests.js';
+export { Later, RecordsResponse, Response } from './requests.js';
 export { Lines } from './types.js';

@@ -52,6 +52,92 @@ export class RequestBuilder {
     this.body = bytes;
     return this;
   }
+
+  /**
+   * This request for a `readPage` that is read in steps to yield: the host sends it between two
+   * steps and the generator gets what `sendRecords(path)` answers.
+   */
+  records(path) {
+    return new Later(this, 'records', [...path]);
+  }
+
+  /**
+   * This request for a `readPage` that is read in steps to yield: the host sends it between two
+   * steps, keeps the records for the page and the generator gets what `forwardRecords(path)`
+   * answers.
+   */
+  forwarded(path) {
+    return new Later(this, 'forward', [...path]);
+  }
+}
+
+/**
+ * A request a `readPage` written as a generator (`*readPage(...)`) yields, for the host to send:
+ * between two steps when the stream is read in steps (no instance is kept while the answer is on
+ * its way), at once otherwise. Yield a request for its whole answer (as `send`), or
+ * `request.records(path)` / `request.forwarded(path)` (as `sendRecords` / `forwardRecords`):
+ *
+ *   const { records, rest } = (yield get(url).records(['data'])).errorForStatus().parts();
+ *
+ * An HTTP error is thrown at the `yield`, as `send` throws it.
+ */
+export class Later {
+  constructor(request, use, path) {
+    this.request = request;
+    this.use = use;
+    this.path = path;
+  }
+
+  /** What a generator yielded, as a `Later`; anything but a request is a system error. */
+  static of(value) {
+    if (value instanceof Later) return value;
+    if (value instanceof RequestBuilder) return new Later(value, 'whole', undefined);
+    throw SluiceError.system(`readPage yielded ${String(value)}: yield a request, or request.records(path) or .forwarded(path)`);
+  }
+
+  /** Sends it now, in this call. */
+  sendNow() {
+    if (this.use === 'records') return this.request.sendRecords(this.path);
+    if (this.use === 'forward') return this.request.forwardRecords(this.path);
+    return this.request.send();
+  }
+
+  /** The answer the host got for it between two steps (the WIT `answer`). */
+  answered(answer) {
+    const { url } = this.request;
+    if (this.use === 'records') return new RecordsResponse(url, this.path.join('.'), answer.status, answer.headers, answer.records, answer.rest);
+    if (this.use === 'forward') return new RecordsResponse(url, this.path.join('.'), answer.status, answer.headers, answer.forwarded, answer.rest);
+    return new Response(url, answer.status, answer.headers, answer.rest);
+  }
+
+  /** The error `send` would throw for the host's WIT `http-error`. */
+  failed(error) {
+    return httpError(this.request.method, this.request.url, error);
+  }
+
+  /** The WIT `outgoing`. */
+  toWit() {
+    const { method, url, headers, body } = this.request;
+    const use = this.use === 'whole' ? { tag: 'whole' } : { tag: this.use, val: this.path };
+    return { request: { method, url, headers, body }, body: use };
+  }
+}
+
+/** The error a request the host refused or could not make throws: it names the method and URL. */
+export function httpError(method, url, error) {
+  const what = `${method} ${url}`;
+  switch (error?.tag) {
+    case 'denied':
+      return SluiceError.config(`${what} denied: ${error.val}`);
+    case 'timeout':
+      return SluiceError.transient(`${what} timed out: ${error.val}`);
+    case 'connection':
+      return SluiceError.transient(`${what} failed: ${error.val}`);
+    case 'too-large':
+      return SluiceError.system(`${what}: response too large: ${error.val}`);
+    default:
+      return SluiceError.system(`${what}: invalid request: ${error?.val ?? error}`);
+  }
 }
 
 /** What every kind of answer has: `url`, `status`, `headers` (`[name, value]` pairs). */

@@ -63,6 +63,21 @@ export class Source {
     return [];
   }
 
+  /**
+   * The streams read in steps (contract 0.1.5): a `readPage` written as a generator
+   * (`*readPage(config, partition, token)`) yields its requests instead of sending them
+   * (`const answer = yield request`, or `yield request.records(path)`), and the host sends each
+   * between two steps of the page, with no instance kept while the answer is on its way. Each
+   * step runs `readPage` again from its start with the answers so far, so it must ask for the
+   * same requests given the same answers (it does when it keeps no state, as every connector
+   * must). The default: every stream but job streams when `readPage` is a generator.
+   */
+  steppedStreams(config) {
+    if (this.readPage?.constructor?.name !== 'GeneratorFunction') return [];
+    const jobs = new Set(this.jobStreams(config));
+    return this.streams(config).map((s) => s.name).filter((name) => !jobs.has(name));
+  }
+
   /** The streams read through report jobs; their partitions come from `partitions`. The default is none. */
   jobStreams(_config) {
     return [];

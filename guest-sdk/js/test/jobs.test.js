@@ -93,9 +93,10 @@ test('defaults: no job streams, four jobs, abort deletes, delete does nothing, n
   assert.deepEqual(Reports.calls, [['delete', { id: 'j1' }]]);
 });
 
-test('exportConnector gives the three interfaces; exportSource still gives one', () => {
+test('exportConnector gives the four interfaces; exportSource still gives one', () => {
   const exported = exportConnector(Plain);
-  assert.deepEqual(Object.keys(exported).sort(), ['asyncJobs', 'resume', 'source']);
+  assert.deepEqual(Object.keys(exported).sort(), ['asyncJobs', 'resume', 'source', 'steppedPages']);
+  assert.deepEqual(Object.keys(exported.steppedPages).sort(), ['readStep', 'steppedStreams']);
   assert.deepEqual(Object.keys(exported.asyncJobs).sort(), ['abortJob', 'createJob', 'deleteJob', 'pollJob', 'readResult', 'settings']);
   assert.deepEqual(Object.keys(exported.resume), ['resumableStreams']);
   assert.equal(exported.source.spec(), '{"type":"object"}');

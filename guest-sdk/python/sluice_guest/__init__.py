@@ -30,6 +30,7 @@ and job handles between calls, so a connector holds no state of its own (each ca
 object).
 """
 
+import inspect
 import json
 from typing import Any, Optional
 
@@ -38,7 +39,7 @@ from .errors import Error, context
 from .types import CursorRange, CursorValue, JobStatus, Page, Partition, PartitionBatch, Stream
 
 __all__ = [
-    "Source", "AsyncJobs", "export", "export_connector", "field", "Error", "context", "Stream", "Partition",
+    "Source", "AsyncJobs", "export", "export_connector", "export_stepped_connector", "field", "Error", "context", "Stream", "Partition",
     "CursorValue", "CursorRange", "Page", "PartitionBatch", "JobStatus", "http", "log", "paginate", "slice",
 ]
 
@@ -79,6 +80,14 @@ class Source:
         """One page of `partition`: `token` is `None` for the first page, then the previous
         page's next token."""
         raise NotImplementedError("a connector must implement read_page()")
+
+    def stepped_streams(self, config) -> list[str]:
+        """The streams read in steps (see `export_stepped_connector`). The default: every
+        stream when `read_page` is a generator (it yields its requests), but for job streams."""
+        if not inspect.isgeneratorfunction(type(self).read_page):
+            return []
+        jobs = set(self.job_streams(config)) if isinstance(self, AsyncJobs) else set()
+        return [s.name for s in self.streams(config) if s.name not in jobs]
 
     def resumable_streams(self, config) -> list[str]:
         """The streams whose page tokens stay valid across runs (an offset, a page number, a cursor
@@ -163,3 +172,19 @@ def export_connector(source: type) -> tuple[type, type, type]:
     from ._export import connector_exporter
 
     return connector_exporter(source)
+
+
+def export_stepped_connector(source: type) -> tuple[type, type, type, type]:
+    """As `export_connector`, and the `stepped-pages` interface as well, for the
+    `stepped-connector` world (contract 0.1.5):
+    `Source, AsyncJobs, Resume, SteppedPages = sluice.export_stepped_connector(MySource)`.
+
+    A `read_page` written as a generator yields its requests instead of sending them
+    (`answer = yield request`, or `yield request.records(path)`), and the host sends each one
+    between two steps of the page, with no interpreter kept while the answer is on its way; each
+    step runs `read_page` again from its start with the answers so far, so it must ask for the
+    same requests given the same answers (it does when it keeps no state, as every connector
+    must). Sixteen partitions waiting on an API then need no sixteen interpreters."""
+    from ._export import stepped_connector_exporter
+
+    return stepped_connector_exporter(source)

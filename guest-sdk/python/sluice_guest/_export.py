@@ -3,6 +3,7 @@
 The `async-jobs` bindings exist only in the worlds that export that interface, so they are
 imported by `connector_exporter` alone: `exporter` keeps working in the plain `connector` world."""
 
+import inspect
 import json
 import traceback
 
@@ -10,6 +11,7 @@ from componentize_py_types import Err
 from wit_world.imports import types as wit
 
 from .errors import CONFIG, TRANSIENT, Error
+from .http import Later
 from .types import CursorRange, CursorValue, JobStatus, Page, Partition, _compact, parse_json
 
 _CURSOR_TO_WIT = {"integer": wit.CursorValue_Integer, "datetime": wit.CursorValue_Datetime, "text": wit.CursorValue_Text}
@@ -47,6 +49,54 @@ def _token(value):
 
 def _page_to_wit(page: Page):
     return wit.Page(list(page.records), _token(page.next_token))
+
+
+def _checked_page(page) -> Page:
+    if not isinstance(page, Page):
+        raise Error.system(f"read_page returned {page!r}, not a Page")
+    return page
+
+
+def _page_now(result) -> Page:
+    """What `read_page` returned; for a generator, run with each request it yields sent now."""
+    if not inspect.isgenerator(result):
+        return _checked_page(result)
+    try:
+        later = Later.of(next(result))
+        while True:
+            try:
+                answer = later.send_now()
+            except Error as e:
+                later = Later.of(result.throw(e))
+                continue
+            later = Later.of(result.send(answer))
+    except StopIteration as stop:
+        return _checked_page(stop.value)
+
+
+def _step(result, answers, stepped_pages):
+    """One step of a `read_page` generator: run again from its start, each request it yields
+    answered by the host's answers so far; the next request it yields, or its page. A
+    `read_page` that is not a generator ends the page at once."""
+    if not inspect.isgenerator(result):
+        return stepped_pages.Step_Page(_page_to_wit(_checked_page(result)))
+    try:
+        later = Later.of(next(result))
+        for answer in answers:
+            if isinstance(answer, Err):
+                later = Later.of(result.throw(later.failed(answer.value)))
+            else:
+                later = Later.of(result.send(later.answered(answer.value)))
+    except StopIteration as stop:
+        return stepped_pages.Step_Page(_page_to_wit(_checked_page(stop.value)))
+    result.close()
+    if later.use == Later.RECORDS:
+        use = stepped_pages.BodyUse_Records(later.path)
+    elif later.use == Later.FORWARD:
+        use = stepped_pages.BodyUse_Forward(later.path)
+    else:
+        use = stepped_pages.BodyUse_Whole()
+    return stepped_pages.Step_Send(stepped_pages.Outgoing(later.wit_request(), use))
 
 
 def _job_status_to_wit(status: JobStatus, async_jobs):
@@ -155,7 +205,7 @@ def exporter(source_cls):
             def run():
                 parsed = config(config_json)
                 page = source_cls().read_page(parsed, _partition_from_wit(partition), parse_json("page token", token))
-                return _page_to_wit(page)
+                return _page_to_wit(_page_now(page))
 
             return _guard(run)
 
@@ -219,3 +269,26 @@ def connector_exporter(source_cls):
     AsyncJobsExport.__name__ = AsyncJobsExport.__qualname__ = "AsyncJobs"
     ResumeExport.__name__ = ResumeExport.__qualname__ = "Resume"
     return exporter(source_cls), AsyncJobsExport, ResumeExport
+
+
+def stepped_connector_exporter(source_cls):
+    """The classes of the `stepped-connector` world: those of `connector_exporter` and
+    `SteppedPages`."""
+    from wit_world.exports import stepped_pages
+
+    config = _config_parser(source_cls)
+
+    class SteppedPagesExport:
+        def stepped_streams(self, config_json: str) -> list[str]:
+            return _guard(lambda: list(source_cls().stepped_streams(config(config_json))))
+
+        def read_step(self, config_json: str, partition, token, answers):
+            def run():
+                parsed = config(config_json)
+                result = source_cls().read_page(parsed, _partition_from_wit(partition), parse_json("page token", token))
+                return _step(result, answers, stepped_pages)
+
+            return _guard(run)
+
+    SteppedPagesExport.__name__ = SteppedPagesExport.__qualname__ = "SteppedPages"
+    return (*connector_exporter(source_cls), SteppedPagesExport)

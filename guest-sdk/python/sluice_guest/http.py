@@ -97,6 +97,17 @@ class Request:
         answer = self._host(wit.forward_records, list(path))
         return RecordsResponse(self.url, ".".join(path), answer.status, answer.headers, answer.forwarded, answer.rest)
 
+    def records(self, path: list[str]) -> "Later":
+        """This request for a `read_page` that is read in steps to yield: the host sends it
+        between two steps and the generator gets what `send_records(path)` answers."""
+        return Later(self, Later.RECORDS, list(path))
+
+    def forwarded(self, path: list[str]) -> "Later":
+        """This request for a `read_page` that is read in steps to yield: the host sends it
+        between two steps, keeps the records for the page and the generator gets what
+        `forward_records(path)` answers."""
+        return Later(self, Later.FORWARD, list(path))
+
     def _host(self, call, *args):
         """A call of the host's `http` import with this request; its error names the method and URL."""
         try:
@@ -110,6 +121,60 @@ class Request:
         million rows). Retries, redirects and the egress policy work as for `send`."""
         head = self._host(wit.open)
         return StreamedResponse(self.url, head.status, head.headers, Body(head.body))
+
+
+class Later:
+    """A request a `read_page` written as a generator yields, for the host to send: between two
+    steps when the stream is read in steps (no interpreter is kept while the answer is on its
+    way), at once otherwise. Yield a `Request` for its whole answer (as `send`), or
+    `request.records(path)` / `request.forwarded(path)` (as `send_records` / `forward_records`):
+
+        answer = yield config.get(url).records(["data"])
+        records, rest = answer.error_for_status().parts()
+
+    An HTTP error is raised at the `yield`, as `send` raises it."""
+
+    WHOLE, RECORDS, FORWARD = "whole", "records", "forward"
+    __slots__ = ("request", "use", "path")
+
+    def __init__(self, request: "Request", use: str, path: Optional[list[str]] = None):
+        self.request = request
+        self.use = use
+        self.path = path
+
+    @classmethod
+    def of(cls, value: Any) -> "Later":
+        """What a generator yielded, as a `Later`; anything but a request is a system error."""
+        if isinstance(value, Later):
+            return value
+        if isinstance(value, Request):
+            return cls(value, cls.WHOLE)
+        raise Error.system(f"read_page yielded {value!r}: yield a Request, or request.records(path) or .forwarded(path)")
+
+    def send_now(self) -> "_Answer":
+        """Sends it now, in this call."""
+        if self.use == Later.RECORDS:
+            return self.request.send_records(self.path)
+        if self.use == Later.FORWARD:
+            return self.request.forward_records(self.path)
+        return self.request.send()
+
+    def answered(self, answer) -> "_Answer":
+        """The answer the host got for it between two steps (the WIT `answer`)."""
+        url, status, headers = self.request.url, answer.status, answer.headers
+        if self.use == Later.RECORDS:
+            return RecordsResponse(url, ".".join(self.path), status, headers, answer.records, answer.rest)
+        if self.use == Later.FORWARD:
+            return RecordsResponse(url, ".".join(self.path), status, headers, answer.forwarded, answer.rest)
+        return Response(url, status, headers, answer.rest)
+
+    def failed(self, error) -> Error:
+        """The error `send` would raise for the host's WIT `http-error`."""
+        return _http_error(self.request.method, self.request.url, error)
+
+    def wit_request(self):
+        r = self.request
+        return wit.Request(r.method, r.url, r.headers, r.body)
 
 
 def _http_error(method: str, url: str, error) -> Error:

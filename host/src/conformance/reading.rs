@@ -263,6 +263,9 @@ async fn read_partition(
             return Err(());
         }
     };
+    // Read as a run reads it: a stream read in steps, step by step.
+    let in_steps = !through_jobs
+        && crate::run::steps::stepped_streams(connector, None).await.is_ok_and(|stepped| stepped.contains(stream));
     let job = match through_jobs {
         false => None,
         true => match run_job(&mut instance, connector, partition).await {
@@ -273,9 +276,8 @@ async fn read_partition(
             }
         },
     };
-    let outcome =
-        read_pages(&mut instance, connector, stream, partition, job.as_ref(), cursor_field, start, max_pages, visitor)
-            .await;
+    let reading = Reading { in_steps, job: job.as_ref(), cursor_field, start, max_pages };
+    let outcome = read_pages(&mut instance, connector, stream, partition, reading, visitor).await;
     if let Some((handle, _)) = &job {
         // A job the kit is done with is deleted, as the orchestrator deletes it.
         if let Err(e) = instance.end_job(&connector.config, partition, handle, false).await
@@ -289,18 +291,25 @@ async fn read_partition(
     outcome
 }
 
-#[allow(clippy::too_many_arguments)]
+/// How a partition's pages are read: in steps, from a job's result, or page by page; where the
+/// cursor is and where it started; how many pages at most.
+struct Reading<'a> {
+    in_steps: bool,
+    job: Option<&'a (String, String)>,
+    cursor_field: Option<&'a [String]>,
+    start: Option<&'a Value>,
+    max_pages: u64,
+}
+
 async fn read_pages(
     instance: &mut Instance,
     connector: &Connector,
     stream: &str,
     partition: &Partition,
-    job: Option<&(String, String)>,
-    cursor_field: Option<&[String]>,
-    start: Option<&Value>,
-    max_pages: u64,
+    reading: Reading<'_>,
     visitor: &mut dyn Visitor,
 ) -> Result<Option<Value>, ()> {
+    let Reading { in_steps, job, cursor_field, start, max_pages } = reading;
     let limits = &connector.limits;
     let mut token: Option<String> = None;
     let mut tokens: HashMap<String, u64> = HashMap::new();
@@ -317,6 +326,10 @@ async fn read_pages(
             return Err(());
         }
         let result = match job {
+            None if in_steps => match crate::run::steps::read_page(connector, None, partition, token.as_ref()).await {
+                Ok(result) => result,
+                Err(crate::data::protocol::OutputClosed) => unreachable!("no output to close"),
+            },
             None => instance.read_page(&connector.config, partition, token.as_ref()).await,
             Some((handle, download)) => {
                 instance.read_result(&connector.config, partition, handle, download, token.as_ref()).await

@@ -57,6 +57,19 @@ pub struct Connector {
     pub limits: Limits,
     /// Accounting across every instance of this connector.
     pub usage: Arc<Usage>,
+    /// The streams read in steps, asked once (see [`crate::run::steps`]).
+    pub stepped: tokio::sync::OnceCell<std::collections::HashSet<String>>,
+    /// Steps computing at once (see [`steps_at_once`]).
+    pub step_slots: tokio::sync::Semaphore,
+}
+
+/// Steps of one connector computing at once: a core is left for the host's own work on their
+/// records (HTTP, checking and writing them), at least one. Steps only compute (their requests
+/// are sent between them), so more would only queue for the cores, each holding an instance:
+/// on 2 cores, one step at a time read 16 CPython partitions faster (0.54 s against 0.63 s)
+/// and in 56 MiB RSS against 66.
+pub fn steps_at_once(cores: usize) -> usize {
+    cores.saturating_sub(1).max(1)
 }
 
 /// What a run's guests used, for the run summary and the library API.
@@ -68,6 +81,9 @@ pub struct Usage {
     /// The most memory (all its memories and tables together) any one instance held, bytes.
     pub peak_memory_bytes: AtomicU64,
     pub instances: AtomicU64,
+    /// Instances alive now, and the most alive at once.
+    pub live_instances: AtomicU64,
+    pub peak_live_instances: AtomicU64,
     /// Time busy guests were paused because others wanted the cores, in nanoseconds.
     pub throttled_nanos: AtomicU64,
     /// Time busy guests were paused because the policy throttles them always, in nanoseconds.
@@ -88,6 +104,8 @@ pub struct Instance {
     jobs: Option<bindings::AsyncJobs>,
     /// The `resume` export, for plugins that have it.
     resume: Option<bindings::Resume>,
+    /// The `stepped-pages` exports, for plugins that have them.
+    stepped: Option<bindings::SteppedPages>,
     limits: Limits,
     usage: Arc<Usage>,
     /// A manifest's spec, which `spec` answers instead of the engine's.
@@ -105,7 +123,8 @@ impl Connector {
             Some(manifest) => crate::guest::manifest::inject(&config, &manifest.json),
             None => config,
         };
-        Connector { plugin, config, egress, limits, usage: Arc::default() }
+        let step_slots = tokio::sync::Semaphore::new(steps_at_once(crate::guest::sandbox::cores()));
+        Connector { plugin, config, egress, limits, usage: Arc::default(), stepped: Default::default(), step_slots }
     }
 
     /// A fresh instance. Instantiating runs guest code (its start functions), so it is a call
@@ -172,14 +191,19 @@ impl Connector {
         let loaded = self.plugin.indices.load(&mut store, &instance).and_then(|bindings| {
             let jobs = self.plugin.jobs.as_ref().map(|j| j.load(&mut store, &instance)).transpose()?;
             let resume = self.plugin.resume.as_ref().map(|r| r.load(&mut store, &instance)).transpose()?;
-            Ok((bindings, jobs, resume))
+            let stepped = self.plugin.stepped.as_ref().map(|r| r.load(&mut store, &instance)).transpose()?;
+            Ok((bindings, jobs, resume, stepped))
         });
-        let (bindings, jobs, resume) = loaded.map_err(|e| CallError::Trap(format!("cannot instantiate: {e:#}")))?;
+        let (bindings, jobs, resume, stepped) =
+            loaded.map_err(|e| CallError::Trap(format!("cannot instantiate: {e:#}")))?;
         let declared_spec = self.plugin.manifest.as_ref().map(|m| m.spec.clone());
+        let live = self.usage.live_instances.fetch_add(1, Ordering::Relaxed) + 1;
+        self.usage.peak_live_instances.fetch_max(live, Ordering::Relaxed);
         Ok(Instance {
             bindings,
             jobs,
             resume,
+            stepped,
             store,
             limits: self.limits.clone(),
             usage: self.usage.clone(),
@@ -253,6 +277,7 @@ impl Drop for Instance {
     fn drop(&mut self) {
         let peak = self.store.data().limiter.peak_memory as u64;
         self.usage.peak_memory_bytes.fetch_max(peak, Ordering::Relaxed);
+        self.usage.live_instances.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -354,6 +379,51 @@ impl Instance {
             r.call_resumable_streams(store, config).await
         })
         .await
+    }
+
+    /// The streams read in steps; none for connectors without `stepped-pages` (built for
+    /// contracts before 0.1.5).
+    pub async fn stepped_streams(&mut self, config: &String) -> Result<Vec<String>, CallError> {
+        let Instance { store, stepped, limits, usage, .. } = self;
+        let Some(stepped) = stepped.as_ref() else { return Ok(Vec::new()) };
+        let context = r#"{"call":"stepped-streams"}"#.to_string();
+        export_call(store, limits, usage, context, stepped, async |s, store| {
+            s.call_stepped_streams(store, config).await
+        })
+        .await
+    }
+
+    /// One step of a page read in steps (see [`crate::run::steps`]). Records forwarded during
+    /// the call go to the front of the page, when the step ends one.
+    pub async fn read_step(
+        &mut self,
+        config: &String,
+        partition: &Partition,
+        token: Option<&String>,
+        answers: &[Result<bindings::StepAnswer, bindings::HttpError>],
+    ) -> Result<bindings::Step, CallError> {
+        let Instance { store, stepped, limits, usage, .. } = self;
+        let stepped = stepped.as_ref().ok_or_else(|| {
+            CallError::Guest(GuestError::System("the connector does not export stepped-pages".into()))
+        })?;
+        let key: serde_json::Value = serde_json::from_str(&partition.key).unwrap_or(serde_json::Value::Null);
+        let context = serde_json::json!({"stream": partition.stream, "partition": key}).to_string();
+        store.data_mut().start_forwarding();
+        let step = export_call(store, limits, usage, context, stepped, async |s, store| {
+            s.call_read_step(store, config, partition, token, answers).await
+        })
+        .await;
+        // A step runs its page again from the start, so only the step that ends the page keeps
+        // what it forwarded itself; an earlier step's forwarding is done again by the next one.
+        let mut records = self.store.data_mut().take_forwarded();
+        let mut step = step?;
+        if let bindings::Step::Page(page) = &mut step
+            && !records.is_empty()
+        {
+            records.append(&mut page.records);
+            page.records = records;
+        }
+        Ok(step)
     }
 
     /// Which streams are read through jobs; `None` for connectors without `async-jobs`.

@@ -6,7 +6,9 @@
 //! compiled code is cached on disk, keyed by the wasm's sha256 and the engine's compatibility
 //! hash: a second run of the same plugin deserializes in milliseconds.
 
-use crate::bindings::{AsyncJobsIndices, ConnectorIndices, ConnectorPre, ResumeIndices, WIT_PACKAGE, WIT_VERSION};
+use crate::bindings::{
+    AsyncJobsIndices, ConnectorIndices, ConnectorPre, ResumeIndices, SteppedPagesIndices, WIT_PACKAGE, WIT_VERSION,
+};
 use crate::guest::cache::ComponentCache;
 use crate::guest::compile::CompileLimits;
 use crate::guest::limits::Limits;
@@ -45,6 +47,8 @@ pub struct Plugin {
     pub jobs: Option<AsyncJobsIndices>,
     /// Where the `resume` export is, when the plugin has it (contract 0.1.2).
     pub resume: Option<ResumeIndices>,
+    /// Where the `stepped-pages` exports are, when the plugin has them (contract 0.1.5).
+    pub stepped: Option<SteppedPagesIndices>,
     pub load: LoadInfo,
     /// The engine's pool slots (see [`Engine`]), when instances come from a pool.
     pub slots: Option<Arc<tokio::sync::Semaphore>>,
@@ -126,13 +130,13 @@ impl Engine {
                 .max_memories_per_component(MAX_MEMORIES as u32)
                 .max_tables_per_component(MAX_TABLES as u32)
                 .max_core_instances_per_component(MAX_CORE_INSTANCES as u32)
-                // A run creates an instance per partition and throws it away: resetting a slot
-                // with madvise costs a TLB shootdown on every core each time. With the first
-                // pages reset by memset, most instances need none; the rest are batched, but in
-                // pairs only: a slot waiting in a batch keeps its memory, so batches of 64 held
+                // A run creates an instance per partition (or per step) and throws it away:
+                // resetting a slot with madvise costs a TLB shootdown on every core each time.
+                // With the first pages reset by memset, most instances need none; the rest are
+                // not batched: a slot waiting in a batch keeps its memory, so batches of 64 held
                 // up to 126 dead instances' pages (486 MiB RSS for a CPython connector reading 64
                 // partitions 16 at a time).
-                .decommit_batch_size(2)
+                .decommit_batch_size(1)
                 .linear_memory_keep_resident(1 << 20)
                 .table_keep_resident(64 << 10)
                 .async_stack_keep_resident(256 << 10)
@@ -205,6 +209,13 @@ impl Engine {
         } else {
             None
         };
+        let stepped = if exports("stepped-pages") {
+            Some(SteppedPagesIndices::new(&instance_pre).map_err(|e| {
+                anyhow!("{shown} exports a stepped-pages interface this host cannot use (another revision?): {e}")
+            })?)
+        } else {
+            None
+        };
         let jobs = if exports_jobs {
             Some(AsyncJobsIndices::new(&instance_pre).map_err(|e| {
                 anyhow!("{shown} exports an async-jobs interface this host cannot use (another revision?): {e}")
@@ -229,6 +240,7 @@ impl Engine {
             indices,
             jobs,
             resume,
+            stepped,
             load: LoadInfo { cache_hit, elapsed: started.elapsed(), cache_file },
             slots: self.slots.clone(),
             manifest: None,

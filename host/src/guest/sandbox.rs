@@ -329,23 +329,10 @@ impl bindings::sluice::connector::http::Host for GuestState {
     }
 
     async fn send_records(&mut self, req: Request, path: Vec<String>) -> Result<RecordsResponse, HttpError> {
-        if path.is_empty() || path.len() > crate::net::records::MAX_PATH_KEYS {
-            return Err(HttpError::InvalidRequest(format!(
-                "a records path has 1 to {} keys, not {}",
-                crate::net::records::MAX_PATH_KEYS,
-                path.len()
-            )));
-        }
+        crate::net::records::check_path(&path)?;
         let response = self.send(req).await?;
         // Found on the guest's clock: the host's pass over the body is work done for the guest.
-        let split = match (200..300).contains(&response.status) {
-            true => crate::net::records::split(&response.body, &path),
-            false => None,
-        };
-        let (records, rest) = match split {
-            Some((records, rest)) => (Some(records), rest),
-            None => (None, response.body),
-        };
+        let (records, rest) = crate::net::records::take(response.status, response.body, &path);
         Ok(RecordsResponse { status: response.status, headers: response.headers, records, rest })
     }
 

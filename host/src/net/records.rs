@@ -9,6 +9,26 @@ use std::fmt;
 /// Keys a path may have: a guest names a list a few levels down, not a walk of its own.
 pub const MAX_PATH_KEYS: usize = 16;
 
+/// Refuses a records path with no keys or too many, before anything is sent.
+pub fn check_path(path: &[String]) -> Result<(), crate::bindings::HttpError> {
+    if path.is_empty() || path.len() > MAX_PATH_KEYS {
+        return Err(crate::bindings::HttpError::InvalidRequest(format!(
+            "a records path has 1 to {MAX_PATH_KEYS} keys, not {}",
+            path.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The records at `path` of a successful (2xx) answer's body, and the rest of it; for any other
+/// answer, or a body without such a list, `None` and the body as it came.
+pub fn take(status: u16, body: Vec<u8>, path: &[String]) -> (Option<Vec<String>>, Vec<u8>) {
+    match (200..300).contains(&status).then(|| split(&body, path)).flatten() {
+        Some((records, rest)) => (Some(records), rest),
+        None => (None, body),
+    }
+}
+
 /// The records at `path` in `body` and the body without them, or `None` when the body is not a
 /// JSON object holding a list of objects there.
 pub fn split(body: &[u8], path: &[String]) -> Option<(Vec<String>, Vec<u8>)> {

@@ -8,6 +8,7 @@ use crate::guest::connector::{CallError, Connector, Instance};
 use crate::guest::limits::Limits;
 use crate::guest::sandbox::GuestLog;
 use crate::run::progress::Progress;
+use crate::run::steps;
 use serde_json::Value;
 use std::cmp::Ordering;
 use std::collections::HashSet;
@@ -217,7 +218,8 @@ impl KeyGuard {
     }
 }
 
-/// The pagination loop of one partition in a fresh instance. `cursor_field` asks for the largest
+/// The pagination loop of one partition in a fresh instance (or, for a stream read in steps,
+/// [`steps::read_page`] for each page, an instance per step). `cursor_field` asks for the largest
 /// cursor value written; `on_first_records` runs once, before the first records are sent. With
 /// `job` (a completed report job's handle and download), its result is read instead of pages.
 /// `done` says what was written, also when the partition fails part way.
@@ -234,9 +236,13 @@ pub async fn read_partition(
     resuming: Resuming<'_>,
     on_first_records: impl AsyncFnOnce() -> Result<(), OutputClosed>,
 ) -> Result<Result<(), CallError>, OutputClosed> {
-    let mut instance = match connector.instance().await {
-        Ok(i) => i,
-        Err(e) => return Ok(Err(e)),
+    let in_steps = job.is_none() && steps::stepped_streams(connector, Some(out)).await?.contains(&partition.stream);
+    let mut instance = match in_steps {
+        true => None,
+        false => match connector.instance().await {
+            Ok(i) => Some(i),
+            Err(e) => return Ok(Err(e)),
+        },
     };
     let stream_json: Arc<str> = serde_json::to_string(&partition.stream).expect("a string serializes").into();
     let cursor_field: Option<Arc<[String]>> = rules.cursor_field.map(Arc::from);
@@ -251,9 +257,10 @@ pub async fn read_partition(
     // the next one; pages are still sent in order, each before anything after it.
     let mut rendering: Option<Rendering> = None;
     for _ in 0..limits.max_pages_per_partition {
-        let result = match job {
-            None => instance.read_page(&connector.config, partition, token.as_ref()).await,
-            Some((handle, download)) => {
+        let result = match (instance.as_mut(), job) {
+            (None, _) => steps::read_page(connector, Some(out), partition, token.as_ref()).await?,
+            (Some(instance), None) => instance.read_page(&connector.config, partition, token.as_ref()).await,
+            (Some(instance), Some((handle, download))) => {
                 instance.read_result(&connector.config, partition, handle, download, token.as_ref()).await
             }
         };
@@ -266,7 +273,11 @@ pub async fn read_partition(
                 save(token, done.max_cursor.as_ref());
             }
         }
-        let page = match forward_logs(out, &mut instance, result).await? {
+        let result = match instance.as_mut() {
+            Some(instance) => forward_logs(out, instance, result).await?,
+            None => result,
+        };
+        let page = match result {
             Ok(p) => p,
             Err(e) => return Ok(Err(e)),
         };

@@ -227,7 +227,7 @@ impl ReadReport {
         };
         format!(
             "read {} records from {} stream(s) in {:.2}s ({}); {} requests, {} retries, {} denied, {} bytes in; \
-             guest time {:.2}s{throttled}, peak guest memory {:.1} MiB, {} instances",
+             guest time {:.2}s{throttled}, peak guest memory {:.1} MiB, {} instances ({} at most at once)",
             u.records,
             self.streams.len(),
             self.elapsed.as_secs_f64(),
@@ -239,6 +239,7 @@ impl ReadReport {
             u.guest_cpu.as_secs_f64(),
             u.peak_memory_bytes as f64 / (1 << 20) as f64,
             u.instances,
+            u.peak_live_instances,
         )
     }
 }

@@ -43,6 +43,9 @@ pub struct RunUsage {
     /// The most memory any one instance held: all its memories and tables together.
     pub peak_memory_bytes: u64,
     pub instances: u64,
+    /// The most instances alive at once (a partition read in steps holds none while its
+    /// requests are on their way).
+    pub peak_live_instances: u64,
 }
 
 impl RunUsage {
@@ -61,6 +64,7 @@ impl RunUsage {
             records: summaries.iter().map(|s| s.records).sum(),
             peak_memory_bytes: load(&connector.usage.peak_memory_bytes),
             instances: load(&connector.usage.instances),
+            peak_live_instances: load(&connector.usage.peak_live_instances),
         }
     }
 }

@@ -5,7 +5,7 @@
 
 use serde::Deserialize;
 use sluice_guest::{
-    CursorValue, Error, Page, Partition, PartitionBatch, Result, Source, Stream, Value, http, json, log,
+    CursorValue, Error, Page, Partition, PartitionBatch, Result, Source, Steps, Stream, Value, http, json, log,
 };
 use std::hint::black_box;
 
@@ -156,6 +156,51 @@ impl Source for Hostile {
                     .ending_at(Some(CursorValue::Integer(20))),
             ])),
             _ => Ok(PartitionBatch::new(Self::partitions(config, stream, state)?)),
+        }
+    }
+
+    // `steps-*` modes read `numbers` in steps (contract 0.1.5).
+    fn stepped_streams(config: &Config) -> Result<Vec<String>> {
+        match config.mode.starts_with("steps-") {
+            true => Ok(vec![format!("numbers{}", config.stream_suffix)]),
+            false => Ok(Vec::new()),
+        }
+    }
+
+    fn read_step(config: &Config, partition: &Partition, token: Option<Value>, steps: &mut Steps) -> Result<Page> {
+        let p = partition.key["p"].as_u64().unwrap_or(0);
+        if p != config.hostile_partition {
+            return Self::read_page(config, partition, token);
+        }
+        let target = || config.target.clone().ok_or_else(|| Error::config("this mode needs a target"));
+        let path: Vec<&str> = config.path.iter().map(String::as_str).collect();
+        match config.mode.as_str() {
+            // One more request every step: the host ends the page at its limit of steps.
+            "steps-forever" => loop {
+                steps.send(http::get(target()?))?;
+            },
+            // Forwards the records at `path` of the target in `count` steps (at least one),
+            // then adds a record of its own: how many the host kept, or why it stopped. (The
+            // error of a request not answered yet is caught too: the step still ends with it.)
+            "steps-forward" => {
+                let (mut kept, mut error) = (0, None);
+                for _ in 0..config.count.max(1) {
+                    match steps.forward_records(http::get(target()?), &path) {
+                        Ok(answer) => kept += answer.records.unwrap_or(0),
+                        Err(e) => {
+                            error = Some(e.to_string());
+                            break;
+                        }
+                    }
+                }
+                Page::from_values([json!({"id": 1, "own": true, "kept": kept, "error": error})])
+            }
+            // Takes the records at `path` out of the target's answer; what it got, or its error.
+            "steps-records" => match steps.send_records(http::get(target()?), &path) {
+                Ok(answer) => Page::from_values([json!({"id": 1, "records": answer.records, "status": answer.status})]),
+                Err(e) => Page::from_values([json!({"id": 1, "error": e.to_string()})]),
+            },
+            other => Err(Error::config(format!("unknown steps mode {other}"))),
         }
     }
 

@@ -1,0 +1,197 @@
+//! Pages read in steps (contract 0.1.5, `stepped-pages`): a step asks for a request, the host
+//! sends it with no instance held, and the next step, in a fresh instance, gets every answer of
+//! the page so far. An interpreter guest waiting on an API then holds no interpreter: sixteen
+//! partitions in flight need as many instances as steps computing at once, which is at most the
+//! cores (steps only compute), not sixteen.
+
+use crate::bindings::{BodyUse, HttpError, Level, Outgoing, Page, Partition, Step, StepAnswer};
+use crate::data::protocol::{Output, OutputClosed};
+use crate::guest::connector::{CallError, Connector};
+use crate::guest::sandbox::GuestLog;
+use crate::run::read::emit_logs;
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// Steps one page may take: one request each, and each step runs the page again with every
+/// answer so far, so a long chain costs its square.
+pub const MAX_STEPS_PER_PAGE: usize = 16;
+
+/// The streams this connector reads in steps, asked once per connector (none before contract
+/// 0.1.5; when it cannot say, a warning, and every page is read with `read-page` as before).
+/// `out`, when given, gets the connector's logs and the warning.
+pub async fn stepped_streams<'c>(
+    connector: &'c Connector,
+    out: Option<&Output>,
+) -> Result<&'c HashSet<String>, OutputClosed> {
+    connector
+        .stepped
+        .get_or_try_init(|| async {
+            if connector.plugin.stepped.is_none() {
+                return Ok(HashSet::new());
+            }
+            let asked = match connector.instance().await {
+                Ok(mut instance) => {
+                    let asked = instance.stepped_streams(&connector.config).await;
+                    logs(out, instance.take_logs()).await?;
+                    asked
+                }
+                Err(e) => Err(e),
+            };
+            match asked {
+                Ok(streams) => Ok(streams.into_iter().collect()),
+                Err(e) => {
+                    let message = format!(
+                        "the connector cannot say which streams it reads in steps ({}): pages are read whole",
+                        e.message()
+                    );
+                    if let Some(out) = out {
+                        out.log("WARN", &message).await?;
+                    }
+                    Ok(HashSet::new())
+                }
+            }
+        })
+        .await
+}
+
+/// Reads one page of `partition` in steps: each step in a fresh instance, a few steps of the
+/// connector at once, the requests sent by the host in between. `out`, when given, gets the
+/// connector's logs.
+pub async fn read_page(
+    connector: &Connector,
+    out: Option<&Output>,
+    partition: &Partition,
+    token: Option<&String>,
+) -> Result<Result<Page, CallError>, OutputClosed> {
+    let key: serde_json::Value = serde_json::from_str(&partition.key).unwrap_or(serde_json::Value::Null);
+    let context = serde_json::json!({"stream": partition.stream, "partition": key}).to_string();
+    let mut answers: Vec<Result<StepAnswer, HttpError>> = Vec::new();
+    let mut kept = Kept::default();
+    // The answers go back into every later step: they must fit in the guest's memory.
+    let max_bytes = usize::try_from(connector.limits.memory_bytes).unwrap_or(usize::MAX);
+    let mut held = 0usize;
+    for _ in 0..MAX_STEPS_PER_PAGE {
+        let step = {
+            let _core = connector.step_slots.acquire().await.expect("the step semaphore is never closed");
+            let mut instance = match connector.instance().await {
+                Ok(instance) => instance,
+                Err(e) => return Ok(Err(e)),
+            };
+            let step = instance.read_step(&connector.config, partition, token, &answers).await;
+            logs(out, instance.take_logs()).await?;
+            step
+        };
+        match step {
+            Err(e) => return Ok(Err(e)),
+            Ok(Step::Page(mut page)) => {
+                if !kept.records.is_empty() {
+                    kept.records.append(&mut page.records);
+                    page.records = kept.records;
+                }
+                return Ok(Ok(page));
+            }
+            Ok(Step::Send(outgoing)) => {
+                let answer = send(connector, &context, outgoing, &mut kept).await;
+                if let Err(HttpError::Denied(why)) = &answer {
+                    let log = GuestLog { level: Level::Warn, message: format!("request denied: {why}") };
+                    logs(out, vec![log]).await?;
+                }
+                held += answer.as_ref().map_or(0, answer_bytes);
+                if held > max_bytes {
+                    return Ok(Err(system(format!(
+                        "the answers of one page's steps came to {held} bytes, past the guest's memory limit of {max_bytes} bytes"
+                    ))));
+                }
+                answers.push(answer);
+            }
+        }
+    }
+    Ok(Err(system(format!("a page took more than {MAX_STEPS_PER_PAGE} steps (one request each)"))))
+}
+
+/// Records kept for the page by steps whose requests forward them, and their bytes.
+#[derive(Default)]
+struct Kept {
+    records: Vec<String>,
+    bytes: usize,
+}
+
+/// Sends a step's request as `send`, `send-records` or `forward-records` would, outside any
+/// instance. The host's pass over the body for records counts as guest time, as it does there.
+async fn send(
+    connector: &Connector,
+    context: &str,
+    outgoing: Outgoing,
+    kept: &mut Kept,
+) -> Result<StepAnswer, HttpError> {
+    let limits = &connector.limits;
+    let (path, forward) = match outgoing.body {
+        BodyUse::Whole => (None, false),
+        BodyUse::Records(path) => (Some(path), false),
+        BodyUse::Forward(path) => (Some(path), true),
+    };
+    if let Some(path) = &path {
+        crate::net::records::check_path(path)?;
+    }
+    if forward && kept.records.len() >= limits.max_records_per_page {
+        return Err(HttpError::InvalidRequest(format!(
+            "{} records were forwarded for this page already, the limit of records per page",
+            kept.records.len()
+        )));
+    }
+    let response = connector.egress.send(outgoing.request, context).await?;
+    let Some(path) = path else {
+        let (status, headers, rest) = (response.status, response.headers, response.body);
+        return Ok(StepAnswer { status, headers, records: None, forwarded: None, rest });
+    };
+    let started = Instant::now();
+    let (records, rest) = crate::net::records::take(response.status, response.body, &path);
+    connector.usage.guest_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    let (status, headers) = (response.status, response.headers);
+    if !forward {
+        return Ok(StepAnswer { status, headers, records, forwarded: None, rest });
+    }
+    let forwarded = match records {
+        None => None,
+        Some(records) => {
+            let (count, bytes) = (records.len(), records.iter().map(String::len).sum::<usize>());
+            let limit = limits.max_records_per_page;
+            if kept.records.len() + count > limit {
+                return Err(HttpError::InvalidRequest(format!(
+                    "forwarding {count} more records makes {} for this page, past the limit of {limit} records per page",
+                    kept.records.len() + count
+                )));
+            }
+            let byte_limit = usize::try_from(limits.memory_bytes).unwrap_or(usize::MAX);
+            if kept.bytes + bytes > byte_limit {
+                return Err(HttpError::InvalidRequest(format!(
+                    "forwarding {bytes} more bytes of records makes {} for this page, past the guest's memory limit of {byte_limit} bytes",
+                    kept.bytes + bytes
+                )));
+            }
+            kept.bytes += bytes;
+            kept.records.extend(records);
+            Some(u32::try_from(count).expect("at most the records-per-page limit"))
+        }
+    };
+    Ok(StepAnswer { status, headers, records: None, forwarded, rest })
+}
+
+/// What an answer costs to hold and hand over again.
+fn answer_bytes(answer: &StepAnswer) -> usize {
+    let headers: usize = answer.headers.iter().map(|(k, v)| k.len() + v.len()).sum();
+    let records: usize = answer.records.iter().flatten().map(String::len).sum();
+    answer.rest.len() + headers + records
+}
+
+async fn logs(out: Option<&Output>, logs: Vec<GuestLog>) -> Result<(), OutputClosed> {
+    match out {
+        Some(out) => emit_logs(out, logs).await,
+        None => Ok(()),
+    }
+}
+
+fn system(message: String) -> CallError {
+    CallError::Guest(crate::bindings::GuestError::System(message))
+}
