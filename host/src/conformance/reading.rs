@@ -310,6 +310,7 @@ async fn read_pages(
     visitor: &mut dyn Visitor,
 ) -> Result<Option<Value>, ()> {
     let Reading { in_steps, job, cursor_field, start, max_pages } = reading;
+    let mut stepping = in_steps.then(|| crate::run::steps::Stepping::new(connector));
     let limits = &connector.limits;
     let mut token: Option<String> = None;
     let mut tokens: HashMap<String, u64> = HashMap::new();
@@ -326,10 +327,12 @@ async fn read_pages(
             return Err(());
         }
         let result = match job {
-            None if in_steps => match crate::run::steps::read_page(connector, None, partition, token.as_ref()).await {
-                Ok(result) => result,
-                Err(crate::data::protocol::OutputClosed) => unreachable!("no output to close"),
-            },
+            None if let Some(stepping) = stepping.as_mut() => {
+                match crate::run::steps::read_page(stepping, None, partition, token.as_ref()).await {
+                    Ok(result) => result,
+                    Err(crate::data::protocol::OutputClosed) => unreachable!("no output to close"),
+                }
+            }
             None => instance.read_page(&connector.config, partition, token.as_ref()).await,
             Some((handle, download)) => {
                 instance.read_result(&connector.config, partition, handle, download, token.as_ref()).await

@@ -61,6 +61,10 @@ pub struct Connector {
     pub stepped: tokio::sync::OnceCell<std::collections::HashSet<String>>,
     /// Steps computing at once (see [`steps_at_once`]).
     pub step_slots: tokio::sync::Semaphore,
+    /// Partitions being read in steps now: while they are no more than the step slots, each
+    /// keeps its instance from one step to the next (it costs no more instances than the steps
+    /// would, and saves instantiating one per step).
+    pub stepping: AtomicU64,
 }
 
 /// Steps of one connector computing at once: a core is left for the host's own work on their
@@ -124,7 +128,16 @@ impl Connector {
             None => config,
         };
         let step_slots = tokio::sync::Semaphore::new(steps_at_once(crate::guest::sandbox::cores()));
-        Connector { plugin, config, egress, limits, usage: Arc::default(), stepped: Default::default(), step_slots }
+        Connector {
+            plugin,
+            config,
+            egress,
+            limits,
+            usage: Arc::default(),
+            stepped: Default::default(),
+            step_slots,
+            stepping: AtomicU64::new(0),
+        }
     }
 
     /// A fresh instance. Instantiating runs guest code (its start functions), so it is a call

@@ -237,6 +237,7 @@ pub async fn read_partition(
     on_first_records: impl AsyncFnOnce() -> Result<(), OutputClosed>,
 ) -> Result<Result<(), CallError>, OutputClosed> {
     let in_steps = job.is_none() && steps::stepped_streams(connector, Some(out)).await?.contains(&partition.stream);
+    let mut stepping = in_steps.then(|| steps::Stepping::new(connector));
     let mut instance = match in_steps {
         true => None,
         false => match connector.instance().await {
@@ -258,7 +259,10 @@ pub async fn read_partition(
     let mut rendering: Option<Rendering> = None;
     for _ in 0..limits.max_pages_per_partition {
         let result = match (instance.as_mut(), job) {
-            (None, _) => steps::read_page(connector, Some(out), partition, token.as_ref()).await?,
+            (None, _) => {
+                let stepping = stepping.as_mut().expect("set when no instance is");
+                steps::read_page(stepping, Some(out), partition, token.as_ref()).await?
+            }
             (Some(instance), None) => instance.read_page(&connector.config, partition, token.as_ref()).await,
             (Some(instance), Some((handle, download))) => {
                 instance.read_result(&connector.config, partition, handle, download, token.as_ref()).await

@@ -6,7 +6,7 @@
 
 use crate::bindings::{BodyUse, HttpError, Level, Outgoing, Page, Partition, Step, StepAnswer};
 use crate::data::protocol::{Output, OutputClosed};
-use crate::guest::connector::{CallError, Connector};
+use crate::guest::connector::{CallError, Connector, Instance, steps_at_once};
 use crate::guest::sandbox::GuestLog;
 use crate::run::read::emit_logs;
 use std::collections::HashSet;
@@ -55,15 +55,55 @@ pub async fn stepped_streams<'c>(
         .await
 }
 
-/// Reads one page of `partition` in steps: each step in a fresh instance, a few steps of the
-/// connector at once, the requests sent by the host in between. `out`, when given, gets the
-/// connector's logs.
+/// A partition being read in steps, counted while it lives, and the instance it keeps between
+/// steps while few partitions are (see [`Connector::stepping`]).
+pub struct Stepping<'c> {
+    connector: &'c Connector,
+    kept: Option<Instance>,
+}
+
+impl<'c> Stepping<'c> {
+    pub fn new(connector: &'c Connector) -> Self {
+        connector.stepping.fetch_add(1, Ordering::Relaxed);
+        Stepping { connector, kept: None }
+    }
+
+    /// The instance for the next step: the one kept, or a fresh one.
+    async fn instance(&mut self) -> Result<Instance, CallError> {
+        match self.kept.take() {
+            Some(instance) => Ok(instance),
+            None => self.connector.instance().await,
+        }
+    }
+
+    /// Keeps an instance whose step succeeded for the next one, while no more partitions are
+    /// read in steps than steps compute at once (so keeping costs no instance more than the
+    /// steps would hold); else it is dropped, and its memory given back.
+    fn keep(&mut self, instance: Instance) {
+        let few =
+            self.connector.stepping.load(Ordering::Relaxed) as usize <= steps_at_once(crate::guest::sandbox::cores());
+        if few {
+            self.kept = Some(instance);
+        }
+    }
+}
+
+impl Drop for Stepping<'_> {
+    fn drop(&mut self) {
+        self.connector.stepping.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Reads one page of `partition` in steps: each step in a fresh instance (or the one the
+/// partition keeps, see [`Stepping`]), a few steps of the connector at once, the requests sent
+/// by the host in between. `out`, when given, gets the connector's logs.
 pub async fn read_page(
-    connector: &Connector,
+    stepping: &mut Stepping<'_>,
     out: Option<&Output>,
     partition: &Partition,
     token: Option<&String>,
 ) -> Result<Result<Page, CallError>, OutputClosed> {
+    let connector = stepping.connector;
     let key: serde_json::Value = serde_json::from_str(&partition.key).unwrap_or(serde_json::Value::Null);
     let context = serde_json::json!({"stream": partition.stream, "partition": key}).to_string();
     let mut answers: Vec<Result<StepAnswer, HttpError>> = Vec::new();
@@ -74,12 +114,16 @@ pub async fn read_page(
     for _ in 0..MAX_STEPS_PER_PAGE {
         let step = {
             let _core = connector.step_slots.acquire().await.expect("the step semaphore is never closed");
-            let mut instance = match connector.instance().await {
+            let mut instance = match stepping.instance().await {
                 Ok(instance) => instance,
                 Err(e) => return Ok(Err(e)),
             };
             let step = instance.read_step(&connector.config, partition, token, &answers).await;
             logs(out, instance.take_logs()).await?;
+            // An instance whose call failed is not used again (after a trap it cannot be).
+            if step.is_ok() {
+                stepping.keep(instance);
+            }
             step
         };
         match step {
