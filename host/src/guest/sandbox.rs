@@ -55,16 +55,9 @@ pub struct GuestState {
     bodies: Bodies,
     /// What `forward-records` took out during the current `read-page` or `read-result` call,
     /// for the page it returns; `None` outside those calls.
-    forwarded: Option<Forwarded>,
+    forwarded: Option<crate::net::records::Forwarded>,
     max_forwarded_records: usize,
     max_forwarded_bytes: usize,
-}
-
-/// Records the host keeps for the page a call returns, and their bytes.
-#[derive(Default)]
-struct Forwarded {
-    records: Vec<String>,
-    bytes: usize,
 }
 
 /// Measures the time a call spends running guest code: it runs from the start of the call and
@@ -249,7 +242,8 @@ impl GuestState {
 
     /// A `read-page` or `read-result` call starts: records may be forwarded to its page.
     pub fn start_forwarding(&mut self) {
-        self.forwarded = Some(Forwarded::default());
+        let (records, bytes) = (self.max_forwarded_records, self.max_forwarded_bytes);
+        self.forwarded = Some(crate::net::records::Forwarded::new(records, bytes, "in this call"));
     }
 
     /// The call ended: the records it forwarded, oldest first (dropped if the call failed).
@@ -337,7 +331,6 @@ impl bindings::sluice::connector::http::Host for GuestState {
     }
 
     async fn forward_records(&mut self, req: Request, path: Vec<String>) -> Result<ForwardedResponse, HttpError> {
-        let (limit, byte_limit) = (self.max_forwarded_records, self.max_forwarded_bytes);
         // Refused before anything is sent when nothing more could be kept.
         match &self.forwarded {
             None => {
@@ -345,37 +338,11 @@ impl bindings::sluice::connector::http::Host for GuestState {
                     "forward-records is only for read-page and read-result, whose page gets the records".into(),
                 ));
             }
-            Some(kept) if kept.records.len() >= limit => {
-                return Err(HttpError::InvalidRequest(format!(
-                    "{} records were forwarded in this call already, the limit of records per page",
-                    kept.records.len()
-                )));
-            }
-            Some(_) => {}
+            Some(kept) => kept.check_room()?,
         }
         let answer = self.send_records(req, path).await?;
         let kept = self.forwarded.as_mut().expect("set for the whole call");
-        let forwarded = match answer.records {
-            None => None,
-            Some(records) => {
-                let (count, bytes) = (records.len(), records.iter().map(String::len).sum::<usize>());
-                if kept.records.len() + count > limit {
-                    return Err(HttpError::InvalidRequest(format!(
-                        "forwarding {count} more records makes {} in this call, past the limit of {limit} records per page",
-                        kept.records.len() + count
-                    )));
-                }
-                if kept.bytes + bytes > byte_limit {
-                    return Err(HttpError::InvalidRequest(format!(
-                        "forwarding {bytes} more bytes of records makes {} in this call, past the guest's memory limit of {byte_limit} bytes",
-                        kept.bytes + bytes
-                    )));
-                }
-                kept.bytes += bytes;
-                kept.records.extend(records);
-                Some(u32::try_from(count).expect("at most the records-per-page limit"))
-            }
-        };
+        let forwarded = answer.records.map(|records| kept.keep(records)).transpose()?;
         Ok(ForwardedResponse { status: answer.status, headers: answer.headers, forwarded, rest: answer.rest })
     }
 }

@@ -20,6 +20,58 @@ pub fn check_path(path: &[String]) -> Result<(), crate::bindings::HttpError> {
     Ok(())
 }
 
+/// Records the host keeps for a page (`forward-records`, or a step's `forward`), and their bytes,
+/// bounded by the records-per-page limit and the guest's memory limit: the host holds no more for
+/// a guest than the guest could have held itself.
+pub struct Forwarded {
+    pub records: Vec<String>,
+    bytes: usize,
+    max_records: usize,
+    max_bytes: usize,
+    /// Where they are counted, for messages: "in this call", "for this page".
+    scope: &'static str,
+}
+
+impl Forwarded {
+    pub fn new(max_records: usize, max_bytes: usize, scope: &'static str) -> Self {
+        Forwarded { records: Vec::new(), bytes: 0, max_records, max_bytes, scope }
+    }
+
+    /// Refused before anything is sent when nothing more could be kept.
+    pub fn check_room(&self) -> Result<(), crate::bindings::HttpError> {
+        if self.records.len() >= self.max_records {
+            return Err(crate::bindings::HttpError::InvalidRequest(format!(
+                "{} records were forwarded {} already, the limit of records per page",
+                self.records.len(),
+                self.scope
+            )));
+        }
+        Ok(())
+    }
+
+    /// Keeps an answer's records after those kept before; how many, or why not (then none are).
+    pub fn keep(&mut self, records: Vec<String>) -> Result<u32, crate::bindings::HttpError> {
+        let (count, bytes) = (records.len(), records.iter().map(String::len).sum::<usize>());
+        let (limit, scope) = (self.max_records, self.scope);
+        if self.records.len() + count > limit {
+            return Err(crate::bindings::HttpError::InvalidRequest(format!(
+                "forwarding {count} more records makes {} {scope}, past the limit of {limit} records per page",
+                self.records.len() + count
+            )));
+        }
+        if self.bytes + bytes > self.max_bytes {
+            return Err(crate::bindings::HttpError::InvalidRequest(format!(
+                "forwarding {bytes} more bytes of records makes {} {scope}, past the guest's memory limit of {} bytes",
+                self.bytes + bytes,
+                self.max_bytes
+            )));
+        }
+        self.bytes += bytes;
+        self.records.extend(records);
+        Ok(u32::try_from(count).expect("at most the records-per-page limit"))
+    }
+}
+
 /// The records at `path` of a successful (2xx) answer's body, and the rest of it; for any other
 /// answer, or a body without such a list, `None` and the body as it came.
 pub fn take(status: u16, body: Vec<u8>, path: &[String]) -> (Option<Vec<String>>, Vec<u8>) {

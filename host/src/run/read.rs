@@ -85,6 +85,36 @@ pub async fn emit_logs(out: &Output, logs: Vec<GuestLog>) -> Result<(), OutputCl
     Ok(())
 }
 
+/// Asks a fresh instance for a set of streams (`ask`: those that resume, those read in steps);
+/// when it cannot say, a warning (`warning` says what the run does instead), and none. `out`,
+/// when given, gets the connector's logs and the warning.
+pub async fn ask_streams(
+    connector: &Connector,
+    out: Option<&Output>,
+    ask: impl AsyncFnOnce(&mut Instance) -> Result<Vec<String>, CallError>,
+    warning: impl FnOnce(&CallError) -> String,
+) -> Result<HashSet<String>, OutputClosed> {
+    let asked = match connector.instance().await {
+        Ok(mut instance) => {
+            let asked = ask(&mut instance).await;
+            if let Some(out) = out {
+                emit_logs(out, instance.take_logs()).await?;
+            }
+            asked
+        }
+        Err(e) => Err(e),
+    };
+    match asked {
+        Ok(streams) => Ok(streams.into_iter().collect()),
+        Err(e) => {
+            if let Some(out) = out {
+                out.log("WARN", &warning(&e)).await?;
+            }
+            Ok(HashSet::new())
+        }
+    }
+}
+
 /// How a partition ended, when the guest did not fail it.
 #[derive(Debug, Clone, Default)]
 pub struct PartitionDone {

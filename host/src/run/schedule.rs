@@ -129,25 +129,15 @@ async fn resumable_streams(
     if connector.plugin.resume.is_none() {
         return Ok(Default::default());
     }
-    let asked = match connector.instance().await {
-        Ok(mut instance) => {
-            let asked = instance.resumable_streams(&connector.config).await;
-            read::emit_logs(out, instance.take_logs()).await?;
-            asked
-        }
-        Err(e) => Err(e),
+    let ask =
+        async |instance: &mut crate::guest::connector::Instance| instance.resumable_streams(&connector.config).await;
+    let warning = |e: &CallError| {
+        format!(
+            "the connector cannot say which streams resume inside a partition ({}): partitions resume from their start",
+            e.message()
+        )
     };
-    match asked {
-        Ok(streams) => Ok(streams.into_iter().collect()),
-        Err(e) => {
-            let message = format!(
-                "the connector cannot say which streams resume inside a partition ({}): partitions resume from their start",
-                e.message()
-            );
-            out.log("WARN", &message).await?;
-            Ok(Default::default())
-        }
-    }
+    read::ask_streams(connector, Some(out), ask, warning).await
 }
 
 /// `(start, end]` of a bounded partition: a cursor range with an end.

@@ -8,7 +8,8 @@ use crate::bindings::{BodyUse, HttpError, Level, Outgoing, Page, Partition, Step
 use crate::data::protocol::{Output, OutputClosed};
 use crate::guest::connector::{CallError, Connector, Instance, steps_at_once};
 use crate::guest::sandbox::GuestLog;
-use crate::run::read::emit_logs;
+use crate::net::records::Forwarded;
+use crate::run::read::{ask_streams, emit_logs};
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -30,27 +31,14 @@ pub async fn stepped_streams<'c>(
             if connector.plugin.stepped.is_none() {
                 return Ok(HashSet::new());
             }
-            let asked = match connector.instance().await {
-                Ok(mut instance) => {
-                    let asked = instance.stepped_streams(&connector.config).await;
-                    logs(out, instance.take_logs()).await?;
-                    asked
-                }
-                Err(e) => Err(e),
+            let ask = async |instance: &mut Instance| instance.stepped_streams(&connector.config).await;
+            let warning = |e: &CallError| {
+                format!(
+                    "the connector cannot say which streams it reads in steps ({}): pages are read whole",
+                    e.message()
+                )
             };
-            match asked {
-                Ok(streams) => Ok(streams.into_iter().collect()),
-                Err(e) => {
-                    let message = format!(
-                        "the connector cannot say which streams it reads in steps ({}): pages are read whole",
-                        e.message()
-                    );
-                    if let Some(out) = out {
-                        out.log("WARN", &message).await?;
-                    }
-                    Ok(HashSet::new())
-                }
-            }
+            ask_streams(connector, out, ask, warning).await
         })
         .await
 }
@@ -107,9 +95,9 @@ pub async fn read_page(
     let key: serde_json::Value = serde_json::from_str(&partition.key).unwrap_or(serde_json::Value::Null);
     let context = serde_json::json!({"stream": partition.stream, "partition": key}).to_string();
     let mut answers: Vec<Result<StepAnswer, HttpError>> = Vec::new();
-    let mut kept = Kept::default();
     // The answers go back into every later step: they must fit in the guest's memory.
     let max_bytes = usize::try_from(connector.limits.memory_bytes).unwrap_or(usize::MAX);
+    let mut kept = Forwarded::new(connector.limits.max_records_per_page, max_bytes, "for this page");
     let mut held = 0usize;
     for _ in 0..MAX_STEPS_PER_PAGE {
         let step = {
@@ -154,22 +142,14 @@ pub async fn read_page(
     Ok(Err(system(format!("a page took more than {MAX_STEPS_PER_PAGE} steps (one request each)"))))
 }
 
-/// Records kept for the page by steps whose requests forward them, and their bytes.
-#[derive(Default)]
-struct Kept {
-    records: Vec<String>,
-    bytes: usize,
-}
-
 /// Sends a step's request as `send`, `send-records` or `forward-records` would, outside any
 /// instance. The host's pass over the body for records counts as guest time, as it does there.
 async fn send(
     connector: &Connector,
     context: &str,
     outgoing: Outgoing,
-    kept: &mut Kept,
+    kept: &mut Forwarded,
 ) -> Result<StepAnswer, HttpError> {
-    let limits = &connector.limits;
     let (path, forward) = match outgoing.body {
         BodyUse::Whole => (None, false),
         BodyUse::Records(path) => (Some(path), false),
@@ -178,11 +158,8 @@ async fn send(
     if let Some(path) = &path {
         crate::net::records::check_path(path)?;
     }
-    if forward && kept.records.len() >= limits.max_records_per_page {
-        return Err(HttpError::InvalidRequest(format!(
-            "{} records were forwarded for this page already, the limit of records per page",
-            kept.records.len()
-        )));
+    if forward {
+        kept.check_room()?;
     }
     let response = connector.egress.send(outgoing.request, context).await?;
     let Some(path) = path else {
@@ -196,29 +173,7 @@ async fn send(
     if !forward {
         return Ok(StepAnswer { status, headers, records, forwarded: None, rest });
     }
-    let forwarded = match records {
-        None => None,
-        Some(records) => {
-            let (count, bytes) = (records.len(), records.iter().map(String::len).sum::<usize>());
-            let limit = limits.max_records_per_page;
-            if kept.records.len() + count > limit {
-                return Err(HttpError::InvalidRequest(format!(
-                    "forwarding {count} more records makes {} for this page, past the limit of {limit} records per page",
-                    kept.records.len() + count
-                )));
-            }
-            let byte_limit = usize::try_from(limits.memory_bytes).unwrap_or(usize::MAX);
-            if kept.bytes + bytes > byte_limit {
-                return Err(HttpError::InvalidRequest(format!(
-                    "forwarding {bytes} more bytes of records makes {} for this page, past the guest's memory limit of {byte_limit} bytes",
-                    kept.bytes + bytes
-                )));
-            }
-            kept.bytes += bytes;
-            kept.records.extend(records);
-            Some(u32::try_from(count).expect("at most the records-per-page limit"))
-        }
-    };
+    let forwarded = records.map(|records| kept.keep(records)).transpose()?;
     Ok(StepAnswer { status, headers, records: None, forwarded, rest })
 }
 
