@@ -49,7 +49,10 @@ class Connector(sluice.Source):
         }
         return [Stream("items", schema).with_primary_key("id").with_cursor_field("updated_at")]
 
-    def read_page(self, config: Config, partition: Partition, token) -> Page:
+    def read_page(self, config: Config, partition: Partition, token):
+        """A generator: it yields its request and the host sends it between two steps of the page,
+        so a partition waiting on the API keeps no interpreter. (`yield request.records(["data"])`
+        has the host take the records out of the answer, unparsed: faster.)"""
         request = http.get(http.join(config.base_url, "/items")).query("limit", config.page_size)
         # Incremental: the host sets the partition's start from the saved state.
         start = partition.cursor_start()
@@ -58,8 +61,8 @@ class Connector(sluice.Source):
         cursor = paginate.cursor(token)
         if cursor is not None:
             request.query("cursor", cursor)
-        answer = request.send().error_for_status().json()
+        answer = (yield request).error_for_status().json()
         return Page.from_values(answer["data"], paginate.next_cursor(answer.get("next_cursor")))
 
 
-Source = sluice.export(Connector)
+Source, AsyncJobs, Resume, SteppedPages = sluice.export_stepped_connector(Connector)
