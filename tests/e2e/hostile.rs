@@ -318,6 +318,21 @@ fn a_page_read_in_steps_gets_its_answers_and_is_bounded() {
     assert_eq!(api.stats().requests, 3 + 2 + 1 + 16, "each step's request sent once, none to the denied host");
 }
 
+/// The answers a page's steps gather are kept by the host and handed to every later step: past
+/// the guest's memory limit the host stops the partition itself, before the guest is handed them.
+#[test]
+fn the_answers_of_a_pages_steps_are_bounded_by_the_guests_memory() {
+    let api = demo_api(DemoApiConfig::default());
+    // 5 MB: under the response cap, over the guest's 4 MiB.
+    let config =
+        json!({"target": format!("{}/bytes?n=5000000", api.base_url()), "declare": [grant(&api)], "path": ["data"]});
+    let run = hostile("steps-records", config, &["--allow-host", &grant(&api), "--memory-mb", "4"]);
+    let message = contained(&run);
+    assert!(message.contains("the answers of one page's steps came to"), "{message}");
+    assert!(message.contains("past the guest's memory limit of 4194304 bytes"), "{message}");
+    assert_eq!(api.stats().requests, 1, "the step's request was sent once, and no step asked again");
+}
+
 #[test]
 fn a_100_mb_record_is_refused() {
     let run = hostile("big-record", json!({}), &["--memory-mb", "512", "--cpu-ms-per-call", "10000"]);
