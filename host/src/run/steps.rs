@@ -1,8 +1,10 @@
 //! Pages read in steps (contract 0.1.5, `stepped-pages`): a step asks for a request, the host
-//! sends it with no instance held, and the next step, in a fresh instance, gets every answer of
-//! the page so far. An interpreter guest waiting on an API then holds no interpreter: sixteen
-//! partitions in flight need as many instances as steps computing at once, which is at most the
-//! cores (steps only compute), not sixteen.
+//! sends it with no instance held, and the next step gets every answer of the page so far. An
+//! interpreter guest waiting on an API then holds no interpreter: sixteen partitions in flight
+//! need as many instances as steps computing at once
+//! ([`crate::guest::connector::steps_at_once`]: a core less than the machine has), not sixteen.
+//! A step runs in a fresh instance, or in the partition's own while so few partitions are read
+//! in steps that keeping it costs no instance more ([`Stepping`]).
 
 use crate::bindings::{BodyUse, HttpError, Level, Outgoing, Page, Partition, Step, StepAnswer};
 use crate::data::protocol::{Output, OutputClosed};
