@@ -168,3 +168,50 @@ fn a_streamed_report_download_is_recorded_and_replayed() {
     let downloads = exchanges.iter().filter(|e| e["request"]["url"].as_str().unwrap().ends_with("/download")).count();
     assert_eq!(downloads, 2, "one download per account, read whole into the recording");
 }
+
+/// A run whose pages are read in steps (the Python demo: the host sends each step's request,
+/// outside any guest call) is recorded and replayed as any other: the same records and states
+/// offline, every exchange labelled with its partition.
+#[test]
+fn a_run_read_in_steps_reruns_offline_with_the_same_records_and_state() {
+    let cache = crate::languages::warm_cache("demo-source-py");
+    let api = demo_api(DemoApiConfig {
+        records: 300,
+        accounts: 3,
+        error_every: 5,
+        retry_after_secs: 0,
+        ..Default::default()
+    });
+    let files = Files::new();
+    let lake = files.path().join("lake");
+    let config = files.json("config.json", &json!({"base_url": api.base_url(), "page_size": 40}));
+    let streams = "items,account_items,windowed_items";
+    let recorded = host(&["run", "--streams", streams, "--record-http", "--http-backoff-ms", "1"])
+        .args(["--replay-to".to_string(), lake.display().to_string(), "--allow-host".into(), grant(&api)])
+        .arg(plugin("demo-source-py"))
+        .arg("--config")
+        .arg(&config)
+        .cache_dir(&cache)
+        .run();
+    assert!(recorded.success(), "{}", recorded.explain());
+    let uri = kept_at(&recorded);
+    let requests_made = api.stats().requests;
+    drop(api);
+
+    let rerun = host(&["run", "--streams", streams, "--http-replay", &uri])
+        .arg(plugin("demo-source-py"))
+        .arg("--config")
+        .arg(&config)
+        .cache_dir(&cache)
+        .run();
+    assert!(rerun.success(), "{}", rerun.explain());
+    let (records, states) = outcome(&recorded);
+    assert_eq!(records["account_items"].len(), 300);
+    assert_eq!(outcome(&rerun), (records, states), "the re-run differs from the recorded run");
+    let exchanges: Vec<Value> = recording_text(&uri).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(exchanges.len() as u64, requests_made, "one exchange per request the API saw");
+    assert!(
+        exchanges.iter().any(|e| e["context"]["stream"] == "account_items" && e["context"]["partition"].is_object()),
+        "the host's requests for steps name their partition"
+    );
+}
