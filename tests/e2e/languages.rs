@@ -126,16 +126,16 @@ fn instances_at_once(run: &HostRun) -> u64 {
 
 /// The Python and JavaScript demos read their pages in steps: 16 partitions in flight, each
 /// waiting 20 ms on every request, hold no instance while they wait, so the run has as many
-/// instances alive at once as steps computing (one on this 2-core machine, and the listing),
-/// where the Rust demo, reading pages whole, holds one per partition in flight.
+/// instances alive at once as steps computing (`--steps-at-once`, and the listing), where the
+/// Rust demo, reading pages whole, holds one per partition in flight.
 #[test]
 fn partitions_read_in_steps_hold_no_instance_while_they_wait() {
     let api = demo_api(DemoApiConfig { records: 16 * 60, accounts: 16, latency_ms: 20, ..Default::default() });
     let files = Files::new();
     let config = files.json("c.json", &json!({"base_url": api.base_url(), "page_size": 20}));
-    for name in DEMO_PLUGINS {
+    let read = |name: &str, steps_at_once: &str| {
         let cache = warm_cache(name);
-        let run = host(&["run"])
+        host(&["run"])
             .arg(plugin(name))
             .arg("--config")
             .arg(&config)
@@ -143,8 +143,12 @@ fn partitions_read_in_steps_hold_no_instance_while_they_wait() {
                 ["--allow-host", grant(&api).as_str(), "--streams", "account_items", "--concurrency", "16"]
                     .map(String::from),
             )
+            .args(["--steps-at-once".to_string(), steps_at_once.to_string()])
             .cache_dir(&cache)
-            .run();
+            .run()
+    };
+    for name in DEMO_PLUGINS {
+        let run = read(name, "1");
         assert!(run.success(), "{name}: {}", run.explain());
         assert_eq!(ids_of(&record_sets(&run)["account_items"]), (1..=16 * 60).collect::<Vec<u64>>(), "{name}");
         let at_once = instances_at_once(&run);
@@ -153,6 +157,10 @@ fn partitions_read_in_steps_hold_no_instance_while_they_wait() {
             _ => assert!(at_once <= 2, "{name}: {at_once} instances alive at once"),
         }
     }
+    // More steps at once, as the operator says: at most that many instances, and the listing's.
+    let run = read("demo-source-py", "3");
+    assert!(run.success(), "{}", run.explain());
+    assert!(instances_at_once(&run) <= 4, "{}", run.logs().last().unwrap());
     assert!(api.stats().max_in_flight >= 8, "the partitions' requests overlapped: {}", api.stats().max_in_flight);
 }
 

@@ -128,6 +128,10 @@ pub struct SandboxArgs {
     /// the cores, or always (a tenant kept to a small share of a core) [default: when-contended].
     #[arg(long, value_enum, value_name = "WHEN")]
     pub throttle: Option<crate::guest::limits::Throttle>,
+    /// Steps of pages read in steps one connector computes at once, each holding an instance
+    /// (fewer: less memory; more: more cores) [default: one fewer than the cores, at least 1].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub steps_at_once: Option<u64>,
     /// Wall-clock time one call may take, HTTP waits included, milliseconds [default: 600000].
     #[arg(long, value_name = "MS")]
     pub call_timeout_ms: Option<u64>,
@@ -544,6 +548,9 @@ impl SandboxArgs {
         set(self.cpu_ms_per_call, &mut limits.cpu_ms_per_call);
         set(self.call_timeout_ms, &mut limits.call_timeout_ms);
         set(self.throttle, &mut limits.throttle);
+        if let Some(n) = self.steps_at_once {
+            limits.steps_at_once = Some(n as usize);
+        }
         set(self.max_record_bytes, &mut limits.max_record_bytes);
         set(self.max_logs_per_call, &mut limits.max_logs_per_call);
         set(self.max_record_depth, &mut limits.max_record_depth);

@@ -59,21 +59,12 @@ pub struct Connector {
     pub usage: Arc<Usage>,
     /// The streams read in steps, asked once (see [`crate::run::steps`]).
     pub stepped: tokio::sync::OnceCell<std::collections::HashSet<String>>,
-    /// Steps computing at once (see [`steps_at_once`]).
+    /// Steps computing at once (see [`Limits::steps_at_once`]).
     pub step_slots: tokio::sync::Semaphore,
     /// Partitions being read in steps now: while they are no more than the step slots, each
     /// keeps its instance from one step to the next (it costs no more instances than the steps
     /// would, and saves instantiating one per step).
     pub stepping: AtomicU64,
-}
-
-/// Steps of one connector computing at once: a core is left for the host's own work on their
-/// records (HTTP, checking and writing them), at least one. Steps only compute (their requests
-/// are sent between them), so more would only queue for the cores, each holding an instance:
-/// on 2 cores, one step at a time read 16 CPython partitions faster (0.54 s against 0.63 s)
-/// and in 56 MiB RSS against 66.
-pub fn steps_at_once(cores: usize) -> usize {
-    cores.saturating_sub(1).max(1)
 }
 
 /// What a run's guests used, for the run summary and the library API.
@@ -127,7 +118,7 @@ impl Connector {
             Some(manifest) => crate::guest::manifest::inject(&config, &manifest.json),
             None => config,
         };
-        let step_slots = tokio::sync::Semaphore::new(steps_at_once(crate::guest::sandbox::cores()));
+        let step_slots = tokio::sync::Semaphore::new(limits.steps_at_once());
         Connector {
             plugin,
             config,

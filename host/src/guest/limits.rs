@@ -40,6 +40,9 @@ pub struct Limits {
     pub wasm_stack_bytes: usize,
     /// When a call that keeps computing is paused between epoch ticks.
     pub throttle: Throttle,
+    /// Steps of pages read in steps (contract 0.1.5) that one connector computes at once, each
+    /// holding an instance; `None`: one fewer than the machine's cores, at least one.
+    pub steps_at_once: Option<usize>,
 }
 
 /// When a busy guest (a call computing past a grace period) is paused between ticks.
@@ -72,6 +75,7 @@ impl Default for Limits {
             max_partition_cursors: crate::data::state::DEFAULT_MAX_PARTITION_CURSORS,
             wasm_stack_bytes: 512 << 10,
             throttle: Throttle::WhenContended,
+            steps_at_once: None,
         }
     }
 }
@@ -87,5 +91,30 @@ impl Limits {
     }
     pub fn call_timeout(&self) -> Duration {
         Duration::from_millis(self.call_timeout_ms.max(1))
+    }
+
+    /// Steps of one connector computing at once: as set, or by default a core left for the
+    /// host's own work on their records (HTTP, checking and writing them), at least one. Steps
+    /// only compute (their requests are sent between them), so more would only queue for the
+    /// cores, each holding an instance: on 2 cores, one step at a time read 16 CPython
+    /// partitions faster (0.54 s against 0.63 s) and in 56 MiB RSS against 66.
+    pub fn steps_at_once(&self) -> usize {
+        let default = || crate::guest::sandbox::cores().saturating_sub(1);
+        self.steps_at_once.unwrap_or_else(default).max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_at_once_leaves_a_core_to_the_host_unless_set() {
+        let cores = crate::guest::sandbox::cores();
+        assert_eq!(Limits::default().steps_at_once(), cores.saturating_sub(1).max(1));
+        assert_eq!(Limits { steps_at_once: Some(3), ..Limits::default() }.steps_at_once(), 3);
+        assert_eq!(Limits { steps_at_once: Some(0), ..Limits::default() }.steps_at_once(), 1, "at least one");
+        let from_policy: Limits = serde_json::from_str(r#"{"steps_at_once": 2}"#).unwrap();
+        assert_eq!(from_policy.steps_at_once(), 2);
     }
 }

@@ -2,13 +2,14 @@
 //! sends it with no instance held, and the next step gets every answer of the page so far. An
 //! interpreter guest waiting on an API then holds no interpreter: sixteen partitions in flight
 //! need as many instances as steps computing at once
-//! ([`crate::guest::connector::steps_at_once`]: a core less than the machine has), not sixteen.
+//! ([`crate::guest::limits::Limits::steps_at_once`]: a core less than the machine has by
+//! default), not sixteen.
 //! A step runs in a fresh instance, or in the partition's own while so few partitions are read
 //! in steps that keeping it costs no instance more ([`Stepping`]).
 
 use crate::bindings::{BodyUse, HttpError, Level, Outgoing, Page, Partition, Step, StepAnswer};
 use crate::data::protocol::{Output, OutputClosed};
-use crate::guest::connector::{CallError, Connector, Instance, steps_at_once};
+use crate::guest::connector::{CallError, Connector, Instance};
 use crate::guest::sandbox::GuestLog;
 use crate::net::records::Forwarded;
 use crate::run::read::{ask_streams, emit_logs};
@@ -70,8 +71,7 @@ impl<'c> Stepping<'c> {
     /// read in steps than steps compute at once (so keeping costs no instance more than the
     /// steps would hold); else it is dropped, and its memory given back.
     fn keep(&mut self, instance: Instance) {
-        let few =
-            self.connector.stepping.load(Ordering::Relaxed) as usize <= steps_at_once(crate::guest::sandbox::cores());
+        let few = self.connector.stepping.load(Ordering::Relaxed) as usize <= self.connector.limits.steps_at_once();
         if few {
             self.kept = Some(instance);
         }
