@@ -548,9 +548,7 @@ impl SandboxArgs {
         set(self.cpu_ms_per_call, &mut limits.cpu_ms_per_call);
         set(self.call_timeout_ms, &mut limits.call_timeout_ms);
         set(self.throttle, &mut limits.throttle);
-        if let Some(n) = self.steps_at_once {
-            limits.steps_at_once = Some(n as usize);
-        }
+        set(self.steps_at_once.map(|n| Some(n as usize)), &mut limits.steps_at_once);
         set(self.max_record_bytes, &mut limits.max_record_bytes);
         set(self.max_logs_per_call, &mut limits.max_logs_per_call);
         set(self.max_record_depth, &mut limits.max_record_depth);

@@ -355,8 +355,7 @@ impl Instance {
         partition: &Partition,
         token: Option<&String>,
     ) -> Result<Page, CallError> {
-        let key: serde_json::Value = serde_json::from_str(&partition.key).unwrap_or(serde_json::Value::Null);
-        let context = serde_json::json!({"stream": partition.stream, "partition": key}).to_string();
+        let context = page_context(partition);
         self.store.data_mut().start_forwarding();
         let page = self.source(context, async |s, store| s.call_read_page(store, config, partition, token).await).await;
         self.with_forwarded(page)
@@ -364,12 +363,9 @@ impl Instance {
 
     /// The page a `read-page` or `read-result` call returned, after the records it forwarded.
     fn with_forwarded(&mut self, page: Result<Page, CallError>) -> Result<Page, CallError> {
-        let mut records = self.store.data_mut().take_forwarded();
+        let records = self.store.data_mut().take_forwarded();
         let mut page = page?;
-        if !records.is_empty() {
-            records.append(&mut page.records);
-            page.records = records;
-        }
+        put_first(records, &mut page);
         Ok(page)
     }
 
@@ -410,8 +406,7 @@ impl Instance {
         let stepped = stepped.as_ref().ok_or_else(|| {
             CallError::Guest(GuestError::System("the connector does not export stepped-pages".into()))
         })?;
-        let key: serde_json::Value = serde_json::from_str(&partition.key).unwrap_or(serde_json::Value::Null);
-        let context = serde_json::json!({"stream": partition.stream, "partition": key}).to_string();
+        let context = page_context(partition);
         store.data_mut().start_forwarding();
         let step = export_call(store, limits, usage, context, stepped, async |s, store| {
             s.call_read_step(store, config, partition, token, answers).await
@@ -419,13 +414,10 @@ impl Instance {
         .await;
         // A step runs its page again from the start, so only the step that ends the page keeps
         // what it forwarded itself; an earlier step's forwarding is done again by the next one.
-        let mut records = self.store.data_mut().take_forwarded();
+        let records = self.store.data_mut().take_forwarded();
         let mut step = step?;
-        if let bindings::Step::Page(page) = &mut step
-            && !records.is_empty()
-        {
-            records.append(&mut page.records);
-            page.records = records;
+        if let bindings::Step::Page(page) = &mut step {
+            put_first(records, page);
         }
         Ok(step)
     }
@@ -491,4 +483,19 @@ impl Instance {
 fn job_context(partition: &Partition, step: &str) -> String {
     let key: serde_json::Value = serde_json::from_str(&partition.key).unwrap_or(serde_json::Value::Null);
     serde_json::json!({"stream": partition.stream, "partition": key, "job": step}).to_string()
+}
+
+/// The recording label of the requests for a page of `partition`, made by the guest in a call or
+/// by the host between two steps.
+pub fn page_context(partition: &Partition) -> String {
+    let key: serde_json::Value = serde_json::from_str(&partition.key).unwrap_or(serde_json::Value::Null);
+    serde_json::json!({"stream": partition.stream, "partition": key}).to_string()
+}
+
+/// Puts records the host kept for a page before the page's own.
+pub fn put_first(mut records: Vec<String>, page: &mut Page) {
+    if !records.is_empty() {
+        records.append(&mut page.records);
+        page.records = records;
+    }
 }

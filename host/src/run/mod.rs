@@ -1,8 +1,8 @@
 //! A run, from request to report: the [`RunRequest`] and the one pipeline that executes it for
 //! the CLI and the [`Runtime`] alike ([`pipeline`]); its steps ([`session`]: load, open,
 //! discover, select, read); the scheduler of partitions ([`schedule`]) and the pagination loop
-//! ([`read`]) resuming inside partitions ([`resume`]) and pages read in steps ([`steps`]); the report-job orchestrator ([`jobs`]); the operator's [`policy`]; progress and
-//! the stop handle.
+//! ([`read`]), resuming inside partitions ([`resume`]) and pages read in steps ([`steps`]); the
+//! report-job orchestrator ([`jobs`]); the operator's [`policy`]; progress and the stop handle.
 
 pub mod jobs;
 pub mod pipeline;

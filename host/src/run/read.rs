@@ -267,11 +267,10 @@ pub async fn read_partition(
     on_first_records: impl AsyncFnOnce() -> Result<(), OutputClosed>,
 ) -> Result<Result<(), CallError>, OutputClosed> {
     let in_steps = job.is_none() && steps::stepped_streams(connector, Some(out)).await?.contains(&partition.stream);
-    let mut stepping = in_steps.then(|| steps::Stepping::new(connector));
-    let mut instance = match in_steps {
-        true => None,
+    let mut reader = match in_steps {
+        true => Reader::Steps(steps::Stepping::new(connector)),
         false => match connector.instance().await {
-            Ok(i) => Some(i),
+            Ok(i) => Reader::Instance(i),
             Err(e) => return Ok(Err(e)),
         },
     };
@@ -288,13 +287,12 @@ pub async fn read_partition(
     // the next one; pages are still sent in order, each before anything after it.
     let mut rendering: Option<Rendering> = None;
     for _ in 0..limits.max_pages_per_partition {
-        let result = match (instance.as_mut(), job) {
-            (None, _) => {
-                let stepping = stepping.as_mut().expect("set when no instance is");
-                steps::read_page(stepping, Some(out), partition, token.as_ref()).await?
+        let result = match (&mut reader, job) {
+            (Reader::Steps(stepping), _) => steps::read_page(stepping, Some(out), partition, token.as_ref()).await?,
+            (Reader::Instance(instance), None) => {
+                instance.read_page(&connector.config, partition, token.as_ref()).await
             }
-            (Some(instance), None) => instance.read_page(&connector.config, partition, token.as_ref()).await,
-            (Some(instance), Some((handle, download))) => {
+            (Reader::Instance(instance), Some((handle, download))) => {
                 instance.read_result(&connector.config, partition, handle, download, token.as_ref()).await
             }
         };
@@ -307,9 +305,10 @@ pub async fn read_partition(
                 save(token, done.max_cursor.as_ref());
             }
         }
-        let result = match instance.as_mut() {
-            Some(instance) => forward_logs(out, instance, result).await?,
-            None => result,
+        // Steps forward their logs as they end.
+        let result = match &mut reader {
+            Reader::Instance(instance) => forward_logs(out, instance, result).await?,
+            Reader::Steps(_) => result,
         };
         let page = match result {
             Ok(p) => p,
@@ -367,6 +366,13 @@ pub async fn read_partition(
         return Ok(Err(e));
     }
     Ok(Err(contract(format!("the partition did not end after {} pages", limits.max_pages_per_partition))))
+}
+
+/// What reads a partition's pages: its instance, or (a stream read in steps) an instance per
+/// step, or the partition's own kept between steps.
+enum Reader<'c> {
+    Instance(Instance),
+    Steps(steps::Stepping<'c>),
 }
 
 /// Resuming a partition inside it: where it continues (the token of its next page, as JSON,

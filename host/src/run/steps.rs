@@ -9,7 +9,7 @@
 
 use crate::bindings::{BodyUse, HttpError, Level, Outgoing, Page, Partition, Step, StepAnswer};
 use crate::data::protocol::{Output, OutputClosed};
-use crate::guest::connector::{CallError, Connector, Instance};
+use crate::guest::connector::{CallError, Connector, Instance, page_context, put_first};
 use crate::guest::sandbox::GuestLog;
 use crate::net::records::Forwarded;
 use crate::run::read::{ask_streams, emit_logs};
@@ -94,8 +94,7 @@ pub async fn read_page(
     token: Option<&String>,
 ) -> Result<Result<Page, CallError>, OutputClosed> {
     let connector = stepping.connector;
-    let key: serde_json::Value = serde_json::from_str(&partition.key).unwrap_or(serde_json::Value::Null);
-    let context = serde_json::json!({"stream": partition.stream, "partition": key}).to_string();
+    let context = page_context(partition);
     let mut answers: Vec<Result<StepAnswer, HttpError>> = Vec::new();
     // The answers go back into every later step: they must fit in the guest's memory.
     let max_bytes = usize::try_from(connector.limits.memory_bytes).unwrap_or(usize::MAX);
@@ -119,10 +118,7 @@ pub async fn read_page(
         match step {
             Err(e) => return Ok(Err(e)),
             Ok(Step::Page(mut page)) => {
-                if !kept.records.is_empty() {
-                    kept.records.append(&mut page.records);
-                    page.records = kept.records;
-                }
+                put_first(kept.records, &mut page);
                 return Ok(Ok(page));
             }
             Ok(Step::Send(outgoing)) => {
