@@ -58,6 +58,11 @@ function checkedPage(page) {
   return page;
 }
 
+/** What the connector's `readPage` returns for the host's arguments: a page, or a generator. */
+function readPage(SourceClass, config, configJson, partition, token) {
+  return new SourceClass().readPage(config(configJson), partitionFromWit(partition), parseJson('page token', token));
+}
+
 /** What `readPage` returned; for a generator, run with each request it yields sent now. */
 function pageNow(result) {
   if (!isGenerator(result)) return checkedPage(result);
@@ -167,8 +172,7 @@ export function exportSource(SourceClass) {
       }),
     readPage: (configJson, partition, token) =>
       guard(() => {
-        const parsed = config(configJson);
-        return pageToWit(pageNow(new SourceClass().readPage(parsed, partitionFromWit(partition), parseJson('page token', token))));
+        return pageToWit(pageNow(readPage(SourceClass, config, configJson, partition, token)));
       }),
   };
 }
@@ -217,8 +221,7 @@ export function exportConnector(SourceClass) {
     steppedStreams: (configJson) => guard(() => [...new SourceClass().steppedStreams(config(configJson))]),
     readStep: (configJson, partition, token, answers) =>
       guard(() => {
-        const parsed = config(configJson);
-        return step(new SourceClass().readPage(parsed, partitionFromWit(partition), parseJson('page token', token)), answers);
+        return step(readPage(SourceClass, config, configJson, partition, token), answers);
       }),
   };
   return { source: exportSource(SourceClass), asyncJobs, resume, steppedPages };

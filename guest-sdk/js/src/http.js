@@ -64,11 +64,10 @@ export class Request extends RequestBuilder {
 
 /** A call of the host's `http` import with `request`; its error names the method and URL. */
 function hostCall(request, call, ...args) {
-  const { method, url, headers, body } = request;
   try {
-    return call({ method, url, headers, body }, ...args);
+    return call(request.toWit(), ...args);
   } catch (e) {
-    throw httpError(method, url, e?.payload ?? e);
+    throw httpError(request.method, request.url, e?.payload ?? e);
   }
 }
 

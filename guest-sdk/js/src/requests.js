@@ -53,6 +53,12 @@ export class RequestBuilder {
     return this;
   }
 
+  /** The request as the host's `http` interface takes it. */
+  toWit() {
+    const { method, url, headers, body } = this;
+    return { method, url, headers, body };
+  }
+
   /**
    * This request for a `readPage` that is read in steps to yield: the host sends it between two
    * steps and the generator gets what `sendRecords(path)` answers.
@@ -117,9 +123,8 @@ export class Later {
 
   /** The WIT `outgoing`. */
   toWit() {
-    const { method, url, headers, body } = this.request;
     const use = this.use === 'whole' ? { tag: 'whole' } : { tag: this.use, val: this.path };
-    return { request: { method, url, headers, body }, body: use };
+    return { request: this.request.toWit(), body: use };
   }
 }
 

@@ -57,6 +57,12 @@ def _checked_page(page) -> Page:
     return page
 
 
+def _read_page(source_cls, config, config_json: str, partition, token):
+    """What the connector's `read_page` returns for the host's arguments: a page, or a generator."""
+    parsed = config(config_json)
+    return source_cls().read_page(parsed, _partition_from_wit(partition), parse_json("page token", token))
+
+
 def _page_now(result) -> Page:
     """What `read_page` returned; for a generator, run with each request it yields sent now."""
     if not inspect.isgenerator(result):
@@ -203,9 +209,7 @@ def exporter(source_cls):
 
         def read_page(self, config_json: str, partition, token):
             def run():
-                parsed = config(config_json)
-                page = source_cls().read_page(parsed, _partition_from_wit(partition), parse_json("page token", token))
-                return _page_to_wit(_page_now(page))
+                return _page_to_wit(_page_now(_read_page(source_cls, config, config_json, partition, token)))
 
             return _guard(run)
 
@@ -284,9 +288,7 @@ def stepped_connector_exporter(source_cls):
 
         def read_step(self, config_json: str, partition, token, answers):
             def run():
-                parsed = config(config_json)
-                result = source_cls().read_page(parsed, _partition_from_wit(partition), parse_json("page token", token))
-                return _step(result, answers, stepped_pages)
+                return _step(_read_page(source_cls, config, config_json, partition, token), answers, stepped_pages)
 
             return _guard(run)
 

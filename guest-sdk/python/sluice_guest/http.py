@@ -108,10 +108,14 @@ class Request:
         `forward_records(path)` answers."""
         return Later(self, Later.FORWARD, list(path))
 
+    def _wit(self):
+        """The request as the host's `http` interface takes it."""
+        return wit.Request(self.method, self.url, self.headers, self.body)
+
     def _host(self, call, *args):
         """A call of the host's `http` import with this request; its error names the method and URL."""
         try:
-            return call(wit.Request(self.method, self.url, self.headers, self.body), *args)
+            return call(self._wit(), *args)
         except Err as e:
             raise _http_error(self.method, self.url, e.value) from None
 
@@ -173,8 +177,7 @@ class Later:
         return _http_error(self.request.method, self.request.url, error)
 
     def wit_request(self):
-        r = self.request
-        return wit.Request(r.method, r.url, r.headers, r.body)
+        return self.request._wit()
 
 
 def _http_error(method: str, url: str, error) -> Error:
