@@ -4,7 +4,7 @@
 use anyhow::{Result, bail};
 use std::collections::BTreeSet;
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// A host an operator grants or a plugin declares: `[http://]HOST[:PORT]`. HOST is a name, an
 /// address, or a pattern `*.example.com` (any subdomain). Without a port it means the scheme's
@@ -95,33 +95,99 @@ impl fmt::Display for HostPort {
     }
 }
 
-/// Addresses a guest may reach only when the operator granted the address itself: loopback,
-/// private, link-local (cloud metadata lives there), shared, unspecified and multicast ranges.
+/// Addresses a guest may reach only when the operator granted the address itself: every range
+/// of the IANA special-purpose address registries (IPv4 and IPv6) that is not globally
+/// reachable (loopback, private, shared, link-local where cloud metadata lives, benchmarking,
+/// documentation, reserved, ...), multicast, IPv6 outside global unicast (`2000::/3`), and the
+/// deprecated site-local `fec0::/10`. An IPv6 form that carries an IPv4 address (mapped,
+/// translated, NAT64 `64:ff9b::/96`, 6to4 `2002::/16`) is as internal as that IPv4 address;
+/// IPv4-compatible `::/96` and Teredo are internal outright.
 pub fn is_internal(ip: IpAddr) -> bool {
     match ip {
-        IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || a == 0
-                || (a == 100 && (64..128).contains(&b))
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_internal(IpAddr::V4(v4));
-            }
-            let first = v6.segments()[0];
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80
-        }
+        IpAddr::V4(v4) => is_internal_v4(v4),
+        IpAddr::V6(v6) => is_internal_v6(v6),
     }
+}
+
+/// Whether `ip` is in `prefix/len`.
+fn in_v4(ip: Ipv4Addr, prefix: [u8; 4], len: u32) -> bool {
+    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+    u32::from(ip) & mask == u32::from(Ipv4Addr::from(prefix)) & mask
+}
+
+fn in_v6(ip: Ipv6Addr, prefix: u128, len: u32) -> bool {
+    let mask = if len == 0 { 0 } else { u128::MAX << (128 - len) };
+    u128::from(ip) & mask == prefix & mask
+}
+
+/// The IPv4 special-purpose registry's ranges that are not globally reachable, and multicast.
+fn is_internal_v4(ip: Ipv4Addr) -> bool {
+    const RANGES: [([u8; 4], u32); 16] = [
+        ([0, 0, 0, 0], 8),          // "this network"
+        ([10, 0, 0, 0], 8),         // private
+        ([100, 64, 0, 0], 10),      // shared address space (carrier-grade NAT)
+        ([127, 0, 0, 0], 8),        // loopback
+        ([169, 254, 0, 0], 16),     // link-local: cloud metadata
+        ([172, 16, 0, 0], 12),      // private
+        ([192, 0, 0, 0], 24),       // IETF protocol assignments (DS-Lite, NAT64 discovery, ...)
+        ([192, 0, 2, 0], 24),       // documentation (TEST-NET-1)
+        ([192, 88, 99, 0], 24),     // deprecated 6to4 relay anycast
+        ([192, 168, 0, 0], 16),     // private
+        ([198, 18, 0, 0], 15),      // benchmarking
+        ([198, 51, 100, 0], 24),    // documentation (TEST-NET-2)
+        ([203, 0, 113, 0], 24),     // documentation (TEST-NET-3)
+        ([224, 0, 0, 0], 4),        // multicast
+        ([240, 0, 0, 0], 4),        // reserved
+        ([255, 255, 255, 255], 32), // limited broadcast
+    ];
+    RANGES.iter().any(|&(prefix, len)| in_v4(ip, prefix, len))
+}
+
+/// The IPv6 special-purpose registry's ranges that are not globally reachable, what is outside
+/// global unicast, and the IPv4 address inside the forms that carry one.
+fn is_internal_v6(ip: Ipv6Addr) -> bool {
+    let bits = u128::from(ip);
+    let embedded = |shift: u32| Ipv4Addr::from((bits >> shift) as u32);
+    // IPv4-mapped ::ffff:0:0/96 and IPv4-translated ::ffff:0:0:0/96: that IPv4 address.
+    if in_v6(ip, 0xffff << 32, 96) || in_v6(ip, 0xffff << 48, 96) {
+        return is_internal_v4(embedded(0));
+    }
+    // NAT64 well-known prefix 64:ff9b::/96: a NAT64 gateway reaches the IPv4 address inside.
+    if in_v6(ip, 0x0064_ff9b << 96, 96) {
+        return is_internal_v4(embedded(0));
+    }
+    // 6to4 2002::/16: the IPv4 address in bits 16..48 is where the packets go.
+    if in_v6(ip, 0x2002 << 112, 16) {
+        return is_internal_v4(embedded(80));
+    }
+    // Outside 2000::/3 nothing is global unicast: ::/96 (IPv4-compatible, unspecified,
+    // loopback), 64:ff9b:1::/48 (local translation), 100::/64 (discard), 5f00::/16 (SRv6),
+    // fc00::/7 (unique local), fe80::/10 (link-local), fec0::/10 (site-local), ff00::/8
+    // (multicast).
+    if !in_v6(ip, 0x2000 << 112, 3) {
+        return true;
+    }
+    const RANGES: [(u128, u32); 4] = [
+        (0x2001 << 112, 23),     // IETF protocol assignments (Teredo, benchmarking, ORCHID, ...)
+        (0x2001_0db8 << 96, 32), // documentation
+        (0x3fff << 112, 20),     // documentation
+        (0x2001_0002 << 96, 48), // benchmarking (inside 2001::/23)
+    ];
+    // Globally reachable exceptions inside 2001::/23: PCP and TURN anycast, AMT, AS112,
+    // ORCHIDv2 and drone remote ID.
+    const GLOBAL: [(u128, u32); 7] = [
+        ((0x2001_0001 << 96) | 1, 128),             // PCP anycast
+        ((0x2001_0001 << 96) | 2, 128),             // TURN anycast
+        ((0x2001_0001 << 96) | 3, 128),             // DNS-SD service registration
+        (0x2001_0003 << 96, 32),                    // AMT
+        ((0x2001_0004 << 96) | (0x0112 << 80), 48), // AS112-v6
+        (0x2001_0020 << 96, 28),                    // ORCHIDv2
+        (0x2001_0030 << 96, 28),                    // drone remote ID
+    ];
+    if GLOBAL.iter().any(|&(prefix, len)| in_v6(ip, prefix, len)) {
+        return false;
+    }
+    RANGES.iter().any(|&(prefix, len)| in_v6(ip, prefix, len))
 }
 
 /// Who may be reached: what the plugin declared, limited to what the operator granted.
@@ -274,14 +340,63 @@ mod tests {
             "169.254.169.254",
             "100.64.0.1",
             "0.0.0.0",
+            "0.1.2.3",
+            "192.0.0.8",
+            "192.0.2.1",
+            "198.18.0.1",
+            "198.19.255.254",
+            "198.51.100.7",
+            "203.0.113.9",
+            "192.88.99.1",
+            "224.0.0.1",
+            "240.0.0.1",
+            "255.255.255.255",
+            "::",
             "::1",
             "fd00:ec2::254",
             "fe80::1",
+            "fec0::1",
+            "feff::1",
+            "ff02::1",
             "::ffff:127.0.0.1",
+            "::ffff:169.254.169.254",
+            "::ffff:0:169.254.169.254",
+            // NAT64 of the metadata address: a NAT64 gateway takes it there.
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b::10.0.0.1",
+            "64:ff9b:1::1",
+            // IPv4-compatible: deprecated, never global.
+            "::169.254.169.254",
+            "::8.8.8.8",
+            // 6to4 of internal addresses.
+            "2002:a9fe:a9fe::1",
+            "2002:7f00:1::",
+            "2002:c0a8:101::1",
+            "100::1",
+            "2001::1",
+            "2001:2::1",
+            "2001:db8::1",
+            "3fff::1",
+            "5f00::1",
         ] {
             assert!(is_internal(ip.parse().unwrap()), "{ip}");
         }
-        for ip in ["8.8.8.8", "1.1.1.1", "2606:4700::1111", "64:ff9b::808:808", "2002:808:808::1"] {
+        for ip in [
+            "8.8.8.8",
+            "1.1.1.1",
+            "198.17.255.255",
+            "198.20.0.0",
+            "100.128.0.1",
+            "192.0.3.1",
+            "2606:4700::1111",
+            "64:ff9b::808:808",
+            "2002:808:808::1",
+            "::ffff:8.8.8.8",
+            "2001:4860:4860::8888",
+            "2001:1::1",
+            "2001:4:112::1",
+            "2620:4f:8000::1",
+        ] {
             assert!(!is_internal(ip.parse().unwrap()), "{ip}");
         }
     }
