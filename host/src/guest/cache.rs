@@ -49,7 +49,7 @@ impl ComponentCache {
         }
         let key = self.key()?;
         let genuine = |len: usize, compiled: &mut dyn Iterator<Item = &[u8]>| {
-            let mac = std::fs::read(mac_file(file)).unwrap_or_default();
+            let mac = read_small(&mac_file(file), MAC_BYTES).ok().flatten().unwrap_or_default();
             // blake3's Hash compares in constant time.
             <[u8; MAC_BYTES]>::try_from(mac.as_slice()).is_ok_and(|m| mac_of_parts(&key, sha256, len, compiled) == m)
         };
@@ -85,12 +85,15 @@ impl ComponentCache {
         create_private_dir(&self.dir)?;
         check_private(&self.dir, "cache directory", 0o022)?;
         let path = self.dir.join(KEY_FILE);
-        match std::fs::read(&path) {
-            Ok(key) if key.len() == MAC_BYTES => {
+        // Its kind and size are checked before it is read: a key that is a link to /dev/zero
+        // (or a FIFO, or a huge file) used to be read without end.
+        match read_small(&path, MAC_BYTES) {
+            Ok(Some(key)) if key.len() == MAC_BYTES => {
                 check_private(&path, "cache key", 0o077)?;
                 Ok(key)
             }
-            // A damaged key is replaced; every entry it signed no longer verifies and is rebuilt.
+            // A damaged key (or anything but a regular file of its size) is replaced; every
+            // entry it signed no longer verifies and is rebuilt.
             Ok(_) => {
                 std::fs::remove_file(&path).with_context(|| format!("cannot replace {}", path.display()))?;
                 self.key()
@@ -135,6 +138,32 @@ fn mac_of_parts(key: &[u8], sha256: &str, len: usize, compiled: &mut dyn Iterato
     mac.finalize()
 }
 
+/// The bytes of `path` when it is a regular file (not followed if it is a link) of at most `max`
+/// bytes; `None` when it is anything else. Its kind and size are checked on the open file
+/// before anything is read, and never more than `max + 1` bytes are read (a file growing
+/// meanwhile is refused too); opening does not wait (a FIFO does not block it).
+fn read_small(path: &Path, max: usize) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    let file = match options.open(path) {
+        Ok(file) => file,
+        // A link (O_NOFOLLOW refuses it), or a socket: not a file of ours.
+        #[cfg(unix)]
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::ENXIO)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    if !meta.is_file() || meta.len() > max as u64 {
+        return Ok(None);
+    }
+    let mut bytes = Vec::with_capacity(max);
+    file.take(max as u64 + 1).read_to_end(&mut bytes)?;
+    Ok((bytes.len() <= max).then_some(bytes))
+}
+
 /// The MAC of the entry `file`, beside it.
 fn mac_file(file: &Path) -> PathBuf {
     file.with_extension("mac")
@@ -149,7 +178,13 @@ fn load_verified(
     genuine: impl FnOnce(usize, &mut dyn Iterator<Item = &[u8]>) -> bool,
 ) -> Result<Option<Component>> {
     use std::os::fd::AsRawFd;
-    let Ok(opened) = std::fs::File::open(file) else { return Ok(None) };
+    use std::os::unix::fs::OpenOptionsExt;
+    // Not a link, and opening does not wait (a FIFO); only a regular file is mapped.
+    let opened = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(file);
+    let Ok(opened) = opened else { return Ok(None) };
+    if !opened.metadata().is_ok_and(|m| m.is_file()) {
+        return Ok(None);
+    }
     let Ok(mapped) = Mapped::of(&opened) else { return Ok(None) };
     if !genuine(mapped.len, &mut mapped.parts()) {
         return Ok(None);
@@ -169,6 +204,9 @@ fn load_verified(
     file: &Path,
     genuine: impl FnOnce(usize, &mut dyn Iterator<Item = &[u8]>) -> bool,
 ) -> Result<Option<Component>> {
+    if !std::fs::symlink_metadata(file).is_ok_and(|m| m.is_file()) {
+        return Ok(None);
+    }
     let Ok(bytes) = std::fs::read(file) else { return Ok(None) };
     if !genuine(bytes.len(), &mut std::iter::once(&bytes[..])) {
         return Ok(None);
@@ -298,5 +336,40 @@ mod tests {
             .map(|t| t.join().unwrap())
             .collect();
         assert!(keys.iter().all(|k| k == &keys[0] && k.len() == MAC_BYTES));
+    }
+
+    /// A key that is a link to /dev/zero hung the host reading it; a FIFO, a huge file or a
+    /// directory in its place is refused before it is read, and replaced by a fresh key.
+    #[cfg(unix)]
+    #[test]
+    fn a_key_that_is_not_a_small_regular_file_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache_dir = dir.path().join("cache");
+        let cache = ComponentCache::new(cache_dir.clone());
+        create_private_dir(&cache_dir).unwrap();
+        let key = cache_dir.join(KEY_FILE);
+        std::os::unix::fs::symlink("/dev/zero", &key).unwrap();
+        let fresh = cache.key().unwrap();
+        assert_eq!(fresh.len(), MAC_BYTES);
+        assert!(std::fs::symlink_metadata(&key).unwrap().is_file(), "the link was replaced by a key");
+        assert_eq!(cache.key().unwrap(), fresh);
+        // A FIFO would block a plain open until a writer came.
+        std::fs::remove_file(&key).unwrap();
+        let fifo = std::ffi::CString::new(key.to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        assert_eq!(cache.key().unwrap().len(), MAC_BYTES);
+        // A file far past the key's size is not read whole.
+        std::fs::remove_file(&key).unwrap();
+        write_private(&key, &vec![7u8; 1 << 20]).unwrap();
+        assert_eq!(read_small(&key, MAC_BYTES).unwrap(), None);
+        assert_ne!(cache.key().unwrap(), vec![7u8; MAC_BYTES]);
+        // A MAC that is a link to /dev/zero does not hang a load either.
+        let entry = cache_dir.join("0-0.cwasm");
+        std::fs::write(&entry, b"not code").unwrap();
+        std::os::unix::fs::symlink("/dev/zero", mac_file(&entry)).unwrap();
+        let engine = wasmtime::Engine::default();
+        assert!(cache.load(&engine, &entry, "0").unwrap().is_none());
+        assert!(!entry.exists(), "an entry whose MAC does not verify is deleted");
     }
 }
