@@ -71,9 +71,15 @@ impl BatchWriter {
     }
 }
 
-/// A stream name as one path segment.
+/// A stream name as one path segment: never `.` or `..` (which would name the folder itself or
+/// the one above it), never hidden, never empty.
 fn sanitize(stream: &str) -> String {
-    stream.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect()
+    let mut name: String =
+        stream.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
+    if name.starts_with('.') || name.is_empty() {
+        name.replace_range(..name.len().min(1), "_");
+    }
+    name
 }
 
 impl crate::data::protocol::Batcher for BatchWriter {
@@ -90,5 +96,29 @@ impl crate::data::protocol::Batcher for BatchWriter {
         let streams: Vec<String> =
             self.pending.iter().filter(|(_, (b, _))| !b.is_empty()).map(|(s, _)| s.clone()).collect();
         streams.iter().map(|s| self.flush(s)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream named `.` or `..` became the batches folder itself or the run's folder.
+    #[test]
+    fn a_stream_name_is_one_segment_inside_the_folder() {
+        for (stream, folder) in [
+            (".", "_"),
+            ("..", "_."),
+            ("", "_"),
+            (".hidden", "_hidden"),
+            ("../../etc", "_._.._etc"),
+            ("a.b-c_d", "a.b-c_d"),
+        ] {
+            assert_eq!(sanitize(stream), folder, "{stream:?}");
+        }
+        for stream in [".", "..", "...", "/", "a/..", "\\..", "..\0"] {
+            let name = sanitize(stream);
+            assert!(name != "." && name != ".." && !name.contains('/') && !name.is_empty(), "{stream:?}: {name}");
+        }
     }
 }
