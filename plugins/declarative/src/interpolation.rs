@@ -2616,6 +2616,11 @@ fn literal_eval_typed(text: &str, valid: &[PyType]) -> Py {
     }
 }
 
+/// The deepest nesting of brackets `literal_eval` takes (Python's own tokenizer stops at 200):
+/// the parser recurses once per level, and the text is the API's to choose. 32 levels parse on a
+/// 256 KiB stack even unoptimised (the guest has 512 KiB); past them the text stays a string.
+const MAX_LITERAL_DEPTH: usize = 32;
+
 /// Python's `ast.literal_eval(text)`; `None` where it raises (ValueError, SyntaxError, TypeError).
 fn literal_eval(text: &str) -> Option<Py> {
     let text = text.trim_start_matches([' ', '\t']);
@@ -2796,7 +2801,11 @@ impl<'a> LitParser<'a> {
         match self.peek() {
             Some(c @ ('+' | '-')) => {
                 self.pos += 1;
-                match self.factor()? {
+                // Signs nest as brackets do (`----1` recursed once per sign, without end).
+                self.enter()?;
+                let inner = self.factor();
+                self.depth -= 1;
+                match inner? {
                     Node::Const(v @ (Py::Int(_) | Py::Float(_) | Py::Complex(..))) if c == '+' => Some(Node::Signed(v)),
                     Node::Const(Py::Int(i)) => Some(Node::Signed(Py::Int(-i))),
                     Node::Const(Py::Float(f)) => Some(Node::Signed(Py::Float(-f))),
@@ -2816,13 +2825,19 @@ impl<'a> LitParser<'a> {
         }
     }
 
+    /// One bracket deeper, refused past [`MAX_LITERAL_DEPTH`].
+    fn enter(&mut self) -> Option<()> {
+        self.depth += 1;
+        (self.depth <= MAX_LITERAL_DEPTH).then_some(())
+    }
+
     fn atom(&mut self) -> Option<Node> {
         self.skip_trivia()?;
         let c = self.peek()?;
         match c {
             '(' => {
                 self.pos += 1;
-                self.depth += 1;
+                self.enter()?;
                 let node = if self.eat(')')? {
                     Node::Value(Py::Tuple(Vec::new()))
                 } else {
@@ -2837,7 +2852,7 @@ impl<'a> LitParser<'a> {
             }
             '[' => {
                 self.pos += 1;
-                self.depth += 1;
+                self.enter()?;
                 let mut items = Vec::new();
                 loop {
                     if self.eat(']')? {
@@ -2856,7 +2871,7 @@ impl<'a> LitParser<'a> {
             }
             '{' => {
                 self.pos += 1;
-                self.depth += 1;
+                self.enter()?;
                 let v = self.dict_or_set()?;
                 self.depth -= 1;
                 Some(Node::Value(v))
@@ -3637,6 +3652,26 @@ mod tests {
         assert_eq!(e("{{ config.t }}", &[PyType::Int]), json!(true));
         assert_eq!(e("{{ config.num }}", &[PyType::Float]), json!("3"));
         assert_eq!(e("{{ config.num }}", &[PyType::Int]), json!(3));
+    }
+
+    #[test]
+    fn literal_eval_nesting_is_bounded_on_a_small_stack() {
+        // 256 KiB: less than the guest's own stack; unbounded recursion overflowed it.
+        let result = std::thread::Builder::new()
+            .stack_size(256 << 10)
+            .spawn(|| {
+                let nested = |open: &str, close: &str, n: usize| format!("{}1{}", open.repeat(n), close.repeat(n));
+                let ok = [("[", "]"), ("(", ")"), ("{1: ", "}")]
+                    .map(|(o, c)| literal_eval(&nested(o, c, MAX_LITERAL_DEPTH)).is_some());
+                let refused = [("[", "]"), ("(", ")"), ("{1: ", "}"), ("-(", ")"), ("-", "")]
+                    .map(|(o, c)| literal_eval(&nested(o, c, 100_000)).is_none());
+                let just_past = literal_eval(&nested("[", "]", MAX_LITERAL_DEPTH + 1)).is_none();
+                (ok, refused, just_past)
+            })
+            .unwrap()
+            .join()
+            .expect("no stack overflow");
+        assert_eq!(result, ([true; 3], [true; 5], true));
     }
 
     #[test]
