@@ -248,10 +248,13 @@ impl Egress {
     }
 
     /// Like [`Egress::send`], but answers once the headers arrived, the body left to be read a
-    /// piece at a time (the returned response's body is empty). With hooks the body is read whole
-    /// (under the cap) and served from memory: a recording stores it and a replay answers with it.
+    /// piece at a time (the returned response's body is empty). Only when a hook needs bodies
+    /// ([`HttpHooks::needs_bodies`], a recording) is the body read whole (under the cap) and
+    /// served from memory; an answer a hook gives (a replay) is served from memory too. Hooks
+    /// that only observe leave the body streamed.
     pub async fn open(&self, req: Request, context: &str) -> Result<(Response, BodySource), HttpError> {
-        let (mut resp, stream) = self.exchange(req, context, self.hooks.is_empty()).await?;
+        let stream = !self.hooks.iter().any(|h| h.needs_bodies());
+        let (mut resp, stream) = self.exchange(req, context, stream).await?;
         let source = match stream {
             Some(stream) => BodySource::Network(stream),
             None => BodySource::Memory(Some(std::mem::take(&mut resp.body).into())),
@@ -560,6 +563,59 @@ mod tests {
         let big = vec![("x-big".to_string(), "v".repeat(70 << 10))];
         assert!(matches!(check_headers(&big), Err(HttpError::InvalidRequest(m)) if m.contains("bytes")));
         assert!(check_headers(&h("bad name")).is_err());
+    }
+
+    /// An embedder's observe-only hook (metrics) turned streaming off, so every streamed body
+    /// over the response cap failed; only hooks that need bodies do now.
+    #[tokio::test]
+    async fn observe_only_hooks_keep_bodies_streamed() {
+        use super::super::hooks::{Attempt, BoxFuture, Outcome, Timing};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        struct Counting(std::sync::atomic::AtomicU64, bool);
+        impl HttpHooks for Counting {
+            fn needs_bodies(&self) -> bool {
+                self.1
+            }
+            fn observe<'a>(&'a self, _: &'a Attempt<'a>, _: Outcome<'a>, _: Timing) -> BoxFuture<'a> {
+                self.0.fetch_add(1, Ordering::Relaxed);
+                Box::pin(async {})
+            }
+        }
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut request = vec![0u8; 4096];
+                    let _ = socket.read(&mut request).await;
+                    let body = "line\n".repeat(2000);
+                    let head =
+                        format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());
+                    let _ = socket.write_all(head.as_bytes()).await;
+                    let _ = socket.write_all(body.as_bytes()).await;
+                });
+            }
+        });
+        let grant = crate::net::HostPort::parse(&format!("http://{addr}")).unwrap();
+        let open = |needs_bodies: bool| {
+            let (grant, hook) = (grant.clone(), Arc::new(Counting(Default::default(), needs_bodies)));
+            async move {
+                // A cap under the body's 10,000 bytes: read whole, it is too large.
+                let options = HttpOptions { max_response_bytes: 1000, ..Default::default() };
+                let egress =
+                    Egress::new(EgressPolicy::new([grant.clone()], [grant]), options).unwrap().with_hook(hook.clone());
+                let request =
+                    Request { method: "GET".into(), url: format!("http://{addr}/lines"), headers: vec![], body: None };
+                let result = egress.open(request, "{}").await.map(|(resp, source)| (resp.status, source));
+                (result, hook.0.load(Ordering::Relaxed))
+            }
+        };
+        let (streamed, seen) = open(false).await;
+        let (status, source) = streamed.expect("streamed past the cap");
+        assert_eq!((status, seen), (200, 1), "the hook saw the attempt");
+        assert!(matches!(source, BodySource::Network(_)));
+        let (whole, _) = open(true).await;
+        assert!(matches!(whole, Err(HttpError::TooLarge(_))), "a hook that needs bodies reads them whole");
     }
 
     #[tokio::test]

@@ -58,8 +58,17 @@ pub trait HttpHooks: Send + Sync {
         false
     }
 
+    /// True when this hook must see the whole body of every answer, so a body the guest would
+    /// stream (`open`) is read whole first, under the response cap (a recording, which stores
+    /// it). Hooks that only observe (count, time, log) keep the default: streamed bodies stay
+    /// streamed, and [`HttpHooks::observe`] sees their head with an empty body.
+    fn needs_bodies(&self) -> bool {
+        false
+    }
+
     /// Sees every attempt's outcome, in the order attempts finish. It may wait (for a bounded
-    /// queue), which slows the request that is being made, never another one.
+    /// queue), which slows the request that is being made, never another one. The body of an
+    /// answer streamed to the guest is empty here, unless a hook [`HttpHooks::needs_bodies`].
     fn observe<'a>(&'a self, _attempt: &'a Attempt<'a>, _outcome: Outcome<'a>, _timing: Timing) -> BoxFuture<'a> {
         Box::pin(async {})
     }

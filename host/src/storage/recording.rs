@@ -208,6 +208,11 @@ impl Recorder {
 }
 
 impl HttpHooks for Recorder {
+    /// A recording stores every body, streamed ones too.
+    fn needs_bodies(&self) -> bool {
+        true
+    }
+
     /// Stores the attempt through the output writer. A closed output ends recording silently:
     /// the run is ending.
     fn observe<'a>(&'a self, attempt: &'a Attempt<'a>, outcome: Outcome<'a>, timing: Timing) -> BoxFuture<'a> {
