@@ -1035,3 +1035,41 @@ fn open_bodies_are_bounded_and_handles_are_the_instances_own() {
         assert_eq!(seen["known"], false, "{seen}");
     }
 }
+
+/// The most memory any child of this test process held, MiB (each test is a process of its own
+/// under nextest, so these are this test's host runs).
+fn children_peak_rss_mib() -> i64 {
+    // SAFETY: getrusage with a valid pointer.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) }, 0);
+    usage.ru_maxrss / 1024
+}
+
+/// A manifest whose spec is `spec` (YAML) and whose body is `body`.
+fn manifest(files: &Files, spec: &str, body: &str) -> std::path::PathBuf {
+    let text = format!(
+        "version: 6.44.0\ntype: DeclarativeSource\ncheck: {{type: CheckStream, stream_names: [s]}}\n{body}\nspec:\n  type: Spec\n  connection_specification: {spec}\nstreams: []\n"
+    );
+    files.text("manifest.yaml", text.as_bytes())
+}
+
+/// YAML aliases expanded before the manifest's cap was checked (a 1 MiB string aliased 800 times
+/// cost 1.6 GiB), and deep YAML cost the parser quadratic time (100,000 levels: 21 s; the file
+/// cap allows 2 million). Both are measured in one pass over the events, nothing expanded.
+#[test]
+fn a_manifest_past_its_expanded_size_or_depth_is_refused_before_it_is_built() {
+    let files = Files::new();
+    let mut aliased = format!("big: &big \"{}\"\nlist:\n", "x".repeat(1 << 20));
+    aliased.push_str(&"  - *big\n".repeat(800));
+    let path = manifest(&files, "{type: object}", &aliased);
+    let run = host(&["spec"]).arg(&path).run();
+    assert!(!run.success());
+    assert!(run.stderr().contains("it expands to more than 16 MiB of JSON"), "{}", run.explain());
+    assert!(children_peak_rss_mib() < 200, "the host held {} MiB", children_peak_rss_mib());
+
+    let deep = manifest(&files, "{type: object}", &format!("deep: {}", "[".repeat(2_000_000)));
+    let started = std::time::Instant::now();
+    let run = host(&["spec"]).arg(&deep).run();
+    assert!(run.stderr().contains("it nests more than 100 levels deep"), "{}", run.explain());
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
+}

@@ -5,8 +5,13 @@
 //! `spec` from the manifest's own spec; everything else the manifest says is interpreted by the
 //! engine, inside the sandbox.
 //!
-//! A manifest is untrusted input: its size is capped before it is parsed, and the YAML parser's
-//! own limits (nesting, alias repetition) stop a billion-laughs document.
+//! A manifest is untrusted input: its size is capped before it is parsed, and before anything
+//! is built from it one pass over its YAML events (linear in its size, nothing expanded)
+//! measures what it would become: how deep it nests (a deep document made the parser's work
+//! quadratic: 21 s for 100,000 levels) and how large it expands to once its aliases are
+//! replaced (a 1 MiB string aliased 800 times cost 1.6 GiB before the expanded size was
+//! checked). Past [`MAX_YAML_DEPTH`], or past [`MAX_EXPANDED_BYTES`] or [`MAX_EXPANDED_NODES`]
+//! expanded, it is refused there.
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Map, Value};
@@ -17,8 +22,14 @@ use std::path::{Path, PathBuf};
 pub const MANIFEST_KEY: &str = "__injected_declarative_manifest";
 /// The largest manifest file (the biggest real ones are a few hundred KB).
 pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
-/// The largest manifest once aliases are expanded, as JSON.
-const MAX_EXPANDED_BYTES: usize = 16 << 20;
+/// The largest manifest once aliases are expanded, as JSON (about: each scalar counts its bytes
+/// and 3 more, each collection 2).
+pub const MAX_EXPANDED_BYTES: usize = 16 << 20;
+/// The most values (scalars and collections) a manifest may expand to.
+pub const MAX_EXPANDED_NODES: u64 = 2 << 20;
+/// The deepest nesting of a manifest, aliases expanded (real ones nest a dozen levels; the
+/// YAML and JSON parsers stop at 128).
+pub const MAX_YAML_DEPTH: usize = 100;
 /// Overrides where the engine component is.
 pub const ENGINE_ENV: &str = "SLUICE_DECLARATIVE_ENGINE";
 pub const ENGINE_FILE: &str = "declarative.wasm";
@@ -60,6 +71,7 @@ pub fn load(path: &Path) -> Result<Manifest> {
 /// YAML to JSON, refusing documents that expand past the cap.
 pub fn parse(bytes: &[u8]) -> Result<Value> {
     let text = std::str::from_utf8(bytes).map_err(|e| anyhow!("it is not UTF-8 text: {e}"))?;
+    prescan::measure(bytes).0.map_err(|e| anyhow!("{e}"))?;
     let value: Value = serde_norway::from_str(text).map_err(|e| anyhow!("it is not valid YAML: {e}"))?;
     let size = serde_json::to_vec(&value).map(|v| v.len()).unwrap_or(usize::MAX);
     if size > MAX_EXPANDED_BYTES {
@@ -290,5 +302,197 @@ mod tests {
         let own: Value = serde_json::from_str(&inject(r#"{"__injected_declarative_manifest":{"v":2}}"#, &m)).unwrap();
         assert_eq!(own[MANIFEST_KEY]["v"], 2);
         assert_eq!(without_manifest(&injected), serde_json::json!({"a": 1}));
+    }
+}
+
+/// One pass over a YAML document's events, bounding what building it would cost before it is
+/// built. libyaml's own parser (the one serde_norway drives), event by event: the pass stops at
+/// the first bound crossed, so it never gets far into a document too deep (where the scanner's
+/// work per token grows with the depth).
+mod prescan {
+    use super::{MAX_EXPANDED_BYTES, MAX_EXPANDED_NODES, MAX_YAML_DEPTH};
+    use std::collections::HashMap;
+    use std::mem::MaybeUninit;
+    use unsafe_libyaml_norway as unsafe_yaml;
+
+    /// A parser that is deleted when dropped; boxed, since libyaml's state must not move.
+    struct Parser(Box<MaybeUninit<unsafe_yaml::yaml_parser_t>>);
+
+    impl Drop for Parser {
+        fn drop(&mut self) {
+            // SAFETY: initialised in `measure` before a `Parser` is made.
+            unsafe { unsafe_yaml::yaml_parser_delete(self.0.as_mut_ptr()) }
+        }
+    }
+
+    /// What a node becomes once expanded: JSON bytes (about), values, and nesting.
+    #[derive(Clone, Copy, Default)]
+    struct Size {
+        bytes: u64,
+        nodes: u64,
+        depth: usize,
+    }
+
+    /// The anchor's name, when there is one.
+    ///
+    /// # Safety
+    /// `anchor` is null or a NUL-terminated string libyaml made.
+    unsafe fn name(anchor: *const u8) -> Option<Vec<u8>> {
+        if anchor.is_null() {
+            return None;
+        }
+        // SAFETY: as the caller says.
+        Some(unsafe { std::ffi::CStr::from_ptr(anchor.cast()) }.to_bytes().to_vec())
+    }
+
+    /// Whether `input` stays within the bounds, and how many events were read to tell (a
+    /// syntax error is left to the real parse to report, with its position).
+    pub fn measure(input: &[u8]) -> (Result<(), String>, u64) {
+        let mut parser = Parser(Box::new(MaybeUninit::uninit()));
+        let p = parser.0.as_mut_ptr();
+        // SAFETY: `p` points at memory for a parser that does not move (boxed); once
+        // initialised it is deleted by `Parser`'s drop; the input outlives the parser.
+        unsafe {
+            if unsafe_yaml::yaml_parser_initialize(p).fail {
+                std::mem::forget(parser);
+                return (Err("the YAML parser cannot start".into()), 0);
+            }
+            unsafe_yaml::yaml_parser_set_encoding(p, unsafe_yaml::YAML_UTF8_ENCODING);
+            unsafe_yaml::yaml_parser_set_input_string(p, input.as_ptr(), input.len() as u64);
+        }
+        let mut anchors: HashMap<Vec<u8>, Size> = HashMap::new();
+        // Open collections: their anchor and their size so far.
+        let mut open: Vec<(Option<Vec<u8>>, Size)> = Vec::new();
+        let mut total = Size::default();
+        let mut events = 0;
+        loop {
+            let mut event = MaybeUninit::<unsafe_yaml::yaml_event_t>::uninit();
+            let e = event.as_mut_ptr();
+            // SAFETY: an initialised parser and room for one event.
+            if unsafe { unsafe_yaml::yaml_parser_parse(p, e) }.fail {
+                return (Ok(()), events);
+            }
+            events += 1;
+            // SAFETY: the event was filled in; each union field is read for its own type.
+            let (kind, done) = unsafe {
+                let kind = (*e).type_;
+                let done = match kind {
+                    unsafe_yaml::YAML_SCALAR_EVENT => {
+                        let scalar = (*e).data.scalar;
+                        Some((name(scalar.anchor), Size { bytes: scalar.length + 3, nodes: 1, depth: 0 }))
+                    }
+                    unsafe_yaml::YAML_ALIAS_EVENT => {
+                        let anchor = name((*e).data.alias.anchor).unwrap_or_default();
+                        Some((None, anchors.get(&anchor).copied().unwrap_or_default()))
+                    }
+                    unsafe_yaml::YAML_SEQUENCE_START_EVENT => {
+                        open.push((name((*e).data.sequence_start.anchor), Size { bytes: 2, nodes: 1, depth: 1 }));
+                        None
+                    }
+                    unsafe_yaml::YAML_MAPPING_START_EVENT => {
+                        open.push((name((*e).data.mapping_start.anchor), Size { bytes: 2, nodes: 1, depth: 1 }));
+                        None
+                    }
+                    unsafe_yaml::YAML_SEQUENCE_END_EVENT | unsafe_yaml::YAML_MAPPING_END_EVENT => open.pop(),
+                    _ => None,
+                };
+                unsafe_yaml::yaml_event_delete(e);
+                (kind, done)
+            };
+            if kind == unsafe_yaml::YAML_STREAM_END_EVENT {
+                return (Ok(()), events);
+            }
+            // What this event adds once expanded: a collection's own brackets when it opens, a
+            // scalar, or everything an alias repeats.
+            let added = match (kind, &done) {
+                (unsafe_yaml::YAML_SEQUENCE_START_EVENT | unsafe_yaml::YAML_MAPPING_START_EVENT, _) => {
+                    Size { bytes: 2, nodes: 1, depth: open.len() }
+                }
+                (unsafe_yaml::YAML_SCALAR_EVENT | unsafe_yaml::YAML_ALIAS_EVENT, Some((_, size))) => {
+                    Size { depth: open.len() + size.depth, ..*size }
+                }
+                _ => Size::default(),
+            };
+            total.bytes = total.bytes.saturating_add(added.bytes);
+            total.nodes = total.nodes.saturating_add(added.nodes);
+            if added.depth > MAX_YAML_DEPTH {
+                return (Err(format!("it nests more than {MAX_YAML_DEPTH} levels deep")), events);
+            }
+            if total.bytes > MAX_EXPANDED_BYTES as u64 {
+                return (Err(format!("it expands to more than {} MiB of JSON", MAX_EXPANDED_BYTES >> 20)), events);
+            }
+            if total.nodes > MAX_EXPANDED_NODES {
+                return (Err(format!("it expands to more than {MAX_EXPANDED_NODES} values")), events);
+            }
+            if let Some((anchor, size)) = done {
+                if let Some(anchor) = anchor {
+                    anchors.insert(anchor, size);
+                }
+                if let Some((_, parent)) = open.last_mut() {
+                    parent.bytes = parent.bytes.saturating_add(size.bytes);
+                    parent.nodes = parent.nodes.saturating_add(size.nodes);
+                    parent.depth = parent.depth.max(size.depth + 1);
+                }
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// 100,000 levels took the parser 21 s before its recursion limit (2 million fit in the
+        /// file cap: hours). The pass stops a little past the bound, whatever follows.
+        #[test]
+        fn deep_documents_stop_at_the_bound() {
+            for deep in ["[".repeat(2_000_000), "- ".repeat(1_000_000), "a: {".repeat(500_000)] {
+                let (result, events) = measure(deep.as_bytes());
+                assert!(result.unwrap_err().contains("levels deep"));
+                assert!(events < 4 * MAX_YAML_DEPTH as u64, "{events} events read");
+            }
+            let mut fine = "[".repeat(MAX_YAML_DEPTH);
+            fine.push_str(&"]".repeat(MAX_YAML_DEPTH));
+            assert_eq!(measure(fine.as_bytes()).0, Ok(()));
+            // An alias placed deep, of a node that is deep itself, is as deep as both.
+            let half = MAX_YAML_DEPTH / 2 + 1;
+            let doc = format!(
+                "a: &x {}1{}\nb: {}*x{}\n",
+                "[".repeat(half),
+                "]".repeat(half),
+                "[".repeat(half),
+                "]".repeat(half)
+            );
+            assert!(measure(doc.as_bytes()).0.unwrap_err().contains("levels deep"));
+        }
+
+        /// A 1 MiB string aliased 800 times cost 1.6 GiB before the expanded size was checked;
+        /// short anchors repeated (15 KB) reached 956 MB. Both are refused without expanding,
+        /// after reading about as many events as the cap allows.
+        #[test]
+        fn aliases_are_counted_not_expanded() {
+            let mut big = format!("a: &big \"{}\"\nlist:\n", "x".repeat(1 << 20));
+            for _ in 0..800 {
+                big.push_str("  - *big\n");
+            }
+            let (result, events) = measure(big.as_bytes());
+            assert!(result.unwrap_err().contains("expands to more than 16 MiB"));
+            assert!(events < 100, "{events} events");
+            // Nested aliases: each level ten of the one before (a billion laughs, shallow).
+            let mut laughs = String::from("l0: &l0 [\"lol\"]\n");
+            for i in 1..10 {
+                let refs = vec![format!("*l{}", i - 1); 10].join(", ");
+                laughs.push_str(&format!("l{i}: &l{i} [{refs}]\n"));
+            }
+            assert!(measure(laughs.as_bytes()).0.unwrap_err().contains("expands to more than"));
+            // Many small values: the node count.
+            let mut wide = String::from("a: &a [");
+            wide.push_str(&vec!["1"; 1000].join(","));
+            wide.push_str("]\nb: [");
+            wide.push_str(&vec!["*a"; 3000].join(","));
+            wide.push_str("]\n");
+            assert!(measure(wide.as_bytes()).0.unwrap_err().contains("values"));
+            // A manifest with a few aliases passes.
+            assert_eq!(measure(b"base: &b {url: 'http://x'}\nstreams: [{r: *b}, {r: *b}]\n").0, Ok(()));
+        }
     }
 }
