@@ -1073,3 +1073,27 @@ fn a_manifest_past_its_expanded_size_or_depth_is_refused_before_it_is_built() {
     assert!(run.stderr().contains("it nests more than 100 levels deep"), "{}", run.explain());
     assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
 }
+
+/// A spec whose JSON Schema is a chain of 50,000 `$ref`s aborted the host building the config
+/// validator (stack overflow, exit 134, no error line). It is a warning now, the config not
+/// checked against it, and the run goes on to its end.
+#[test]
+fn a_spec_with_a_deep_ref_chain_is_a_warning_not_an_abort() {
+    let files = Files::new();
+    let mut defs = String::new();
+    for i in 0..50_000 {
+        defs.push_str(&format!("d{i}: {{$ref: '#/definitions/d{}'}}, ", i + 1));
+    }
+    let spec = format!(
+        "{{type: object, properties: {{a: {{$ref: '#/definitions/d0'}}}}, definitions: {{{defs}d50000: {{type: string}}}}}}"
+    );
+    let path = manifest(&files, &spec, "");
+    let config = files.json("config.json", &json!({"a": "x"}));
+    let run = host(&["check"]).arg(&path).arg("--config").arg(&config).run();
+    assert!(run.output.status.code().is_some(), "the host was killed by a signal: {:?}", run.output.status);
+    assert!(
+        run.logs().iter().any(|l| l.contains("not a usable JSON Schema") && l.contains("levels deep")),
+        "{}",
+        run.explain()
+    );
+}

@@ -164,6 +164,10 @@ fn schema_validator(schema: &Value, what: &str, check: &mut Check) -> Option<Val
         check.fail(what, format!("a JSON Schema must be an object, got {}", preview(&schema.to_string())));
         return None;
     }
+    if let Err(why) = crate::data::schema::check_bounds(schema) {
+        check.fail(what, format!("not a usable JSON Schema: {why}"));
+        return None;
+    }
     if let Err(error) = jsonschema::meta::validate(schema) {
         check.fail(
             format!("{what}{}", pointer(&error.instance_path().to_string())),
@@ -171,13 +175,10 @@ fn schema_validator(schema: &Value, what: &str, check: &mut Check) -> Option<Val
         );
         return None;
     }
-    match jsonschema::validator_for(schema) {
+    match crate::data::schema::validator(schema, false) {
         Ok(v) => Some(v),
         Err(error) => {
-            check.fail(
-                format!("{what}{}", pointer(&error.instance_path().to_string())),
-                format!("not a usable JSON Schema: {error}"),
-            );
+            check.fail(what, format!("not a usable JSON Schema: {error}"));
             None
         }
     }
@@ -238,7 +239,7 @@ fn broken_configs(spec: &Value, config: &Value) -> Vec<(String, Value)> {
 async fn check_broken_configs(connector: &Connector, spec: Option<&Value>, config: &Value) -> CheckResult {
     let mut check = Check::new("check-broken", None);
     let Some(spec) = spec else { return check.skip("no spec to derive broken configs from") };
-    let validator = jsonschema::validator_for(spec).ok();
+    let validator = crate::data::schema::validator(spec, false).ok();
     // Only configs the spec itself rejects count as broken.
     let variants: Vec<(String, Value)> = broken_configs(spec, config)
         .into_iter()

@@ -19,7 +19,8 @@ pub enum Verdict {
 
 /// Checks `config` against `spec`, formats (`date-time`, `uri`, `email`, ...) included.
 pub fn check(spec: &Value, config: &Value) -> Verdict {
-    let validator = match jsonschema::options().should_validate_formats(true).build(spec) {
+    // Bounded before it is built: depth (subschemas and $refs), patterns (a linear-time engine).
+    let validator = match super::schema::validator(spec, true) {
         Ok(v) => v,
         Err(e) => return Verdict::Unchecked(format!("the connector's spec is not a usable JSON Schema: {e}")),
     };
@@ -78,5 +79,27 @@ mod tests {
         assert!(m.contains("field nested.start") && m.contains("date-time"), "{m}");
         assert!(matches!(check(&spec(), &json!({"base_url": "http://h", "page_size": 5})), Verdict::Valid));
         assert!(matches!(check(&json!({"type": 5}), &json!({})), Verdict::Unchecked(_)));
+    }
+
+    /// A spec with a 50,000-long `$ref` chain aborted the host (stack overflow) while the
+    /// config validator was built; on a 256 KiB stack it is now a warning, the config unchecked.
+    #[test]
+    fn a_spec_too_deep_to_build_is_unchecked_not_a_crash() {
+        let mut defs = serde_json::Map::new();
+        for i in 0..50_000 {
+            defs.insert(format!("d{i}"), json!({"$ref": format!("#/$defs/d{}", i + 1)}));
+        }
+        defs.insert("d50000".into(), json!({"type": "string"}));
+        let spec = json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/d0"}}, "$defs": defs});
+        let verdict = std::thread::Builder::new()
+            .stack_size(256 << 10)
+            .spawn(move || match check(&spec, &json!({"a": "x"})) {
+                Verdict::Unchecked(why) => why,
+                _ => panic!("not unchecked"),
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(verdict.contains("levels deep"), "{verdict}");
     }
 }

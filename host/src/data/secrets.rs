@@ -7,7 +7,7 @@
 
 use base64::Engine as _;
 use serde_json::Value;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
 pub const MASK: &str = "**********";
@@ -45,9 +45,9 @@ impl Secrets {
     /// Collects the config values at every path the spec marks secret.
     pub fn set_from(&self, spec: &Value, config: &Value) {
         let mut found = Vec::new();
-        collect(spec, spec, config, "", 0, &mut found);
+        collect(spec, spec, config, "", 0, &mut found, &mut Seen::new());
         let mut names = Vec::new();
-        collect_names(spec, spec, 0, &mut names);
+        collect_names(spec, spec, 0, &mut names, &mut Seen::new());
         names.sort();
         names.dedup();
         let mut values = Vec::new();
@@ -114,7 +114,12 @@ impl Secrets {
                 continue;
             }
             for (at, window) in bytes.windows(pieces.width).enumerate() {
-                if pieces.windows.contains(window) {
+                // A piece stands alone (a secret cut where one message ends and the next
+                // begins), never inside a longer word: `comp` of a secret is not in `company`.
+                let end = at + pieces.width;
+                let alone = (at == 0 || !bytes[at - 1].is_ascii_alphanumeric())
+                    && (end == bytes.len() || !bytes[end].is_ascii_alphanumeric());
+                if alone && pieces.windows.contains(window) {
                     hidden[at..at + pieces.width].iter_mut().for_each(|h| *h = true);
                 }
             }
@@ -177,38 +182,69 @@ fn resolve<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
     }
 }
 
+/// The least depth each (schema, value) pair was walked at: a pair is walked again only nearer
+/// the top, so a spec whose `allOf`s each name the next level twice costs its size (times the
+/// depth limit), not 2 to the power of the depth.
+type Seen = HashMap<(usize, usize), usize>;
+
+/// True when `schema` (with `value`) was walked at `depth` or nearer the top already.
+fn seen_before(seen: &mut Seen, schema: &Value, value: Option<&Value>, depth: usize) -> bool {
+    let key = (schema as *const Value as usize, value.map_or(0, |v| v as *const Value as usize));
+    match seen.get(&key) {
+        Some(&at) if at <= depth => true,
+        _ => {
+            seen.insert(key, depth);
+            false
+        }
+    }
+}
+
 /// The names of every property the spec marks secret, at any depth.
-fn collect_names(root: &Value, schema: &Value, depth: usize, out: &mut Vec<String>) {
+fn collect_names(root: &Value, schema: &Value, depth: usize, out: &mut Vec<String>, seen: &mut Seen) {
     if depth > MAX_REF_DEPTH {
         return;
     }
     let schema = resolve(root, schema);
+    if seen_before(seen, schema, None, depth) {
+        return;
+    }
     if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
         for (name, sub_schema) in properties {
             if resolve(root, sub_schema).get("airbyte_secret").and_then(Value::as_bool) == Some(true) {
                 out.push(name.clone());
             }
-            collect_names(root, sub_schema, depth + 1, out);
+            collect_names(root, sub_schema, depth + 1, out, seen);
         }
     }
     for key in ["oneOf", "anyOf", "allOf"] {
         for alternative in schema.get(key).and_then(Value::as_array).into_iter().flatten() {
-            collect_names(root, alternative, depth + 1, out);
+            collect_names(root, alternative, depth + 1, out, seen);
         }
     }
     for key in ["items", "additionalProperties"] {
         if let Some(sub_schema) = schema.get(key).filter(|s| s.is_object()) {
-            collect_names(root, sub_schema, depth + 1, out);
+            collect_names(root, sub_schema, depth + 1, out, seen);
         }
     }
 }
 
 /// The secret values in `value` under `schema`, with their paths (for warnings).
-fn collect(root: &Value, schema: &Value, value: &Value, path: &str, depth: usize, out: &mut Vec<(String, String)>) {
+fn collect(
+    root: &Value,
+    schema: &Value,
+    value: &Value,
+    path: &str,
+    depth: usize,
+    out: &mut Vec<(String, String)>,
+    seen: &mut Seen,
+) {
     if depth > MAX_REF_DEPTH {
         return;
     }
     let schema = resolve(root, schema);
+    if seen_before(seen, schema, Some(value), depth) {
+        return;
+    }
     if schema.get("airbyte_secret").and_then(Value::as_bool) == Some(true) {
         match value {
             Value::String(s) if !s.is_empty() => out.push((path.to_string(), s.clone())),
@@ -223,19 +259,19 @@ fn collect(root: &Value, schema: &Value, value: &Value, path: &str, depth: usize
         for (name, sub_value) in object {
             let sub_path = if path.is_empty() { name.clone() } else { format!("{path}.{name}") };
             if let Some(sub_schema) = properties.and_then(|p| p.get(name)).or(additional) {
-                collect(root, sub_schema, sub_value, &sub_path, depth + 1, out);
+                collect(root, sub_schema, sub_value, &sub_path, depth + 1, out, seen);
             }
         }
     }
     // Alternatives (`oneOf`, `anyOf`) each may mark fields secret.
     for key in ["oneOf", "anyOf", "allOf"] {
         for alternative in schema.get(key).and_then(Value::as_array).into_iter().flatten() {
-            collect(root, alternative, value, path, depth + 1, out);
+            collect(root, alternative, value, path, depth + 1, out, seen);
         }
     }
     if let (Some(items), Some(list)) = (schema.get("items"), value.as_array()) {
         for (i, v) in list.iter().enumerate() {
-            collect(root, items, v, &format!("{path}[{i}]"), depth + 1, out);
+            collect(root, items, v, &format!("{path}[{i}]"), depth + 1, out, seen);
         }
     }
 }
@@ -254,6 +290,27 @@ mod tests {
             secrets.mask("url ?k=a+b%2Fc%22d json \"a b/c\\\"d\" raw a b/c\"d 1"),
             "url ?k=********** json \"**********\" raw ********** 1"
         );
+    }
+
+    /// Each level's `allOf` names the next level four times: walked as a tree that is 4^32
+    /// visits (the host never finished); each (schema, value) is walked once now.
+    #[test]
+    fn branching_refs_cost_the_size_of_the_spec_not_a_power_of_it() {
+        let mut defs = serde_json::Map::new();
+        for i in 0..40 {
+            let next = json!({"$ref": format!("#/definitions/d{}", i + 1)});
+            defs.insert(format!("d{i}"), json!({"allOf": [next, next, next, next]}));
+        }
+        defs.insert("d40".into(), json!({"properties": {"key": {"type": "string", "airbyte_secret": true}}}));
+        let spec = json!({"definitions": defs, "allOf": [{"$ref": "#/definitions/d0"}]});
+        let secrets = Secrets::default();
+        secrets.set_from(&spec, &json!({"key": "hunter22"}));
+        // Past the depth the walk follows: not found, but the walk ends.
+        assert!(!secrets.appear_in("hunter22"));
+        let near = json!({"definitions": {"a": {"allOf": [{"$ref": "#/definitions/b"}, {"$ref": "#/definitions/b"}]},
+            "b": {"properties": {"key": {"airbyte_secret": true}}}}, "allOf": [{"$ref": "#/definitions/a"}]});
+        secrets.set_from(&near, &json!({"key": "hunter22"}));
+        assert!(secrets.appear_in("the hunter22 key") && secrets.names() == ["key"]);
     }
 
     #[test]
@@ -290,6 +347,18 @@ mod tests {
         assert_eq!(secrets.mask_text(&format!("part one: {first}")), format!("part one: {MASK}"));
         assert_eq!(secrets.mask_text(&format!("{second} was part two")), format!("{MASK} was part two"));
         assert_eq!(secrets.mask_text("open the door"), "open the door", "a short piece alone is not masked");
+    }
+
+    #[test]
+    fn pieces_inside_ordinary_words_are_not_masked() {
+        let spec = json!({"properties": {"k": {"airbyte_secret": true}}});
+        let secrets = Secrets::default();
+        secrets.set_from(&spec, &json!({"k": "compXYZ9"}));
+        let url = "GET https://api.example.com/v3/company/items?limit=5";
+        assert_eq!(secrets.mask_text(url), url);
+        assert_eq!(secrets.mask_text("the key ends in XYZ9"), format!("the key ends in {MASK}"));
+        assert_eq!(secrets.mask_text("comp"), MASK);
+        assert_eq!(secrets.mask_text("/v3/compXYZ9/x"), format!("/v3/{MASK}/x"));
     }
 
     #[test]
