@@ -555,10 +555,22 @@ fn printing_is_capped() {
     let run = hostile("print-flood", json!({"count": 3000, "size": 1000}), &["--cpu-ms-per-call", "5000"]);
     assert!(run.success(), "{}", run.explain());
     let printed = run.logs().iter().filter(|l| l.starts_with("[stdout] ppp")).count();
-    // The lines within the first 1 MiB, the last of them cut there.
-    assert_eq!(printed, (1usize << 20).div_ceil(1001));
+    // The first 1 MiB is captured (the last line cut there), and its lines count in the call's
+    // log limits as log calls do: 1000 messages.
+    assert_eq!(printed, 1000);
     let dropped = format!("({} more bytes of output dropped)", 3000 * 1001 - (1 << 20));
     assert!(run.logs().iter().any(|l| l.contains(&dropped)), "{dropped}");
+    let lines =
+        format!("{} more lines of output from the connector were dropped", (1usize << 20).div_ceil(1001) - 1000);
+    assert!(run.logs().iter().any(|l| l.contains(&lines)), "{lines}");
+    // 1 MiB of short lines used to become as many messages in one call (524,288 of `a\n`).
+    let run = hostile("print-flood", json!({"count": 140_000, "size": 7}), &["--cpu-ms-per-call", "30000"]);
+    assert!(run.success(), "{}", run.explain());
+    let printed = run.logs().iter().filter(|l| l.starts_with("[stdout] p")).count();
+    assert_eq!(printed, 1000);
+    let lines = format!("{} more lines of output from the connector were dropped", (1 << 17) - 1000);
+    assert!(run.logs().iter().any(|l| l.contains(&lines)), "{lines}: {} messages", run.logs().len());
+    assert!(run.logs().len() < 1100, "{} messages", run.logs().len());
 }
 
 /// A chain of more than 10 redirects is denied.

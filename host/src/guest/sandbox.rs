@@ -252,9 +252,15 @@ impl GuestState {
     }
 
     /// Everything the guest said since the last call, oldest first within each source, at most
-    /// the per-call limit of log calls (the rest are counted).
+    /// the per-call limits of log messages and their bytes, lines of captured stdout and stderr
+    /// counted in them as log calls are (the rest are counted, never made into messages).
     pub fn take_logs(&mut self) -> Vec<GuestLog> {
         let mut logs = std::mem::take(&mut self.logs);
+        let mut room = Room {
+            messages: self.max_logs.saturating_sub(logs.len()),
+            bytes: self.max_log_bytes_per_call.saturating_sub(self.log_bytes),
+            max_message: self.max_log_bytes,
+        };
         self.log_bytes = 0;
         if self.dropped_logs > 0 {
             let message =
@@ -262,15 +268,38 @@ impl GuestState {
             logs.push(GuestLog { level: Level::Warn, message });
             self.dropped_logs = 0;
         }
+        let mut dropped_lines = 0;
         for (capture, level, name) in [(&self.stdout, Level::Info, "stdout"), (&self.stderr, Level::Warn, "stderr")] {
-            for line in capture.take_lines() {
-                let mut message = format!("[{name}] {line}");
-                truncate_message(&mut message, self.max_log_bytes);
+            let taken = capture.take_lines(name, &mut room);
+            logs.extend(taken.lines.into_iter().map(|message| GuestLog { level, message }));
+            dropped_lines += taken.dropped_lines;
+            if taken.dropped_bytes > 0 {
+                let message = format!("[{name}] ({} more bytes of output dropped)", taken.dropped_bytes);
                 logs.push(GuestLog { level, message });
             }
         }
+        if dropped_lines > 0 {
+            let message =
+                format!("{dropped_lines} more lines of output from the connector were dropped (log rate limit)");
+            logs.push(GuestLog { level: Level::Warn, message });
+        }
         logs
     }
+}
+
+/// What a call's messages may still take: how many, and their bytes.
+struct Room {
+    messages: usize,
+    bytes: usize,
+    /// The longest message, bytes (longer ones are cut).
+    max_message: usize,
+}
+
+/// Lines taken from a capture as messages, and what did not fit.
+struct Taken {
+    lines: Vec<String>,
+    dropped_lines: usize,
+    dropped_bytes: usize,
 }
 
 impl WasiView for GuestState {
@@ -323,31 +352,57 @@ impl bindings::sluice::connector::http::Host for GuestState {
     }
 
     async fn send_records(&mut self, req: Request, path: Vec<String>) -> Result<RecordsResponse, HttpError> {
-        crate::net::records::check_path(&path)?;
-        let response = self.send(req).await?;
-        // Found on the guest's clock: the host's pass over the body is work done for the guest.
-        let (records, rest) = crate::net::records::take(response.status, response.body, &path);
-        Ok(RecordsResponse { status: response.status, headers: response.headers, records, rest })
+        // At most a page's worth: more could not be returned in one page anyway.
+        let max = self.max_forwarded_records;
+        self.send_records_within(req, path, max).await.map_err(|(e, _)| e)
     }
 
     async fn forward_records(&mut self, req: Request, path: Vec<String>) -> Result<ForwardedResponse, HttpError> {
         // Refused before anything is sent when nothing more could be kept.
-        match &self.forwarded {
+        let room = match &self.forwarded {
             None => {
                 return Err(HttpError::InvalidRequest(
                     "forward-records is only for read-page and read-result, whose page gets the records".into(),
                 ));
             }
-            Some(kept) => kept.check_room()?,
-        }
-        let answer = self.send_records(req, path).await?;
+            Some(kept) => {
+                kept.check_room()?;
+                kept.room()
+            }
+        };
+        let answer = self.send_records_within(req, path, room).await;
         let kept = self.forwarded.as_mut().expect("set for the whole call");
+        let answer = answer.map_err(|(e, too_many)| match too_many {
+            Some(count) => kept.too_many(count),
+            None => e,
+        })?;
         let forwarded = answer.records.map(|records| kept.keep(records)).transpose()?;
         Ok(ForwardedResponse { status: answer.status, headers: answer.headers, forwarded, rest: answer.rest })
     }
 }
 
 impl GuestState {
+    /// `send-records` taking out at most `max` records (the error says when there were more).
+    async fn send_records_within(
+        &mut self,
+        req: Request,
+        path: Vec<String>,
+        max: usize,
+    ) -> Result<RecordsResponse, (HttpError, Option<usize>)> {
+        use bindings::sluice::connector::http::Host as _;
+        crate::net::records::check_path(&path).map_err(|e| (e, None))?;
+        let response = self.send(req).await.map_err(|e| (e, None))?;
+        // Found on the guest's clock: the host's pass over the body is work done for the guest.
+        let (records, rest) = crate::net::records::take(response.status, response.body, &path, max).map_err(|t| {
+            let message = format!(
+                "the answer holds {} records at its records path, more than the {} a page may hold",
+                t.count, t.max
+            );
+            (HttpError::TooLarge(message), Some(t.count))
+        })?;
+        Ok(RecordsResponse { status: response.status, headers: response.headers, records, rest })
+    }
+
     fn note_denial<T>(&mut self, result: &Result<T, HttpError>) {
         if let Err(HttpError::Denied(why)) = result {
             self.push_log(GuestLog { level: Level::Warn, message: format!("request denied: {why}") });
@@ -408,16 +463,31 @@ struct CaptureBuf {
 }
 
 impl Capture {
-    fn take_lines(&self) -> Vec<String> {
+    /// The captured lines (blank ones skipped) as `[name] line` messages while `room` allows,
+    /// each cut to its longest; the lines past it are only counted, with no message made.
+    fn take_lines(&self, name: &str, room: &mut Room) -> Taken {
         let mut buf = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let mut lines: Vec<String> =
-            String::from_utf8_lossy(&buf.bytes).lines().filter(|l| !l.trim().is_empty()).map(str::to_owned).collect();
-        if buf.dropped > 0 {
-            lines.push(format!("({} more bytes of output dropped)", buf.dropped));
+        let mut taken = Taken { lines: Vec::new(), dropped_lines: 0, dropped_bytes: buf.dropped };
+        for line in buf.bytes.split(|b| *b == b'\n') {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            // What the message would take, before anything is made of it.
+            let len = (name.len() + 3 + line.len()).min(room.max_message + "… (truncated)".len());
+            if taken.dropped_lines > 0 || room.messages == 0 || len > room.bytes {
+                taken.dropped_lines += 1;
+                continue;
+            }
+            let mut message = format!("[{name}] {}", String::from_utf8_lossy(line));
+            truncate_message(&mut message, room.max_message);
+            room.messages -= 1;
+            room.bytes -= len.min(room.bytes);
+            taken.lines.push(message);
         }
         buf.bytes.clear();
         buf.dropped = 0;
-        lines
+        taken
     }
 }
 
@@ -557,6 +627,48 @@ fn mib(bytes: usize) -> String {
 mod tests {
     use super::*;
     use wasmtime::ResourceLimiter;
+
+    fn state(limits: &Limits) -> GuestState {
+        let egress = Egress::new(crate::net::EgressPolicy::default(), crate::net::HttpOptions::default()).unwrap();
+        GuestState::new(Arc::new(egress), limits)
+    }
+
+    /// 1 MiB of `a\n` on stdout used to become 524,288 messages in one call, past the 1000 the
+    /// call may log: captured lines count in the per-call limits as log calls do, and the rest
+    /// are only counted.
+    #[test]
+    fn captured_lines_count_against_the_log_limits_of_the_call() {
+        let mut guest = state(&Limits::default());
+        guest.push_log(GuestLog { level: Level::Info, message: "from log".into() });
+        guest.stdout.0.lock().unwrap().bytes.extend("a\n".repeat(MAX_CAPTURED_OUTPUT / 2).as_bytes());
+        guest.stderr.0.lock().unwrap().bytes.extend(b"e1\n\ne2\n");
+        let logs = guest.take_logs();
+        let kept = logs.iter().filter(|l| l.message == "[stdout] a").count();
+        assert_eq!(kept, 999, "the log call and 999 lines make the 1000 a call may keep");
+        assert!(!logs.iter().any(|l| l.message.starts_with("[stderr] e")), "no room left for stderr");
+        let expected =
+            format!("{} more lines of output from the connector were dropped", MAX_CAPTURED_OUTPUT / 2 - 999 + 2);
+        assert!(logs.iter().any(|l| l.level == Level::Warn && l.message.contains(&expected)), "{expected}");
+        assert!(logs.len() <= 1000 + 2, "{}", logs.len());
+        // The next call has its own room again.
+        guest.stdout.0.lock().unwrap().bytes.extend(b"next\n");
+        assert_eq!(guest.take_logs(), [GuestLog { level: Level::Info, message: "[stdout] next".into() }]);
+    }
+
+    /// Lines count in the call's log bytes too: long lines fill them before the count does.
+    #[test]
+    fn captured_lines_count_against_the_log_bytes_of_the_call() {
+        let limits = Limits { max_log_bytes_per_call: 10_000, max_log_bytes: 1_000, ..Limits::default() };
+        let mut guest = state(&limits);
+        let line = format!("{}\n", "x".repeat(5_000));
+        guest.stdout.0.lock().unwrap().bytes.extend(line.repeat(100).as_bytes());
+        let logs = guest.take_logs();
+        let kept: Vec<&GuestLog> = logs.iter().filter(|l| l.message.starts_with("[stdout] xxx")).collect();
+        assert!(kept.iter().all(|l| l.message.ends_with("… (truncated)") && l.message.len() < 1_100));
+        assert_eq!(kept.len(), 10_000 / (1_000 + "… (truncated)".len()));
+        let dropped = format!("{} more lines of output", 100 - kept.len());
+        assert!(logs.iter().any(|l| l.message.contains(&dropped)), "{dropped}: {logs:?}");
+    }
 
     #[test]
     fn a_memory_refusal_says_how_much_was_asked_beyond_the_limit() {

@@ -4,6 +4,7 @@
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
+use std::cell::Cell;
 use std::fmt;
 
 /// Keys a path may have: a guest names a list a few levels down, not a walk of its own.
@@ -35,6 +36,21 @@ pub struct Forwarded {
 impl Forwarded {
     pub fn new(max_records: usize, max_bytes: usize, scope: &'static str) -> Self {
         Forwarded { records: Vec::new(), bytes: 0, max_records, max_bytes, scope }
+    }
+
+    /// How many more records may be kept.
+    pub fn room(&self) -> usize {
+        self.max_records.saturating_sub(self.records.len())
+    }
+
+    /// Why an answer of `count` records, more than [`Forwarded::room`], is refused (counted while
+    /// the answer was split, before any was taken out): as [`Forwarded::keep`] says it.
+    pub fn too_many(&self, count: usize) -> crate::bindings::HttpError {
+        let (limit, scope) = (self.max_records, self.scope);
+        crate::bindings::HttpError::InvalidRequest(format!(
+            "forwarding {count} more records makes {} {scope}, past the limit of {limit} records per page",
+            self.records.len() + count
+        ))
     }
 
     /// Refused before anything is sent when nothing more could be kept.
@@ -72,40 +88,66 @@ impl Forwarded {
     }
 }
 
+/// An answer held more records at its path than may be taken out: found while it was split,
+/// counting, before they were copied (a 32 MiB answer of 11 million `{}` used to make the host
+/// hold 824 MiB of them first). Past `max` they are only counted, nothing kept of them.
+#[derive(Debug, PartialEq)]
+pub struct TooMany {
+    pub max: usize,
+    /// How many records the list holds.
+    pub count: usize,
+}
+
+/// Records taken out of an answer (when it held them) and the rest of it.
+pub type Taken = (Option<Vec<String>>, Vec<u8>);
+
+/// The records at `path` and the rest, or `None` when there is no list of objects there.
+pub type Split = Option<(Vec<String>, Vec<u8>)>;
+
 /// The records at `path` of a successful (2xx) answer's body, and the rest of it; for any other
-/// answer, or a body without such a list, `None` and the body as it came.
-pub fn take(status: u16, body: Vec<u8>, path: &[String]) -> (Option<Vec<String>>, Vec<u8>) {
-    match (200..300).contains(&status).then(|| split(&body, path)).flatten() {
-        Some((records, rest)) => (Some(records), rest),
-        None => (None, body),
+/// answer, or a body without such a list, `None` and the body as it came. More than
+/// `max_records` there is [`TooMany`].
+pub fn take(status: u16, body: Vec<u8>, path: &[String], max_records: usize) -> Result<Taken, TooMany> {
+    if !(200..300).contains(&status) {
+        return Ok((None, body));
+    }
+    match split(&body, path, max_records)? {
+        Some((records, rest)) => Ok((Some(records), rest)),
+        None => Ok((None, body)),
     }
 }
 
 /// The records at `path` in `body` and the body without them, or `None` when the body is not a
-/// JSON object holding a list of objects there.
-pub fn split(body: &[u8], path: &[String]) -> Option<(Vec<String>, Vec<u8>)> {
+/// JSON object holding a list of objects there; past `max_records` there, [`TooMany`] (counted
+/// as the list is read: nothing is kept of a list that is too long).
+pub fn split(body: &[u8], path: &[String], max_records: usize) -> Result<Split, TooMany> {
     if path.is_empty() || path.len() > MAX_PATH_KEYS {
-        return None;
+        return Ok(None);
     }
+    let too_many = Cell::new(None);
     let mut de = serde_json::Deserializer::from_slice(body);
-    let (records, rest) = Object { path }.deserialize(&mut de).ok()?;
-    de.end().ok()?;
-    let records = records?;
+    let found = Object { path, max: max_records, too_many: &too_many }.deserialize(&mut de);
+    if let Some(count) = too_many.get() {
+        return Err(TooMany { max: max_records, count });
+    }
+    let Ok((records, rest)) = found else { return Ok(None) };
+    if de.end().is_err() {
+        return Ok(None);
+    }
+    let Some(records) = records else { return Ok(None) };
     let mut out = Vec::with_capacity(records.len());
     for record in records {
-        let text = record.get();
-        if !text.starts_with('{') {
-            return None;
-        }
-        out.push(text.to_string());
+        out.push(record.get().to_string());
     }
-    Some((out, rest.into_bytes()))
+    Ok(Some((out, rest.into_bytes())))
 }
 
 /// An object on the way to the records: the records (when the path ran through it) and the
 /// object's text without them, its other members as they were written.
 struct Object<'p> {
     path: &'p [String],
+    max: usize,
+    too_many: &'p Cell<Option<usize>>,
 }
 
 type Found<'de> = (Option<Vec<&'de RawValue>>, String);
@@ -138,9 +180,10 @@ impl<'de> Visitor<'de> for Object<'_> {
                 let value: &RawValue = map.next_value()?;
                 member(&mut rest, &key, value.get());
             } else if self.path.len() == 1 {
-                records = Some(map.next_value_seed(List)?);
+                records = Some(map.next_value_seed(List { max: self.max, too_many: self.too_many })?);
             } else {
-                let (found, inner) = map.next_value_seed(Object { path: &self.path[1..] })?;
+                let inner = Object { path: &self.path[1..], max: self.max, too_many: self.too_many };
+                let (found, inner) = map.next_value_seed(inner)?;
                 records = found;
                 member(&mut rest, &key, &inner);
             }
@@ -150,24 +193,41 @@ impl<'de> Visitor<'de> for Object<'_> {
     }
 }
 
-/// The list of records, each borrowed as written.
-struct List;
+/// The list of records, each borrowed as written, at most `max` of them (past it the rest are
+/// counted, not kept, and the list is refused with `too_many` set to the count); each must be
+/// an object.
+struct List<'p> {
+    max: usize,
+    too_many: &'p Cell<Option<usize>>,
+}
 
-impl<'de> DeserializeSeed<'de> for List {
+impl<'de> DeserializeSeed<'de> for List<'_> {
     type Value = Vec<&'de RawValue>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_seq(self)
     }
 }
 
-impl<'de> Visitor<'de> for List {
+impl<'de> Visitor<'de> for List<'_> {
     type Value = Vec<&'de RawValue>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a list of records")
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut records = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        let mut records = Vec::new();
         while let Some(record) = seq.next_element::<&'de RawValue>()? {
+            if !record.get().starts_with('{') {
+                return Err(serde::de::Error::custom("a record is not an object"));
+            }
+            if records.len() == self.max {
+                let mut count = records.len() + 1;
+                drop(records);
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                    count += 1;
+                }
+                self.too_many.set(Some(count));
+                return Err(serde::de::Error::custom("too many records"));
+            }
             records.push(record);
         }
         Ok(records)
@@ -185,7 +245,7 @@ mod tests {
     #[test]
     fn records_come_out_as_written_and_the_rest_stays() {
         let body = br#"{"data": [{"id": 1, "n": 1.50}, {"id":2,"tags":["a"]}], "next_cursor": "c2", "total": 7}"#;
-        let (records, rest) = split(body, &path(&["data"])).unwrap();
+        let (records, rest) = split(body, &path(&["data"]), 100).unwrap().unwrap();
         assert_eq!(records, [r#"{"id": 1, "n": 1.50}"#, r#"{"id":2,"tags":["a"]}"#]);
         let rest: serde_json::Value = serde_json::from_slice(&rest).unwrap();
         assert_eq!(rest, serde_json::json!({"next_cursor": "c2", "total": 7}));
@@ -194,7 +254,7 @@ mod tests {
     #[test]
     fn a_nested_path_keeps_the_objects_around_it() {
         let body = br#"{"result": {"items": [{"a": 1}], "page": {"next": null}}, "ok": true}"#;
-        let (records, rest) = split(body, &path(&["result", "items"])).unwrap();
+        let (records, rest) = split(body, &path(&["result", "items"]), 100).unwrap().unwrap();
         assert_eq!(records, [r#"{"a": 1}"#]);
         let rest: serde_json::Value = serde_json::from_slice(&rest).unwrap();
         assert_eq!(rest, serde_json::json!({"result": {"page": {"next": null}}, "ok": true}));
@@ -203,7 +263,7 @@ mod tests {
     #[test]
     fn keys_that_need_escaping_stay_valid_json() {
         let body = "{\"da\\\"ta\": [], \"k\\u00e9\": 1, \"data\": [{}]}".as_bytes();
-        let (records, rest) = split(body, &path(&["data"])).unwrap();
+        let (records, rest) = split(body, &path(&["data"]), 100).unwrap().unwrap();
         assert_eq!(records, ["{}"]);
         let rest: serde_json::Value = serde_json::from_slice(&rest).unwrap();
         assert_eq!(rest, serde_json::json!({"da\"ta": [], "k\u{e9}": 1}));
@@ -222,16 +282,16 @@ mod tests {
             b"not json",
             b"",
         ] {
-            assert!(split(body, &path(&["data"])).is_none(), "{}", String::from_utf8_lossy(body));
+            assert!(split(body, &path(&["data"]), 100).unwrap().is_none(), "{}", String::from_utf8_lossy(body));
         }
-        assert!(split(br#"{"data": []}"#, &[]).is_none(), "an empty path");
+        assert!(split(br#"{"data": []}"#, &[], 100).unwrap().is_none(), "an empty path");
         let deep = vec!["a".to_string(); MAX_PATH_KEYS + 1];
-        assert!(split(br#"{"a": []}"#, &deep).is_none(), "a path past the limit");
+        assert!(split(br#"{"a": []}"#, &deep, 100).unwrap().is_none(), "a path past the limit");
     }
 
     #[test]
     fn an_empty_list_is_no_records_not_none() {
-        let (records, rest) = split(br#"{"data": [], "next": null}"#, &path(&["data"])).unwrap();
+        let (records, rest) = split(br#"{"data": [], "next": null}"#, &path(&["data"]), 100).unwrap().unwrap();
         assert!(records.is_empty());
         assert_eq!(rest, br#"{"next":null}"#);
     }
@@ -240,8 +300,27 @@ mod tests {
     /// in the rest (JSON parsers differ on duplicates; the host does not pick the last one).
     #[test]
     fn a_repeated_key_is_kept_in_the_rest() {
-        let (records, rest) = split(br#"{"data": [{"a":1}], "data": [{"b":2}]}"#, &path(&["data"])).unwrap();
+        let (records, rest) =
+            split(br#"{"data": [{"a":1}], "data": [{"b":2}]}"#, &path(&["data"]), 100).unwrap().unwrap();
         assert_eq!(records, [r#"{"a":1}"#]);
         assert_eq!(rest, br#"{"data":[{"b":2}]}"#);
+    }
+
+    /// 11.2 million `{}` in a 32 MiB answer were all taken out (824 MiB) before any limit
+    /// applied: they are counted while the list is read, and refused past the limit.
+    #[test]
+    fn records_past_the_limit_are_refused_while_splitting() {
+        let mut body = String::from(r#"{"data": ["#);
+        body.push_str(&vec!["{}"; 1_000_000].join(","));
+        body.push_str("]}");
+        assert_eq!(split(body.as_bytes(), &path(&["data"]), 1000), Err(TooMany { max: 1000, count: 1_000_000 }));
+        let taken = take(200, body.clone().into_bytes(), &path(&["data"]), 1000);
+        assert!(matches!(taken, Err(TooMany { max: 1000, count: 1_000_000 })));
+        // Not an answer's records: left alone, whatever it holds.
+        assert!(take(500, body.into_bytes(), &path(&["data"]), 1000).unwrap().0.is_none());
+        let (records, _) = split(br#"{"data": [{}, {}]}"#, &path(&["data"]), 2).unwrap().unwrap();
+        assert_eq!(records.len(), 2, "exactly the limit is fine");
+        let nested = br#"{"r": {"items": [{}, {}, {}]}}"#;
+        assert_eq!(split(nested, &path(&["r", "items"]), 2), Err(TooMany { max: 2, count: 3 }));
     }
 }

@@ -165,8 +165,18 @@ async fn send(
         return Ok(StepAnswer { status, headers, records: None, forwarded: None, rest });
     };
     let started = Instant::now();
-    let (records, rest) = crate::net::records::take(response.status, response.body, &path);
+    // At most what the page may still keep (forwarded), or a page's worth: counted while the
+    // answer is split, before any record is taken out.
+    let max = if forward { kept.room() } else { connector.limits.max_records_per_page };
+    let taken = crate::net::records::take(response.status, response.body, &path, max);
     connector.usage.guest_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    let (records, rest) = taken.map_err(|t| match forward {
+        true => kept.too_many(t.count),
+        false => HttpError::TooLarge(format!(
+            "the answer holds {} records at its records path, more than the {} a page may hold",
+            t.count, t.max
+        )),
+    })?;
     let (status, headers) = (response.status, response.headers);
     if !forward {
         return Ok(StepAnswer { status, headers, records, forwarded: None, rest });
