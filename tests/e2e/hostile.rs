@@ -1109,3 +1109,50 @@ fn a_spec_with_a_deep_ref_chain_is_a_warning_not_an_abort() {
         run.explain()
     );
 }
+
+/// A sink the test reads back.
+#[derive(Clone, Default)]
+struct Kept(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Kept {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A runtime knew a plugin by its path and modification time: a file replaced with its mtime
+/// kept (`cp -p`, rsync, tar) ran the old code, announced as already loaded. It is known by the
+/// sha256 of its bytes now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_replaced_with_its_mtime_kept_is_the_new_plugin() {
+    use sha2::Digest;
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = sluice_host::Runtime::new(cache.path().to_path_buf(), false).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("connector.wasm");
+    let announce = async |runtime: &sluice_host::Runtime| {
+        let kept = Kept::default();
+        let mut request = sluice_host::RunRequest::new(&path, json!({}), Box::new(kept.clone()));
+        request.action = sluice_host::Action::Spec;
+        assert!(runtime.run(request).await.result.is_ok());
+        let bytes = kept.0.lock().unwrap().clone();
+        let first = String::from_utf8_lossy(&bytes).lines().next().unwrap_or_default().to_string();
+        serde_json::from_str::<Value>(&first).unwrap()["log"]["message"].as_str().unwrap().to_string()
+    };
+    let sha = |name: &str| hex::encode(sha2::Sha256::digest(std::fs::read(plugin(name)).unwrap()));
+    std::fs::copy(plugin("demo-source"), &path).unwrap();
+    let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+    let first = announce(&runtime).await;
+    assert!(first.contains(&sha("demo-source")) && !first.contains("already loaded"), "{first}");
+    std::fs::copy(plugin("test-connector"), &path).unwrap();
+    std::fs::File::options().write(true).open(&path).unwrap().set_modified(mtime).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().modified().unwrap(), mtime);
+    let second = announce(&runtime).await;
+    assert!(second.contains(&sha("test-connector")) && !second.contains("already loaded"), "{second}");
+    let third = announce(&runtime).await;
+    assert!(third.contains(&sha("test-connector")) && third.contains("already loaded in this process"), "{third}");
+}

@@ -4,7 +4,7 @@
 //! rlimit and a timeout, so a component built to make Cranelift work for minutes or gigabytes
 //! costs at most what the operator allows.
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -16,6 +16,46 @@ pub const COMPILE_CHILD_ARG: &str = "__sluice-compile";
 /// What a compile helper writes before the compiled code, so a program that is not one (an
 /// embedder's binary whose `main` does not call [`compile_child_main`]) is told apart.
 const HELPER_MAGIC: &[u8] = b"sluice-compiled\n";
+
+/// The helper's exit status when the component itself cannot be compiled (it is invalid), as
+/// against the helper failing for another reason.
+const EXIT_INVALID: i32 = 3;
+
+/// Most bytes of the helper's stderr kept (the rest is read and dropped, so it never blocks).
+const MAX_HELPER_MESSAGE: u64 = 64 << 10;
+
+/// How long a failed compile is remembered (by the plugin's sha256 and the limits it failed
+/// under), so every run does not pay for a compile bomb again; and how many are.
+const FAILED_FOR: Duration = Duration::from_secs(600);
+const MAX_FAILED: usize = 256;
+
+/// Why a plugin was not compiled.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CompileError {
+    /// The component is not valid WebAssembly (wasmtime refused it).
+    Invalid(String),
+    /// Compiling took longer than the limit.
+    TimedOut(String),
+    /// Compiling needed more memory than the limit.
+    OutOfMemory(String),
+    /// The compile helper could not be started, crashed, or said something that is not code.
+    Helper(String),
+}
+
+impl std::fmt::Display for CompileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CompileError::Invalid(m) => write!(f, "it is not a valid WebAssembly component: {m}"),
+            CompileError::TimedOut(m) | CompileError::OutOfMemory(m) | CompileError::Helper(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for CompileError {}
+
+/// Compiles that failed, by plugin sha256 and the limits they failed under: when, and why.
+type Failed = std::collections::HashMap<(String, Duration, u64), (std::time::Instant, CompileError)>;
+static FAILED: std::sync::Mutex<Option<Failed>> = std::sync::Mutex::new(None);
 
 /// Set by [`compile_child_main`]'s callers that are compile helpers: this executable can compile
 /// for the host (the `host` binary sets it first thing in `main`).
@@ -99,14 +139,67 @@ impl CompileLimits {
 
     /// Compiles `wasm` for an engine built with `config`: in the helper process when there is
     /// one, else here.
-    pub fn compile(&self, engine: &wasmtime::Engine, wasm: &[u8], wasm_stack_bytes: usize) -> Result<Vec<u8>> {
+    pub fn compile(
+        &self,
+        engine: &wasmtime::Engine,
+        wasm: &[u8],
+        wasm_stack_bytes: usize,
+    ) -> std::result::Result<Vec<u8>, CompileError> {
         match &self.helper {
-            None => engine.precompile_component(wasm).map_err(|e| anyhow!("{e:#}")),
+            None => engine.precompile_component(wasm).map_err(|e| CompileError::Invalid(format!("{e:#}"))),
             Some(program) => self.compile_in_child(program, wasm, wasm_stack_bytes),
         }
     }
 
-    fn compile_in_child(&self, program: &PathBuf, wasm: &[u8], wasm_stack_bytes: usize) -> Result<Vec<u8>> {
+    /// [`CompileLimits::compile`], unless the plugin with `sha256` failed to compile under these
+    /// limits in the last ten minutes: then that failure again, at no cost (it says so). A
+    /// failure to start the helper is not the plugin's, and not remembered.
+    pub fn compile_remembered(
+        &self,
+        engine: &wasmtime::Engine,
+        wasm: &[u8],
+        sha256: &str,
+        wasm_stack_bytes: usize,
+    ) -> std::result::Result<Vec<u8>, CompileError> {
+        let key = (sha256.to_string(), self.timeout, self.memory_bytes);
+        let now = std::time::Instant::now();
+        {
+            let mut failed = FAILED.lock().unwrap_or_else(|e| e.into_inner());
+            let failed = failed.get_or_insert_with(Failed::new);
+            failed.retain(|_, (at, _)| now.duration_since(*at) < FAILED_FOR);
+            if let Some((at, error)) = failed.get(&key) {
+                let ago = now.duration_since(*at).as_secs();
+                let again = |m: &String| format!("{m} (remembered from a compile {ago} s ago; not tried again)");
+                return Err(match error {
+                    CompileError::Invalid(m) => CompileError::Invalid(again(m)),
+                    CompileError::TimedOut(m) => CompileError::TimedOut(again(m)),
+                    CompileError::OutOfMemory(m) => CompileError::OutOfMemory(again(m)),
+                    CompileError::Helper(m) => CompileError::Helper(again(m)),
+                });
+            }
+        }
+        let result = self.compile(engine, wasm, wasm_stack_bytes);
+        if let Err(error) = &result
+            && !matches!(error, CompileError::Helper(m) if m.starts_with("cannot start"))
+        {
+            let mut failed = FAILED.lock().unwrap_or_else(|e| e.into_inner());
+            let failed = failed.get_or_insert_with(Failed::new);
+            if failed.len() >= MAX_FAILED
+                && let Some(oldest) = failed.iter().min_by_key(|(_, (at, _))| *at).map(|(k, _)| k.clone())
+            {
+                failed.remove(&oldest);
+            }
+            failed.insert(key, (std::time::Instant::now(), error.clone()));
+        }
+        result
+    }
+
+    fn compile_in_child(
+        &self,
+        program: &PathBuf,
+        wasm: &[u8],
+        wasm_stack_bytes: usize,
+    ) -> std::result::Result<Vec<u8>, CompileError> {
         let mut child = std::process::Command::new(program)
             .arg(COMPILE_CHILD_ARG)
             .arg(wasm_stack_bytes.to_string())
@@ -116,7 +209,7 @@ impl CompileLimits {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
-            .with_context(|| format!("cannot start the compile helper {}", program.display()))?;
+            .map_err(|e| CompileError::Helper(format!("cannot start the compile helper {}: {e}", program.display())))?;
         let pid = child.id();
         let (mut stdin, mut stdout, mut stderr) = (
             child.stdin.take().expect("piped"),
@@ -129,15 +222,30 @@ impl CompileLimits {
                 // A helper that dies early closes its stdin: its exit status says why.
                 let _ = stdin.write_all(wasm);
             });
+            // Its stderr is read beside its stdout, and what is past the cap dropped, so a helper
+            // that says a lot never blocks (it used to, and read as a timeout).
+            let said = scope.spawn(move || {
+                let mut message = Vec::new();
+                let _ = (&mut stderr).take(MAX_HELPER_MESSAGE).read_to_end(&mut message);
+                let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+                String::from_utf8_lossy(&message).into_owned()
+            });
             scope.spawn(move || {
                 // At most 16 bytes of output per byte of input: compiled code is a few times the
                 // size of the wasm, and a runaway helper cannot make this process hold more.
+                // Past that it is killed (it would block writing, and read as a timeout).
+                let cap = wasm.len() as u64 * 16 + (64 << 20);
                 let mut compiled = Vec::new();
-                let read = (&mut stdout).take(wasm.len() as u64 * 16 + (64 << 20)).read_to_end(&mut compiled);
-                let mut message = String::new();
-                let _ = (&mut stderr).take(64 << 10).read_to_string(&mut message);
+                let read = (&mut stdout).take(cap + 1).read_to_end(&mut compiled);
+                let too_much = compiled.len() as u64 > cap;
+                if too_much {
+                    // SAFETY: signalling our own child, not reaped yet (we wait for it below).
+                    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+                    compiled = Vec::new();
+                }
+                drop(stdout);
                 let status = child.wait();
-                let _ = done_tx.send((read.map(|_| compiled), message, status));
+                let _ = done_tx.send((read.map(|_| compiled), too_much.then_some(cap), status));
             });
             let outcome = match done.recv_timeout(self.timeout) {
                 Ok(outcome) => Ok(outcome),
@@ -146,49 +254,76 @@ impl CompileLimits {
                     // is still blocked in `wait`).
                     unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
                     let _ = done.recv();
-                    Err(anyhow!(
+                    Err(CompileError::TimedOut(format!(
                         "compiling it took longer than the limit of {} s (--compile-timeout-s)",
                         self.timeout.as_secs()
-                    ))
+                    )))
                 }
             };
-            let (compiled, message, status) = outcome?;
-            let status = status.context("the compile helper was lost")?;
+            let message = said.join().unwrap_or_default();
+            let (compiled, too_much, status) = outcome?;
+            if let Some(cap) = too_much {
+                return Err(CompileError::Helper(format!(
+                    "the compile helper wrote more than {cap} bytes of compiled code for a plugin of {} bytes",
+                    wasm.len()
+                )));
+            }
+            let status = status.map_err(|e| CompileError::Helper(format!("the compile helper was lost: {e}")))?;
             if status.success() {
-                let compiled = compiled.context("cannot read the compiled code from the compile helper")?;
+                let compiled = compiled.map_err(|e| {
+                    CompileError::Helper(format!("cannot read the compiled code from the compile helper: {e}"))
+                })?;
                 return match compiled.strip_prefix(HELPER_MAGIC) {
                     Some(code) => Ok(code.to_vec()),
-                    None => Err(anyhow!(
+                    None => Err(CompileError::Helper(format!(
                         "{} is not a compile helper (its main must begin by calling sluice_host::compile_child_main \
                          for {COMPILE_CHILD_ARG})",
                         program.display()
-                    )),
+                    ))),
                 };
             }
-            let message = message.trim();
-            let out_of_memory = message.contains("memory allocation") || status_is_abort(&status);
-            if out_of_memory {
-                bail!(
-                    "compiling it needed more memory than the limit of {} MiB (--compile-memory-mb)",
-                    self.memory_bytes >> 20
-                );
-            }
-            bail!(
-                "{}",
-                if message.is_empty() { format!("the compile helper failed ({status})") } else { message.to_string() }
-            )
+            Err(self.failure(&status, message.trim()))
         })
+    }
+
+    /// Why a helper that did not succeed failed, from its exit status and what it said: out of
+    /// memory only when the allocator said so, a crash when a signal other than an abort ended
+    /// it, an invalid component when it exited saying so.
+    fn failure(&self, status: &std::process::ExitStatus, message: &str) -> CompileError {
+        let lower = message.to_ascii_lowercase();
+        if lower.contains("memory allocation") || lower.contains("allocate memory") || lower.contains("out of memory") {
+            return CompileError::OutOfMemory(format!(
+                "compiling it needed more memory than the limit of {} MiB (--compile-memory-mb)",
+                self.memory_bytes >> 20
+            ));
+        }
+        let said = if message.is_empty() { String::new() } else { format!(": {message}") };
+        if let Some(signal) = signal_of(status) {
+            let name = match signal {
+                libc::SIGSEGV => "SIGSEGV",
+                libc::SIGBUS => "SIGBUS",
+                libc::SIGILL => "SIGILL",
+                libc::SIGABRT => "SIGABRT",
+                libc::SIGKILL => "SIGKILL",
+                _ => "a signal",
+            };
+            return CompileError::Helper(format!("the compile helper crashed ({name}, signal {signal}){said}"));
+        }
+        if status.code() == Some(EXIT_INVALID) {
+            return CompileError::Invalid(message.to_string());
+        }
+        CompileError::Helper(format!("the compile helper failed ({status}){said}"))
     }
 }
 
 #[cfg(unix)]
-fn status_is_abort(status: &std::process::ExitStatus) -> bool {
-    std::os::unix::process::ExitStatusExt::signal(status).is_some_and(|s| s == libc::SIGABRT || s == libc::SIGSEGV)
+fn signal_of(status: &std::process::ExitStatus) -> Option<i32> {
+    std::os::unix::process::ExitStatusExt::signal(status)
 }
 
 #[cfg(not(unix))]
-fn status_is_abort(_: &std::process::ExitStatus) -> bool {
-    false
+fn signal_of(_: &std::process::ExitStatus) -> Option<i32> {
+    None
 }
 
 /// The compile helper's `main`: call it first thing in `main` when the first argument is
@@ -199,7 +334,8 @@ pub fn compile_child_main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("{e:#}");
-            std::process::ExitCode::FAILURE
+            let invalid = e.downcast_ref::<CompileError>().is_some_and(|e| matches!(e, CompileError::Invalid(_)));
+            std::process::ExitCode::from(if invalid { EXIT_INVALID as u8 } else { 1 })
         }
     }
 }
@@ -212,7 +348,7 @@ fn compile_child() -> Result<()> {
     let mut wasm = Vec::new();
     std::io::stdin().read_to_end(&mut wasm)?;
     let engine = wasmtime::Engine::new(&super::engine::engine_config(stack)).map_err(|e| anyhow!("{e}"))?;
-    let compiled = engine.precompile_component(&wasm).map_err(|e| anyhow!("{e:#}"))?;
+    let compiled = engine.precompile_component(&wasm).map_err(|e| CompileError::Invalid(format!("{e:#}")))?;
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(HELPER_MAGIC)?;
     stdout.write_all(&compiled)?;
@@ -251,5 +387,68 @@ mod tests {
         let engine = wasmtime::Engine::new(&super::super::engine::engine_config(512 << 10)).unwrap();
         let err = echo.compile(&engine, b"\0asm\x0d\0\x01\0", 512 << 10).unwrap_err().to_string();
         assert!(err.contains("/bin/echo is not a compile helper"), "{err}");
+    }
+
+    fn exited(code: i32) -> std::process::ExitStatus {
+        std::os::unix::process::ExitStatusExt::from_raw(code << 8)
+    }
+
+    fn killed(signal: i32) -> std::process::ExitStatus {
+        std::os::unix::process::ExitStatusExt::from_raw(signal)
+    }
+
+    /// Every failure used to read "not a valid WebAssembly component", and a SIGSEGV of the
+    /// helper read as out of memory: each is told apart now.
+    #[test]
+    fn helper_failures_are_told_apart() {
+        let limits = CompileLimits::default();
+        let oom = limits.failure(&killed(libc::SIGABRT), "memory allocation of 123 bytes failed");
+        assert!(matches!(&oom, CompileError::OutOfMemory(m) if m.contains("--compile-memory-mb")), "{oom}");
+        let segv = limits.failure(&killed(libc::SIGSEGV), "");
+        assert!(matches!(&segv, CompileError::Helper(m) if m.contains("crashed (SIGSEGV")), "{segv}");
+        let invalid = limits.failure(&exited(EXIT_INVALID), "type mismatch");
+        assert_eq!(invalid.to_string(), "it is not a valid WebAssembly component: type mismatch");
+        let other = limits.failure(&exited(1), "usage: ...");
+        assert!(matches!(&other, CompileError::Helper(m) if m.contains("failed") && m.contains("usage")), "{other}");
+    }
+
+    /// A helper that says more than its cap on stderr and never writes code used to block
+    /// (read as a timeout); one that writes past the output cap is killed and said so.
+    #[test]
+    fn a_chatty_or_runaway_helper_does_not_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("helper.sh");
+        // 1 MiB on stderr, then 80 MiB on stdout (past 16 bytes per input byte plus 64 MiB).
+        std::fs::write(&script, "#!/bin/sh\n/usr/bin/head -c 1048576 /dev/zero >&2\n/usr/bin/head -c 83886080 /dev/zero\n/usr/bin/sleep 60\n")
+            .unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        let limits = CompileLimits { helper: Some(script), timeout: Duration::from_secs(50), ..Default::default() };
+        let engine = wasmtime::Engine::new(&super::super::engine::engine_config(512 << 10)).unwrap();
+        let err = limits.compile(&engine, b"\0asm\x0d\0\x01\0", 512 << 10).unwrap_err();
+        assert!(matches!(&err, CompileError::Helper(m) if m.contains("wrote more than")), "{err}");
+    }
+
+    /// A compile that failed is remembered by the plugin's sha256 (and the limits): the next
+    /// run of it does not pay for it again.
+    #[test]
+    fn a_failed_compile_is_remembered() {
+        let limits = CompileLimits { timeout: Duration::from_secs(7), ..Default::default() };
+        let engine = wasmtime::Engine::new(&super::super::engine::engine_config(512 << 10)).unwrap();
+        let sha = "remembered-test-sha";
+        let first = limits.compile_remembered(&engine, b"\0asm\x0d\0\x01\0\xff", sha, 512 << 10).unwrap_err();
+        assert!(matches!(&first, CompileError::Invalid(m) if !m.contains("remembered")), "{first}");
+        // The same sha256 again, even with other bytes: not compiled again.
+        let valid = wat_component();
+        let again = limits.compile_remembered(&engine, &valid, sha, 512 << 10).unwrap_err();
+        assert!(matches!(&again, CompileError::Invalid(m) if m.contains("remembered")), "{again}");
+        // Other limits, or another plugin, are tried.
+        let other = CompileLimits { timeout: Duration::from_secs(8), ..limits.clone() };
+        assert!(other.compile_remembered(&engine, &valid, sha, 512 << 10).is_ok());
+        assert!(limits.compile_remembered(&engine, &valid, "another-sha", 512 << 10).is_ok());
+    }
+
+    /// The smallest valid component.
+    fn wat_component() -> Vec<u8> {
+        b"\0asm\x0d\0\x01\0".to_vec()
     }
 }

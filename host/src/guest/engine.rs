@@ -168,9 +168,20 @@ impl Engine {
     /// (or loads it from the cache) and links it against the host's imports.
     pub fn load(&self, path: &Path) -> Result<Plugin> {
         let started = Instant::now();
+        let bytes = self.read(path)?;
+        self.load_bytes(path, bytes, started)
+    }
+
+    /// The bytes of a plugin file, refused past the size limit before it is read whole.
+    pub fn read(&self, path: &Path) -> Result<Vec<u8>> {
+        read_capped(path, self.compile.max_component_bytes)
+            .with_context(|| format!("cannot read plugin {}", path.display()))
+    }
+
+    /// [`Engine::load`] of bytes read already (with [`Engine::read`]) from `path`, the load
+    /// having started at `started`.
+    pub fn load_bytes(&self, path: &Path, bytes: Vec<u8>, started: Instant) -> Result<Plugin> {
         let shown = path.display();
-        let bytes = read_capped(path, self.compile.max_component_bytes)
-            .with_context(|| format!("cannot read plugin {shown}"))?;
         check_component_header(&bytes).with_context(|| format!("{shown} cannot be loaded"))?;
         let sha256 = hex::encode(Sha256::digest(&bytes));
         let cache_file = self.cache.file_for(&self.engine, &sha256);
@@ -181,10 +192,17 @@ impl Engine {
             Some(component) => component,
             None => {
                 self.compile.check(&bytes).with_context(|| format!("{shown} is refused"))?;
+                // Remembered when it fails, so a compile bomb costs its limits once, not every run;
+                // a timeout or a lack of memory is told from an invalid component.
                 let compiled = self
                     .compile
-                    .compile(&self.engine, &bytes, self.wasm_stack_bytes)
-                    .with_context(|| format!("{shown} is not a valid WebAssembly component"))?;
+                    .compile_remembered(&self.engine, &bytes, &sha256, self.wasm_stack_bytes)
+                    .map_err(|e| match e {
+                        crate::guest::compile::CompileError::Invalid(m) => {
+                            anyhow!("{shown} is not a valid WebAssembly component: {m}")
+                        }
+                        e => anyhow!("{shown} cannot be compiled: {e}"),
+                    })?;
                 self.cache.store(&cache_file, &sha256, &compiled)?;
                 // SAFETY: these bytes were produced by `precompile_component` for an engine
                 // configured as this one (here, or in the compile helper we started).

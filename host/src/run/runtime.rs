@@ -16,7 +16,6 @@ use crate::net::HttpOptions;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
 
 /// How a [`Runtime`] is built.
 #[derive(Debug, Clone)]
@@ -48,18 +47,46 @@ impl Default for RuntimeOptions {
     }
 }
 
+/// Plugins kept loaded at most; the least recently used is let go past them.
+pub const MAX_LOADED_PLUGINS: usize = 64;
+
 /// Shared by every run of the process.
 pub struct Runtime {
     engine: Arc<Engine>,
-    /// Loaded plugins by path, each behind its own lock: tenants starting one plugin together
-    /// compile it once, and nobody waits for another plugin's compile.
-    plugins: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<Option<Loaded>>>>>,
+    /// Loaded plugins by the sha256 of their bytes, each behind its own lock: tenants starting
+    /// one plugin together compile it once, and nobody waits for another plugin's compile. A
+    /// file replaced with its modification time kept (`cp -p`, rsync, tar) is another plugin.
+    plugins: Mutex<Loaded>,
 }
 
-/// A plugin loaded from a file, kept while the file is unchanged.
+/// The plugins loaded, by sha256, with when each was last used; at most [`MAX_LOADED_PLUGINS`].
+#[derive(Default)]
 struct Loaded {
-    modified: Option<SystemTime>,
-    plugin: Arc<Plugin>,
+    by_sha256: HashMap<String, (u64, Slot)>,
+    uses: u64,
+}
+
+type Slot = Arc<tokio::sync::Mutex<Option<Arc<Plugin>>>>;
+
+impl Loaded {
+    /// The slot of the plugin with `sha256`, made (and the least recently used let go, past
+    /// the bound) when it has none.
+    fn slot(&mut self, sha256: &str) -> Slot {
+        self.uses += 1;
+        let uses = self.uses;
+        if let Some((used, slot)) = self.by_sha256.get_mut(sha256) {
+            *used = uses;
+            return slot.clone();
+        }
+        if self.by_sha256.len() >= MAX_LOADED_PLUGINS
+            && let Some(oldest) = self.by_sha256.iter().min_by_key(|(_, (used, _))| *used).map(|(k, _)| k.clone())
+        {
+            self.by_sha256.remove(&oldest);
+        }
+        let slot = Slot::default();
+        self.by_sha256.insert(sha256.to_string(), (uses, slot.clone()));
+        slot
+    }
 }
 
 impl Runtime {
@@ -77,7 +104,7 @@ impl Runtime {
             options.pooled_instances,
         )?
         .with_compile(options.compile);
-        Ok(Runtime { engine: Arc::new(engine), plugins: Mutex::new(HashMap::new()) })
+        Ok(Runtime { engine: Arc::new(engine), plugins: Mutex::new(Loaded::default()) })
     }
 
     /// True when instances come from the pooling allocator.
@@ -118,25 +145,38 @@ impl Runtime {
         Ok(Arc::new(Plugin { manifest: Some(Arc::new(loaded)), ..(*engine).clone() }))
     }
 
-    /// The component at `path`, compiled once per file version.
+    /// The component at `path`, compiled once per content: its bytes are read (under the size
+    /// limit) and hashed every time, and the plugin with that sha256 is the one run.
     async fn component(&self, path: &Path, out: &Output) -> Result<Arc<Plugin>, RunError> {
-        let slot = {
-            let mut plugins = self.plugins.lock().unwrap_or_else(|e| e.into_inner());
-            plugins.entry(path.to_path_buf()).or_default().clone()
-        };
+        let started = std::time::Instant::now();
+        let (engine, owned) = (self.engine.clone(), path.to_path_buf());
+        let (bytes, sha256) = tokio::task::spawn_blocking(move || {
+            engine.read(&owned).map(|bytes| {
+                let sha256 = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
+                (bytes, sha256)
+            })
+        })
+        .await
+        .map_err(|e| RunError::system(format!("loading the plugin failed: {e}")))?
+        .map_err(|e| RunError::config(format!("{e:#}")))?;
+        let slot = self.plugins.lock().unwrap_or_else(|e| e.into_inner()).slot(&sha256);
         let mut slot = slot.lock().await;
-        let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
-        if let Some(loaded) = slot.as_ref().filter(|l| l.modified.is_some() && l.modified == modified) {
-            session::announce(&loaded.plugin, Some("already loaded in this process"), out).await?;
-            return Ok(loaded.plugin.clone());
+        if let Some(loaded) = slot.as_ref() {
+            // The same code, perhaps from another path: announced as this run names it.
+            let plugin = match loaded.path == path {
+                true => loaded.clone(),
+                false => Arc::new(Plugin { path: path.to_path_buf(), ..(**loaded).clone() }),
+            };
+            session::announce(&plugin, Some("already loaded in this process"), out).await?;
+            return Ok(plugin);
         }
         let (engine, owned) = (self.engine.clone(), path.to_path_buf());
-        let plugin = tokio::task::spawn_blocking(move || engine.load(&owned))
+        let plugin = tokio::task::spawn_blocking(move || engine.load_bytes(&owned, bytes, started))
             .await
             .map_err(|e| RunError::system(format!("loading the plugin failed: {e}")))?
             .map_err(|e| RunError::config(format!("{e:#}")))?;
         let plugin = Arc::new(plugin);
-        *slot = Some(Loaded { modified, plugin: plugin.clone() });
+        *slot = Some(plugin.clone());
         drop(slot);
         session::announce(&plugin, None, out).await?;
         Ok(plugin)
@@ -144,6 +184,7 @@ impl Runtime {
 
     /// A plugin opened with a config as `check` and `discover` open it (for the conformance
     /// kit, which then calls the connector directly).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn open(
         &self,
         path: &Path,
@@ -157,5 +198,25 @@ impl Runtime {
         let plugin = self.plugin(path, out).await?;
         let http = HttpSetup { options: http, replay, ..Default::default() };
         session::open(plugin, config, policy, http, out, false, false).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The map of loaded plugins is bounded: past it, the least recently used goes.
+    #[test]
+    fn the_loaded_plugins_are_bounded_least_recently_used_first() {
+        let mut loaded = Loaded::default();
+        let first = loaded.slot("sha-0");
+        for i in 1..MAX_LOADED_PLUGINS {
+            loaded.slot(&format!("sha-{i}"));
+        }
+        // sha-0 used again: sha-1 is now the least recently used.
+        assert!(Arc::ptr_eq(&first, &loaded.slot("sha-0")));
+        loaded.slot("sha-new");
+        assert_eq!(loaded.by_sha256.len(), MAX_LOADED_PLUGINS);
+        assert!(loaded.by_sha256.contains_key("sha-0") && !loaded.by_sha256.contains_key("sha-1"));
     }
 }
