@@ -9,6 +9,34 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The largest size flag in MiB (or KiB) taken: 16 TiB. A larger one would wrap to nothing once
+/// shifted into bytes.
+const MAX_MIB: u64 = 1 << 24;
+
+/// The longest time flag taken, seconds (ten years): `Duration` cannot hold infinity.
+const MAX_SECONDS: f64 = 10.0 * 365.0 * 24.0 * 3600.0;
+
+/// A time flag in seconds: a finite number from 0 to ten years, or a clear error (infinity, NaN
+/// and negative numbers used to panic the host when turned into a `Duration`).
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && (0.0..=MAX_SECONDS).contains(&s) => Ok(s),
+        Ok(_) => Err(format!("{text} is not a number of seconds from 0 to {MAX_SECONDS}")),
+        Err(e) => Err(format!("{text} is not a number of seconds: {e}")),
+    }
+}
+
+/// `--max-record-depth`: from 1 to the host's own parser limit.
+fn record_depth(text: &str) -> Result<usize, String> {
+    let max = crate::guest::limits::MAX_RECORD_DEPTH;
+    match text.trim().parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{text} is not a depth from 1 to {max} (the host's own parser reads records {max} levels deep)"
+        )),
+    }
+}
+
 /// Runs data-source connectors compiled to WebAssembly components, sandboxed, speaking the
 /// Airbyte protocol on stdout (one JSON message per line).
 #[derive(Debug, Parser)]
@@ -77,19 +105,19 @@ pub struct PluginArgs {
     #[arg(long, env = "SLUICE_CACHE_DIR", value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
     /// Largest plugin file accepted, MiB.
-    #[arg(long, default_value_t = 256, value_name = "MIB")]
+    #[arg(long, default_value_t = 256, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=MAX_MIB))]
     pub max_plugin_mb: u64,
     /// Functions a plugin may have, across its modules (counted before compiling).
     #[arg(long, default_value_t = 200_000, value_name = "N")]
     pub max_plugin_functions: u64,
     /// Largest function a plugin may have, KiB (checked before compiling).
-    #[arg(long, default_value_t = 2048, value_name = "KIB")]
+    #[arg(long, default_value_t = 2048, value_name = "KIB", value_parser = clap::value_parser!(u64).range(1..=MAX_MIB))]
     pub max_function_kib: u64,
     /// Longest compiling a plugin may take (in a child process), seconds.
     #[arg(long, default_value_t = 300, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub compile_timeout_s: u64,
     /// Memory compiling a plugin may use (in a child process), MiB.
-    #[arg(long, default_value_t = 4096, value_name = "MIB", value_parser = clap::value_parser!(u64).range(16..))]
+    #[arg(long, default_value_t = 4096, value_name = "MIB", value_parser = clap::value_parser!(u64).range(16..=MAX_MIB))]
     pub compile_memory_mb: u64,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
@@ -119,7 +147,7 @@ pub struct SandboxArgs {
     #[arg(long, env = "SLUICE_POLICY", value_name = "FILE")]
     pub policy: Option<PathBuf>,
     /// Memory one instance may use, MiB [default: 256].
-    #[arg(long, value_name = "MIB")]
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=MAX_MIB))]
     pub memory_mb: Option<u64>,
     /// Guest CPU time one call may use, milliseconds [default: 30000].
     #[arg(long, value_name = "MS")]
@@ -138,8 +166,9 @@ pub struct SandboxArgs {
     /// Largest record accepted, bytes [default: 16 MiB].
     #[arg(long, value_name = "BYTES")]
     pub max_record_bytes: Option<usize>,
-    /// Deepest nesting of objects and arrays a record may have [default: 64].
-    #[arg(long, value_name = "N")]
+    /// Deepest nesting of objects and arrays a record may have, at most 128 (the host's own
+    /// parser limit) [default: 64].
+    #[arg(long, value_name = "N", value_parser = record_depth)]
     pub max_record_depth: Option<usize>,
     /// Records one page may hold [default: 100000].
     #[arg(long, value_name = "N")]
@@ -341,11 +370,11 @@ pub struct JobArgs {
     #[arg(long, default_value_t = 1000, value_name = "MS")]
     pub job_retry_delay_ms: u64,
     /// A job running longer is aborted and retried, seconds.
-    #[arg(long, default_value_t = 3600.0, value_name = "SECS")]
+    #[arg(long, default_value_t = 3600.0, value_name = "SECS", value_parser = seconds)]
     pub job_timeout: f64,
     /// While report jobs run, repeat the stream's STATE this often, seconds, so a platform that
     /// gives up on a silent sync (Airbyte: after 3 hours) sees it is alive.
-    #[arg(long, default_value_t = 600.0, value_name = "SECS")]
+    #[arg(long, default_value_t = 600.0, value_name = "SECS", value_parser = seconds)]
     pub job_heartbeat: f64,
 }
 
@@ -377,10 +406,10 @@ pub struct StorageArgs {
     #[arg(long, value_enum, default_value_t = Cadence::Auto, value_name = "MODE")]
     pub replay_cadence: Cadence,
     /// Least time between uploads at STATE boundaries, seconds.
-    #[arg(long, default_value_t = 120.0, value_name = "SECS")]
+    #[arg(long, default_value_t = 120.0, value_name = "SECS", value_parser = seconds)]
     pub replay_interval: f64,
     /// Cut a segment once it holds this many MiB.
-    #[arg(long, default_value_t = 64, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 64, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=MAX_MIB))]
     pub replay_segment_mib: u64,
     /// Gzip segments (`.singer.jsonl.gz`; batched cadence).
     #[arg(long)]
@@ -467,10 +496,10 @@ pub struct ReplayArgs {
 #[derive(Debug, Args)]
 pub struct HttpArgs {
     /// Connect timeout, seconds.
-    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = seconds)]
     pub http_connect_timeout: f64,
     /// Longest wait for response bytes, seconds.
-    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    #[arg(long, default_value_t = 60.0, value_name = "SECS", value_parser = seconds)]
     pub http_read_timeout: f64,
     /// Attempts per request, the first included. 429 answers and failures to connect are retried
     /// for any method; 5xx answers and timeouts only for GET, HEAD, PUT, DELETE and OPTIONS.
@@ -559,6 +588,7 @@ impl SandboxArgs {
         set(self.max_log_bytes, &mut limits.max_log_bytes);
         set(self.max_partition_cursors, &mut limits.max_partition_cursors);
         set(self.wasm_stack_kib.map(|kib| (kib as usize) << 10), &mut limits.wasm_stack_bytes);
+        limits.check().map_err(|e| anyhow::anyhow!("{e}"))?;
         Ok(policy)
     }
 }
@@ -575,5 +605,61 @@ impl ConfiguredArgs {
         policy.allow_hosts.extend(self.allow_hosts.iter().cloned());
         policy.deny_ungranted |= self.deny_ungranted;
         Ok(policy)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(["host"].iter().chain(args))
+    }
+
+    /// Infinity, NaN and negative seconds used to panic in `Duration::from_secs_f64`; sizes in MiB
+    /// past 2^44 wrapped to 0 bytes; a record depth past 128 passed the check, then panicked.
+    #[test]
+    fn flags_out_of_range_are_clear_errors_not_panics_or_wraps() {
+        for flag in
+            ["--http-connect-timeout", "--http-read-timeout", "--job-timeout", "--job-heartbeat", "--replay-interval"]
+        {
+            for value in ["inf", "NaN", "-1", "1e300", "x"] {
+                let error = parse(&["run", "p.wasm", &format!("{flag}={value}")]).unwrap_err().to_string();
+                assert!(error.contains("seconds"), "{flag} {value}: {error}");
+            }
+        }
+        let ok = parse(&["run", "p.wasm", "--http-read-timeout", "2.5", "--job-timeout", "0"]).unwrap();
+        let Command::Run(args) = ok.command else { panic!() };
+        assert_eq!(args.common.http.options().read_timeout, Duration::from_millis(2500));
+        for flag in
+            ["--memory-mb", "--max-plugin-mb", "--compile-memory-mb", "--max-function-kib", "--replay-segment-mib"]
+        {
+            for value in ["17592186044416", "18446744073709551615"] {
+                let error = parse(&["run", "p.wasm", flag, value]).unwrap_err().to_string();
+                assert!(error.contains("is not in"), "{flag} {value}: {error}");
+            }
+        }
+        let Command::Run(args) = parse(&["run", "p.wasm", "--memory-mb", "16777216"]).unwrap().command else {
+            panic!()
+        };
+        assert_eq!(args.common.plugin.sandbox.memory_mb, Some(1 << 24));
+        for value in ["129", "100000", "0"] {
+            let error = parse(&["run", "p.wasm", "--max-record-depth", value]).unwrap_err().to_string();
+            assert!(error.contains("not a depth from 1 to 128"), "{value}: {error}");
+        }
+        let Command::Run(args) = parse(&["run", "p.wasm", "--max-record-depth", "128"]).unwrap().command else {
+            panic!()
+        };
+        assert_eq!(args.common.plugin.sandbox.max_record_depth, Some(128));
+    }
+
+    #[test]
+    fn a_policy_file_past_the_record_depth_bound_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("p.json");
+        std::fs::write(&file, r#"{"limits": {"max_record_depth": 1000}}"#).unwrap();
+        let args = SandboxArgs { policy: Some(file), ..Default::default() };
+        let error = args.policy(None).unwrap_err().to_string();
+        assert!(error.contains("max_record_depth") && error.contains("128"), "{error}");
     }
 }

@@ -80,10 +80,27 @@ impl Default for Limits {
     }
 }
 
+/// The deepest `max_record_depth` allowed: the host's own JSON parser reads state, replays and
+/// records back this deep (serde_json's recursion limit), so a deeper record would be checked,
+/// written, and then unreadable to the host itself.
+pub const MAX_RECORD_DEPTH: usize = 128;
+
 /// How often the engine's epoch advances; the unit of the CPU budget.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 impl Limits {
+    /// Refuses limits the host cannot honour, naming the limit.
+    pub fn check(&self) -> Result<(), String> {
+        if !(1..=MAX_RECORD_DEPTH).contains(&self.max_record_depth) {
+            return Err(format!(
+                "max_record_depth {} is not from 1 to {MAX_RECORD_DEPTH} (the host's own parser reads records \
+                 {MAX_RECORD_DEPTH} levels deep)",
+                self.max_record_depth
+            ));
+        }
+        Ok(())
+    }
+
     /// Guest time one call may use; it is checked at every epoch tick, so a call is stopped
     /// at most a tick past it.
     pub fn cpu_budget(&self) -> Duration {

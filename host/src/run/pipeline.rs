@@ -140,6 +140,7 @@ async fn act(runtime: &Runtime, out: &Output, request: RunRequest, record_http: 
     if !config.is_object() {
         return Err(RunError::config("the config must be a JSON object"));
     }
+    policy.limits.check().map_err(RunError::config)?;
     let engine = runtime.engine();
     if policy.limits.wasm_stack_bytes != engine.wasm_stack_bytes() {
         return Err(RunError::config(format!(
