@@ -118,8 +118,10 @@ fn a_singer_run_with_nothing_new_ends_with_its_state() {
 }
 
 /// A platform passes only the standard arguments: grants come from SLUICE_ALLOW_HOSTS, or from
-/// the policy file beside the plugin (`NAME.policy.json` next to `NAME.wasm`); with neither the
-/// run refuses to start and names the grant it needs.
+/// the policy file beside the plugin (`NAME.policy.json` next to `NAME.wasm`) when the package
+/// pins it (`NAME.package.json`, as `host package` writes it); with neither the run refuses to
+/// start and names the grant it needs. A policy beside the plugin that nothing pins came with
+/// the plugin: it is ignored with a warning. The first LOG line names the policy in force.
 #[test]
 fn grants_come_from_the_environment_or_the_policy_beside_the_plugin() {
     let api = demo_api(DemoApiConfig { records: 30, accounts: 2, ..Default::default() });
@@ -133,27 +135,53 @@ fn grants_come_from_the_environment_or_the_policy_beside_the_plugin() {
     assert!(!refused.success());
     let message = refused.errors()[0]["message"].as_str().unwrap().to_string();
     assert!(message.contains(&format!("--allow-host {}", grant(&api))), "{message}");
+    assert!(refused.logs()[0].contains("policy: the defaults (no policy file given)"), "{:?}", refused.logs());
 
     let from_env =
         standard().envs(&[("SLUICE_ALLOW_HOSTS".into(), format!("api.example.com:443,{}", grant(&api)))]).run();
     assert!(from_env.success(), "{}", from_env.explain());
     assert_eq!(from_env.ids("items").len(), 30);
 
+    // Beside the plugin but pinned by nothing: the plugin's own, ignored (no grant, so the run
+    // refuses to start), and the run says so.
     let policy = json!({"allow_hosts": [grant(&api)], "limits": {"max_records_per_page": 5}});
-    std::fs::write(files.path().join("source-demo.policy.json"), policy.to_string()).unwrap();
+    let policy_text = policy.to_string();
+    let policy_file = files.path().join("source-demo.policy.json");
+    std::fs::write(&policy_file, &policy_text).unwrap();
+    let unpinned = standard().run();
+    assert!(!unpinned.success());
+    assert!(unpinned.errors()[0]["message"].as_str().unwrap().contains("--allow-host"), "{}", unpinned.explain());
+    assert!(
+        unpinned.logs().iter().any(|l| l.contains("source-demo.policy.json beside the plugin is ignored")),
+        "{:?}",
+        unpinned.logs()
+    );
+
+    // Pinned by the package (plugin and policy by sha256): its grant lets the run start, and its
+    // limits hold: pages of 10 exceed 5 records a page.
+    let sha = |bytes: &[u8]| hex::encode(<sha2::Sha256 as sha2::Digest>::digest(bytes));
+    let package = json!({"name": "source-demo", "plugin": "source-demo.wasm", "sha256": sha(&std::fs::read(&wasm).unwrap()),
+        "sluice": "0.1.0", "policy": {"file": "source-demo.policy.json", "sha256": sha(policy_text.as_bytes())}});
+    files.json("source-demo.package.json", &package);
     let beside = standard().run();
-    // Its grant lets the run start, and its limits hold: pages of 10 exceed 5 records a page.
     let errors = beside.errors();
     assert!(
         !errors.is_empty() && errors[0]["message"].as_str().unwrap().contains("limit of 5 records per page"),
         "{}",
         beside.explain()
     );
-    // A policy given explicitly wins over the one beside the plugin.
+    assert!(beside.logs()[0].contains("source-demo.policy.json (pinned by"), "{:?}", beside.logs());
+    // A policy given explicitly wins over the one beside the plugin, and is named.
     let explicit = files.json("explicit.json", &json!({"allow_hosts": [grant(&api)]}));
     let chosen = standard().envs(&[("SLUICE_POLICY".into(), explicit.display().to_string())]).run();
     assert!(chosen.success(), "{}", chosen.explain());
     assert_eq!(chosen.ids("items").len(), 30);
+    assert!(chosen.logs()[0].contains("explicit.json (given with SLUICE_POLICY)"), "{:?}", chosen.logs());
+    // The pinned policy changed after packaging: refused, never half-honoured.
+    std::fs::write(&policy_file, json!({"allow_hosts": [grant(&api), "http://169.254.169.254"]}).to_string()).unwrap();
+    let tampered = standard().run();
+    assert!(!tampered.success());
+    assert!(tampered.stderr().contains("is not the one packaged"), "{}", tampered.explain());
 }
 
 /// `run --about` describes the connector as a Singer tap does for Meltano, with no config: its

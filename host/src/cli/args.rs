@@ -3,7 +3,7 @@
 use crate::data::protocol::Format;
 use crate::net::HttpOptions;
 use crate::run::jobs::JobOptions;
-use crate::run::policy::Policy;
+use crate::run::policy::{Policy, PolicySource};
 use crate::storage::replay::{Cadence, Compression, LakeOptions, StorageOptions};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -551,21 +551,32 @@ impl HttpArgs {
 }
 
 impl PluginArgs {
-    /// The policy: the file given, or else the one beside the plugin, with the flags over it.
+    /// The policy: the file given, or else the one beside the plugin when its package pins it,
+    /// with the flags over it.
     pub fn policy(&self) -> anyhow::Result<Policy> {
         self.sandbox.policy(Some(&self.plugin))
+    }
+
+    /// The policy and where it came from (for the run's first LOG line and its warnings).
+    pub fn policy_with_source(&self) -> anyhow::Result<(Policy, PolicySource)> {
+        self.sandbox.policy_with_source(Some(&self.plugin))
     }
 }
 
 impl SandboxArgs {
-    /// The policy file (if any; else `PLUGIN.policy.json` beside `plugin`, when there is one)
-    /// with the limit flags applied over it.
+    /// The policy file (if any; else `PLUGIN.policy.json` beside `plugin` when the package
+    /// pins it, see [`crate::run::policy::resolve`]) with the limit flags applied over it.
     pub fn policy(&self, plugin: Option<&std::path::Path>) -> anyhow::Result<Policy> {
-        let beside = plugin.map(Policy::beside).filter(|p| p.is_file());
-        let mut policy = match self.policy.as_ref().or(beside.as_ref()) {
-            Some(path) => Policy::load(path)?,
-            None => Policy::default(),
-        };
+        self.policy_with_source(plugin).map(|(policy, _)| policy)
+    }
+
+    pub fn policy_with_source(&self, plugin: Option<&std::path::Path>) -> anyhow::Result<(Policy, PolicySource)> {
+        use crate::run::policy::Given;
+        let given = self.policy.as_deref().map(|path| {
+            let from_env = std::env::var_os("SLUICE_POLICY").is_some_and(|v| std::path::Path::new(&v) == path);
+            (path, if from_env { Given::Environment } else { Given::Flag })
+        });
+        let (mut policy, mut source) = crate::run::policy::resolve(given, plugin)?;
         let limits = &mut policy.limits;
         // A flag that is given wins over the file.
         fn set<T>(flag: Option<T>, limit: &mut T) {
@@ -589,7 +600,27 @@ impl SandboxArgs {
         set(self.max_partition_cursors, &mut limits.max_partition_cursors);
         set(self.wasm_stack_kib.map(|kib| (kib as usize) << 10), &mut limits.wasm_stack_bytes);
         limits.check().map_err(|e| anyhow::anyhow!("{e}"))?;
-        Ok(policy)
+        let flags = [
+            self.memory_mb.is_some(),
+            self.cpu_ms_per_call.is_some(),
+            self.call_timeout_ms.is_some(),
+            self.throttle.is_some(),
+            self.steps_at_once.is_some(),
+            self.max_record_bytes.is_some(),
+            self.max_logs_per_call.is_some(),
+            self.max_record_depth.is_some(),
+            self.max_records_per_page.is_some(),
+            self.max_pages_per_partition.is_some(),
+            self.max_partitions_per_stream.is_some(),
+            self.max_listing_calls_per_stream.is_some(),
+            self.max_log_bytes.is_some(),
+            self.max_partition_cursors.is_some(),
+            self.wasm_stack_kib.is_some(),
+        ];
+        if flags.contains(&true) {
+            source.described.push_str(", limit flags over it");
+        }
+        Ok((policy, source))
     }
 }
 
@@ -601,10 +632,17 @@ impl ConfiguredArgs {
 
     /// The whole policy of a configured command: file, then flags.
     pub fn policy(&self) -> anyhow::Result<Policy> {
-        let mut policy = self.plugin.policy()?;
+        self.policy_with_source().map(|(policy, _)| policy)
+    }
+
+    pub fn policy_with_source(&self) -> anyhow::Result<(Policy, PolicySource)> {
+        let (mut policy, mut source) = self.plugin.policy_with_source()?;
+        if !self.allow_hosts.is_empty() {
+            source.described.push_str(", with --allow-host grants");
+        }
         policy.allow_hosts.extend(self.allow_hosts.iter().cloned());
         policy.deny_ungranted |= self.deny_ungranted;
-        Ok(policy)
+        Ok((policy, source))
     }
 }
 

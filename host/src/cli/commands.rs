@@ -38,12 +38,14 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
         Command::Package(args) => package(&args).await,
         Command::Init(args) => init(&args),
         Command::Spec(args) => {
-            let request = args.policy().map_err(|e| Fatal::config(format!("{e:#}"))).map(|policy| {
-                let mut request = RunRequest::new(&args.plugin, json!({}), Box::new(std::io::sink()));
-                request.policy = policy;
-                request.action = Action::Spec;
-                request
-            });
+            let request =
+                args.policy_with_source().map_err(|e| Fatal::config(format!("{e:#}"))).map(|(policy, source)| {
+                    let mut request = RunRequest::new(&args.plugin, json!({}), Box::new(std::io::sink()));
+                    request.policy = policy;
+                    request.policy_source = source;
+                    request.action = Action::Spec;
+                    request
+                });
             run_request(&args, request, Format::Airbyte, sink).await
         }
         Command::Check(args) => {
@@ -121,11 +123,12 @@ fn init(args: &super::args::InitArgs) -> ExitCode {
 
 /// A request for a command with a config, under the command line's policy and HTTP options.
 fn configured(args: &ConfiguredArgs, action: Action) -> Result<RunRequest, Fatal> {
-    let policy = args.policy().map_err(|e| Fatal::config(format!("{e:#}")))?;
+    let (policy, source) = args.policy_with_source().map_err(|e| Fatal::config(format!("{e:#}")))?;
     let config = args.config_path().and_then(read_config).map_err(|e| Fatal::config(format!("{e:#}")))?;
     let mut request = RunRequest::new(&args.plugin.plugin, config, Box::new(std::io::sink()));
     request.action = action;
     request.policy = policy;
+    request.policy_source = source;
     request.http = args.http.options();
     request.http_replay = args.http.http_replay.clone();
     Ok(request)
@@ -339,18 +342,19 @@ async fn about(args: &super::args::RunArgs, sink: Box<dyn Write + Send>) -> Exit
 /// `host test`: the conformance kit, through the library.
 async fn test(args: super::args::TestArgs) -> ExitCode {
     let opened = (|| {
-        let policy = args.common.policy().map_err(|e| format!("{e:#}"))?;
+        let (policy, source) = args.common.policy_with_source().map_err(|e| format!("{e:#}"))?;
         let config = args.common.config_path().and_then(read_config).map_err(|e| format!("{e:#}"))?;
         let runtime =
             runtime_for(&args.common.plugin, &policy, Concurrency::default().partitions).map_err(|e| e.message)?;
-        Ok::<_, String>((runtime, policy, config))
+        Ok::<_, String>((runtime, policy, source, config))
     })();
     let report = match opened {
-        Ok((runtime, policy, config)) => {
+        Ok((runtime, policy, policy_source, config)) => {
             let request = crate::conformance::TestRequest {
                 plugin: args.common.plugin.plugin.clone(),
                 config,
                 policy,
+                policy_source,
                 http: args.common.http.options(),
                 http_replay: args.common.http.http_replay.clone(),
                 streams: args.streams.clone(),
@@ -451,7 +455,7 @@ async fn inspect(args: InspectArgs) -> Result<ExitCode, Fatal> {
     let (quiet, _writer) = Output::spawn(Format::Airbyte, Box::new(std::io::sink()));
     let policy = args.plugin.policy().map_err(|e| Fatal::config(format!("{e:#}")))?;
     let runtime = runtime_for(&args.plugin, &policy, 1)?;
-    let plugin = runtime.plugin(&args.plugin.plugin, &quiet).await?;
+    let plugin = runtime.plugin(&args.plugin.plugin, "", &quiet).await?;
     let granted = session::grants(policy.allow_hosts.iter().chain(&args.allow_hosts))?;
     let declared = match &args.config {
         Some(path) => {

@@ -23,6 +23,10 @@ pub struct Manifest {
     /// For a declarative manifest: the engine that runs it, beside the host, and its sha256.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<Pinned>,
+    /// The policy beside the plugin (`NAME.policy.json`) and its sha256: only a policy the
+    /// package pins is honoured without being named (see `run::policy::resolve`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Pinned>,
 }
 
 /// A file beside the package and the sha256 it must have.
@@ -50,7 +54,12 @@ pub fn write(plugin: &Path, name: &str, policy: &Value, spec: &Value, out: &Path
     let copy = out.join(&file);
     std::fs::write(&copy, &bytes).with_context(|| format!("cannot write {}", copy.display()))?;
     let policy_file = crate::run::policy::Policy::beside(&copy);
-    std::fs::write(&policy_file, serde_json::to_string_pretty(policy)?)?;
+    let policy_text = serde_json::to_string_pretty(policy)?;
+    std::fs::write(&policy_file, &policy_text)?;
+    let policy_pin = Pinned {
+        file: policy_file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        sha256: crate::storage::replay::manifest::sha256_hex(policy_text.as_bytes()),
+    };
     let mut written = vec![copy, policy_file];
     let engine = match declarative {
         false => None,
@@ -71,6 +80,7 @@ pub fn write(plugin: &Path, name: &str, policy: &Value, spec: &Value, out: &Path
         sha256: crate::storage::replay::manifest::sha256_hex(&bytes),
         sluice: env!("CARGO_PKG_VERSION").to_string(),
         engine,
+        policy: Some(policy_pin),
     };
     std::fs::write(manifest_path(out, name), serde_json::to_string_pretty(&manifest)?)?;
     let host = std::env::current_exe().context("cannot find the host executable to package")?;

@@ -39,6 +39,8 @@ pub struct TestRequest {
     pub plugin: PathBuf,
     pub config: Value,
     pub policy: Policy,
+    /// Where the policy came from (named in what the host says while opening the connector).
+    pub policy_source: crate::run::policy::PolicySource,
     pub http: HttpOptions,
     /// Answer HTTP from the recording of a kept run instead of the network.
     pub http_replay: Option<String>,
@@ -79,7 +81,15 @@ pub async fn test(runtime: &Runtime, request: TestRequest) -> Report {
     let captured = Captured::default();
     let (quiet, writer) = Output::spawn(Format::Airbyte, Box::new(captured.clone()));
     let opened = runtime
-        .open(&request.plugin, request.config.to_string(), &request.policy, request.http, request.http_replay, &quiet)
+        .open(
+            &request.plugin,
+            request.config.to_string(),
+            &request.policy,
+            &request.policy_source,
+            request.http,
+            request.http_replay,
+            &quiet,
+        )
         .await
         .map_err(|e| quiet.secrets.mask_text(&e.message));
     report.secrets = quiet.secrets.clone();

@@ -39,7 +39,9 @@ pub(crate) async fn execute(runtime: &Runtime, mut request: RunRequest) -> RunRe
     let kept = kept_at.clone();
     let mut work = Box::pin(async move {
         if let Some(uri) = &kept {
-            work_out.log("INFO", &format!("replay storage: this run is kept at {uri}")).await?;
+            // The first LOG line names the policy, as the plugin's announcement does otherwise.
+            let policy = &request.policy_source.described;
+            work_out.log("INFO", &format!("policy: {policy}; replay storage: this run is kept at {uri}")).await?;
         }
         act(runtime, &work_out, request, record_http).await
     });
@@ -127,6 +129,7 @@ async fn act(runtime: &Runtime, out: &Output, request: RunRequest, record_http: 
         config,
         action,
         policy,
+        policy_source,
         http,
         http_replay,
         http_hooks,
@@ -157,7 +160,10 @@ async fn act(runtime: &Runtime, out: &Output, request: RunRequest, record_http: 
         )));
     }
     let replay = load_recording(http_replay).await?;
-    let plugin = runtime.plugin(&path, out).await?;
+    let plugin = runtime.plugin(&path, &policy_source.described, out).await?;
+    for warning in &policy_source.warnings {
+        out.log("WARN", warning).await?;
+    }
     let (mut http, mut concurrency) = (http, concurrency);
     if let Some(manifest) = &plugin.manifest {
         apply_hints(&RunHints::of(&manifest.json, &config), &mut http, &mut concurrency, out).await?;

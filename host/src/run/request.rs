@@ -2,7 +2,7 @@
 //! and where its output goes. The CLI builds one from its arguments, an embedder by hand; both
 //! hand it to [`crate::Runtime::run`].
 
-use super::policy::Policy;
+use super::policy::{Policy, PolicySource};
 use super::read::StreamSummary;
 use super::schedule::Concurrency;
 use super::session::RunUsage;
@@ -58,6 +58,9 @@ pub struct RunRequest {
     pub action: Action,
     /// Grants and limits.
     pub policy: Policy,
+    /// Where the policy came from, named in the run's first LOG line; its warnings (a policy
+    /// file passed over) are the run's WARNs.
+    pub policy_source: PolicySource,
     pub http: HttpOptions,
     /// Answer every HTTP request from the recording of this kept run (`--http-replay`):
     /// nothing goes to the network.
@@ -84,6 +87,7 @@ impl RunRequest {
             config,
             action: Action::Read { selection: Selection::All, full_refresh: false },
             policy: Policy::default(),
+            policy_source: PolicySource::default(),
             http: HttpOptions::default(),
             http_replay: None,
             http_hooks: Vec::new(),

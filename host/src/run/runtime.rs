@@ -2,7 +2,7 @@
 //! each run with its own policy, limits, egress, storage and accounting. The CLI runs through
 //! it too, as a runtime of one run. The embedding example is in the crate docs (`lib.rs`) and docs/embedding.md.
 
-use super::policy::Policy;
+use super::policy::{Policy, PolicySource};
 use super::request::{RunError, RunReport, RunRequest};
 use super::session::{self, HttpSetup};
 use crate::data::protocol::Output;
@@ -123,10 +123,10 @@ impl Runtime {
     }
 
     /// The plugin at `path`, loaded once per file version (compiled off the async workers), and
-    /// announced in the run's first LOG line.
-    pub(crate) async fn plugin(&self, path: &Path, out: &Output) -> Result<Arc<Plugin>, RunError> {
+    /// announced in the run's first LOG line with the run's `policy` (where it came from).
+    pub(crate) async fn plugin(&self, path: &Path, policy: &str, out: &Output) -> Result<Arc<Plugin>, RunError> {
         if !manifest::is_manifest(path) {
-            return self.component(path, out).await;
+            return self.component(path, policy, out).await;
         }
         // A declarative manifest: the engine component, given the manifest.
         let owned = path.to_path_buf();
@@ -135,7 +135,7 @@ impl Runtime {
             .map_err(|e| RunError::system(format!("loading the manifest failed: {e}")))?
             .map_err(|e| RunError::config(format!("{e:#}")))?;
         let engine_path = manifest::engine_path().map_err(|e| RunError::config(format!("{e:#}")))?;
-        let engine = self.component(&engine_path, out).await?;
+        let engine = self.component(&engine_path, policy, out).await?;
         let message = format!(
             "declarative manifest {} sha256 {}, run by the declarative engine",
             loaded.path.display(),
@@ -147,7 +147,7 @@ impl Runtime {
 
     /// The component at `path`, compiled once per content: its bytes are read (under the size
     /// limit) and hashed every time, and the plugin with that sha256 is the one run.
-    async fn component(&self, path: &Path, out: &Output) -> Result<Arc<Plugin>, RunError> {
+    async fn component(&self, path: &Path, policy: &str, out: &Output) -> Result<Arc<Plugin>, RunError> {
         let started = std::time::Instant::now();
         let (engine, owned) = (self.engine.clone(), path.to_path_buf());
         let (bytes, sha256) = tokio::task::spawn_blocking(move || {
@@ -167,7 +167,7 @@ impl Runtime {
                 true => loaded.clone(),
                 false => Arc::new(Plugin { path: path.to_path_buf(), ..(**loaded).clone() }),
             };
-            session::announce(&plugin, Some("already loaded in this process"), out).await?;
+            session::announce(&plugin, Some("already loaded in this process"), policy, out).await?;
             return Ok(plugin);
         }
         let (engine, owned) = (self.engine.clone(), path.to_path_buf());
@@ -178,7 +178,7 @@ impl Runtime {
         let plugin = Arc::new(plugin);
         *slot = Some(plugin.clone());
         drop(slot);
-        session::announce(&plugin, None, out).await?;
+        session::announce(&plugin, None, policy, out).await?;
         Ok(plugin)
     }
 
@@ -190,12 +190,16 @@ impl Runtime {
         path: &Path,
         config: String,
         policy: &Policy,
+        source: &PolicySource,
         http: HttpOptions,
         http_replay: Option<String>,
         out: &Output,
     ) -> Result<Connector, RunError> {
         let replay = super::pipeline::load_recording(http_replay).await?;
-        let plugin = self.plugin(path, out).await?;
+        let plugin = self.plugin(path, &source.described, out).await?;
+        for warning in &source.warnings {
+            out.log("WARN", warning).await?;
+        }
         let http = HttpSetup { options: http, replay, ..Default::default() };
         session::open(plugin, config, policy, http, out, false, false).await
     }

@@ -91,9 +91,10 @@ pub fn no_egress() -> Result<Egress, RunError> {
     Egress::new(EgressPolicy::default(), HttpOptions::default()).map_err(|e| RunError::system(format!("{e:#}")))
 }
 
-/// The run's first LOG line: which plugin (sha256, contract version) and how it was loaded;
-/// `reused` says it was already loaded in this process.
-pub async fn announce(plugin: &Plugin, reused: Option<&str>, out: &Output) -> Result<(), RunError> {
+/// The run's first LOG line: which plugin (sha256, contract version), how it was loaded, and
+/// the policy in force with where it came from; `reused` says it was already loaded in this
+/// process.
+pub async fn announce(plugin: &Plugin, reused: Option<&str>, policy: &str, out: &Output) -> Result<(), RunError> {
     let how = match reused {
         Some(how) => how.to_string(),
         None if plugin.load.cache_hit => {
@@ -105,8 +106,9 @@ pub async fn announce(plugin: &Plugin, reused: Option<&str>, out: &Output) -> Re
             plugin.load.cache_file.display()
         ),
     };
+    let policy = if policy.is_empty() { String::new() } else { format!("; policy: {policy}") };
     let message = format!(
-        "sluice {}: plugin {} sha256 {} built for {}@{}; {how}",
+        "sluice {}: plugin {} sha256 {} built for {}@{}; {how}{policy}",
         env!("CARGO_PKG_VERSION"),
         plugin.path.display(),
         plugin.sha256,
