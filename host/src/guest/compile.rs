@@ -29,6 +29,9 @@ const MAX_HELPER_MESSAGE: u64 = 64 << 10;
 const FAILED_FOR: Duration = Duration::from_secs(600);
 const MAX_FAILED: usize = 256;
 
+/// The first line of a failed compile's marker file.
+const MARKER_HEADER: &str = "sluice failed compile 1";
+
 /// Why a plugin was not compiled.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CompileError {
@@ -153,16 +156,23 @@ impl CompileLimits {
 
     /// [`CompileLimits::compile`], unless the plugin with `sha256` failed to compile under these
     /// limits in the last ten minutes: then that failure again, at no cost (it says so). A
-    /// failure to start the helper is not the plugin's, and not remembered.
+    /// failure to start the helper is not the plugin's, and not remembered. Failures are
+    /// remembered in this process, and in `marker` when given (a file beside the cache's
+    /// entries, so the next run of the CLI, a process of its own, does not pay again either; it
+    /// counts for limits no larger than those it failed under).
     pub fn compile_remembered(
         &self,
         engine: &wasmtime::Engine,
         wasm: &[u8],
         sha256: &str,
         wasm_stack_bytes: usize,
+        marker: Option<&std::path::Path>,
     ) -> std::result::Result<Vec<u8>, CompileError> {
         let key = (sha256.to_string(), self.timeout, self.memory_bytes);
         let now = std::time::Instant::now();
+        if let Some(error) = marker.and_then(|m| self.remembered_on_disk(m)) {
+            return Err(error);
+        }
         {
             let mut failed = FAILED.lock().unwrap_or_else(|e| e.into_inner());
             let failed = failed.get_or_insert_with(Failed::new);
@@ -190,8 +200,86 @@ impl CompileLimits {
                 failed.remove(&oldest);
             }
             failed.insert(key, (std::time::Instant::now(), error.clone()));
+            drop(failed);
+            if let Some(marker) = marker {
+                self.remember_on_disk(marker, error);
+            }
         }
         result
+    }
+
+    /// A failure written in `marker` under limits at least as large as these, less than ten
+    /// minutes ago, by this user (a marker is only believed when it is a small regular file of
+    /// ours, not a link).
+    fn remembered_on_disk(&self, marker: &std::path::Path) -> Option<CompileError> {
+        use std::io::Read;
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NOFOLLOW | libc::O_NONBLOCK);
+        let file = options.open(marker).ok()?;
+        let meta = file.metadata().ok()?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            // SAFETY: geteuid has no preconditions.
+            if meta.uid() != unsafe { libc::geteuid() } || meta.mode() & 0o022 != 0 {
+                return None;
+            }
+        }
+        if !meta.is_file() || meta.len() > MAX_HELPER_MESSAGE + 256 {
+            return None;
+        }
+        let mut text = String::new();
+        file.take(MAX_HELPER_MESSAGE + 256).read_to_string(&mut text).ok()?;
+        let mut lines = text.splitn(6, '\n');
+        if lines.next()? != MARKER_HEADER {
+            return None;
+        }
+        let at: u64 = lines.next()?.parse().ok()?;
+        let timeout_ms: u128 = lines.next()?.parse().ok()?;
+        let memory: u64 = lines.next()?.parse().ok()?;
+        let kind = lines.next()?;
+        let message = lines.next()?.to_string();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
+        let ago = now.checked_sub(at)?;
+        if ago >= FAILED_FOR.as_secs() || self.timeout.as_millis() > timeout_ms || self.memory_bytes > memory {
+            return None;
+        }
+        let again = format!("{message} (remembered from a compile {ago} s ago; not tried again)");
+        Some(match kind {
+            "invalid" => CompileError::Invalid(again),
+            "timed-out" => CompileError::TimedOut(again),
+            "out-of-memory" => CompileError::OutOfMemory(again),
+            _ => CompileError::Helper(again),
+        })
+    }
+
+    /// Writes `error` to `marker` (whole, by a rename; a failure to write it changes nothing).
+    fn remember_on_disk(&self, marker: &std::path::Path, error: &CompileError) {
+        let (kind, message) = match error {
+            CompileError::Invalid(m) => ("invalid", m),
+            CompileError::TimedOut(m) => ("timed-out", m),
+            CompileError::OutOfMemory(m) => ("out-of-memory", m),
+            CompileError::Helper(m) => ("helper", m),
+        };
+        let Ok(now) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) else { return };
+        let message: String = message.chars().take(MAX_HELPER_MESSAGE as usize / 4).collect();
+        let text = format!(
+            "{MARKER_HEADER}\n{}\n{}\n{}\n{kind}\n{message}",
+            now.as_secs(),
+            self.timeout.as_millis(),
+            self.memory_bytes
+        );
+        let tmp = marker.with_extension(format!("failed-tmp{}", std::process::id()));
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let written = options.open(&tmp).and_then(|mut f| f.write_all(text.as_bytes()));
+        if written.is_err() || std::fs::rename(&tmp, marker).is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
     }
 
     fn compile_in_child(
@@ -435,16 +523,46 @@ mod tests {
         let limits = CompileLimits { timeout: Duration::from_secs(7), ..Default::default() };
         let engine = wasmtime::Engine::new(&super::super::engine::engine_config(512 << 10)).unwrap();
         let sha = "remembered-test-sha";
-        let first = limits.compile_remembered(&engine, b"\0asm\x0d\0\x01\0\xff", sha, 512 << 10).unwrap_err();
+        let first = limits.compile_remembered(&engine, b"\0asm\x0d\0\x01\0\xff", sha, 512 << 10, None).unwrap_err();
         assert!(matches!(&first, CompileError::Invalid(m) if !m.contains("remembered")), "{first}");
         // The same sha256 again, even with other bytes: not compiled again.
         let valid = wat_component();
-        let again = limits.compile_remembered(&engine, &valid, sha, 512 << 10).unwrap_err();
+        let again = limits.compile_remembered(&engine, &valid, sha, 512 << 10, None).unwrap_err();
         assert!(matches!(&again, CompileError::Invalid(m) if m.contains("remembered")), "{again}");
         // Other limits, or another plugin, are tried.
         let other = CompileLimits { timeout: Duration::from_secs(8), ..limits.clone() };
-        assert!(other.compile_remembered(&engine, &valid, sha, 512 << 10).is_ok());
-        assert!(limits.compile_remembered(&engine, &valid, "another-sha", 512 << 10).is_ok());
+        assert!(other.compile_remembered(&engine, &valid, sha, 512 << 10, None).is_ok());
+        assert!(limits.compile_remembered(&engine, &valid, "another-sha", 512 << 10, None).is_ok());
+    }
+
+    /// The CLI runs each command in a process of its own: a failed compile is remembered beside
+    /// the cache's entries too, for limits no larger than it failed under.
+    #[test]
+    fn a_failed_compile_is_remembered_across_processes() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("sha-engine.failed");
+        let limits = CompileLimits { timeout: Duration::from_secs(9), ..Default::default() };
+        let engine = wasmtime::Engine::new(&super::super::engine::engine_config(512 << 10)).unwrap();
+        let sha = "remembered-on-disk-sha";
+        let bad = b"\0asm\x0d\0\x01\0\xff";
+        assert!(limits.compile_remembered(&engine, bad, sha, 512 << 10, Some(&marker)).is_err());
+        assert!(marker.is_file());
+        // Another process: nothing remembered in memory.
+        *FAILED.lock().unwrap() = None;
+        let valid = wat_component();
+        let again = limits.compile_remembered(&engine, &valid, sha, 512 << 10, Some(&marker)).unwrap_err();
+        assert!(matches!(&again, CompileError::Invalid(m) if m.contains("remembered")), "{again}");
+        *FAILED.lock().unwrap() = None;
+        let smaller = CompileLimits { timeout: Duration::from_secs(5), ..limits.clone() };
+        assert!(smaller.compile_remembered(&engine, &valid, sha, 512 << 10, Some(&marker)).is_err());
+        // More time than it failed with is tried again.
+        let larger = CompileLimits { timeout: Duration::from_secs(60), ..limits.clone() };
+        assert!(larger.compile_remembered(&engine, &valid, sha, 512 << 10, Some(&marker)).is_ok());
+        // A marker that is not ours, or not a file, is not believed.
+        std::fs::remove_file(&marker).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &marker).unwrap();
+        *FAILED.lock().unwrap() = None;
+        assert!(limits.compile_remembered(&engine, &valid, sha, 512 << 10, Some(&marker)).is_ok());
     }
 
     /// The smallest valid component.

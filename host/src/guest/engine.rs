@@ -192,11 +192,18 @@ impl Engine {
             Some(component) => component,
             None => {
                 self.compile.check(&bytes).with_context(|| format!("{shown} is refused"))?;
-                // Remembered when it fails, so a compile bomb costs its limits once, not every run;
-                // a timeout or a lack of memory is told from an invalid component.
+                // Remembered when it fails (in this process, and beside the cache's entries for
+                // the next), so a compile bomb costs its limits once, not every run; a timeout or a
+                // lack of memory is told from an invalid component.
                 let compiled = self
                     .compile
-                    .compile_remembered(&self.engine, &bytes, &sha256, self.wasm_stack_bytes)
+                    .compile_remembered(
+                        &self.engine,
+                        &bytes,
+                        &sha256,
+                        self.wasm_stack_bytes,
+                        Some(&cache_file.with_extension("failed")),
+                    )
                     .map_err(|e| match e {
                         crate::guest::compile::CompileError::Invalid(m) => {
                             anyhow!("{shown} is not a valid WebAssembly component: {m}")
