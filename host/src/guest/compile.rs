@@ -192,15 +192,16 @@ impl CompileLimits {
         if let Err(error) = &result
             && !matches!(error, CompileError::Helper(m) if m.starts_with("cannot start"))
         {
-            let mut failed = FAILED.lock().unwrap_or_else(|e| e.into_inner());
-            let failed = failed.get_or_insert_with(Failed::new);
-            if failed.len() >= MAX_FAILED
-                && let Some(oldest) = failed.iter().min_by_key(|(_, (at, _))| *at).map(|(k, _)| k.clone())
             {
-                failed.remove(&oldest);
+                let mut failed = FAILED.lock().unwrap_or_else(|e| e.into_inner());
+                let failed = failed.get_or_insert_with(Failed::new);
+                if failed.len() >= MAX_FAILED
+                    && let Some(oldest) = failed.iter().min_by_key(|(_, (at, _))| *at).map(|(k, _)| k.clone())
+                {
+                    failed.remove(&oldest);
+                }
+                failed.insert(key, (std::time::Instant::now(), error.clone()));
             }
-            failed.insert(key, (std::time::Instant::now(), error.clone()));
-            drop(failed);
             if let Some(marker) = marker {
                 self.remember_on_disk(marker, error);
             }
