@@ -113,6 +113,19 @@ setup-singer-targets:
         echo "$spec" > "$venv/.spec"
     done
 
+# The Airbyte CDK from PyPI, pinned, in a virtualenv under target/tools: the differential tests
+# run its `source-declarative-manifest` beside Sluice on the same manifests.
+setup-cdk:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    spec="airbyte-cdk==7.39.1"
+    venv=target/tools/airbyte-cdk
+    [[ -x $venv/bin/source-declarative-manifest && "$(cat "$venv/.spec" 2>/dev/null)" == "$spec" ]] && exit 0
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check $spec
+    echo "$spec" > "$venv/.spec"
+
 # moto's S3 server from PyPI, in a virtualenv: the tests start it on loopback for replay storage.
 setup-s3-server:
     #!/usr/bin/env bash
@@ -126,7 +139,7 @@ setup-s3-server:
     echo "$spec" > "$venv/.spec"
 
 # Run every test.
-test: build-plugins setup-singer-targets setup-s3-server setup-platform-clients test-guest-sdks
+test: build-plugins setup-singer-targets setup-s3-server setup-platform-clients setup-cdk test-guest-sdks
     @command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
     cargo nextest run --workspace --exclude demo-source --exclude test-connector --exclude wrong-version --exclude hostile --exclude broken-connector --no-fail-fast
     # nextest does not run doc tests: the embedding guide's example and the crate docs. The same

@@ -122,6 +122,26 @@ pub trait Source {
     ) -> Result<Page> {
         Self::read_page(config, partition, token)
     }
+
+    /// The streams whose saved state keeps another engine's shape (contract 0.1.6; the
+    /// declarative engine writes the Airbyte CDK's): the host then calls
+    /// [`Source::state_to_host`] on a state it is handed and [`Source::state_from_host`] on every
+    /// state it writes. The default is none: the host's own form (docs/state.md).
+    fn shaped_streams(_config: &Self::Config) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+
+    /// A saved state of a shaped stream in the host's form; `None` when it is not in this
+    /// connector's shape (the host reads it as its own form then).
+    fn state_to_host(_config: &Self::Config, _stream: &str, _state: &Value) -> Result<Option<Value>> {
+        Ok(None)
+    }
+
+    /// The host's state of a shaped stream (with `newest`, the newest cursor value read) in this
+    /// connector's shape. The default writes the host's form.
+    fn state_from_host(_config: &Self::Config, _stream: &str, state: &Value) -> Result<Value> {
+        Ok(state.clone())
+    }
 }
 
 /// A config as [`Source::parse_config`] reads it by default: a JSON object deserialized into `T`,
@@ -152,7 +172,7 @@ macro_rules! export_source {
 }
 
 /// Exports a type implementing [`Source`] and [`AsyncJobs`]: the `source` and `async-jobs`
-/// interfaces (world `stepped-connector`, contract 0.1.5).
+/// interfaces (world `shaped-connector`, contract 0.1.6).
 #[macro_export]
 macro_rules! export_async_source {
     ($source:ty) => {
@@ -252,6 +272,27 @@ macro_rules! export_async_source {
                     $crate::__private::read_step::<$source>(config, partition, token, answers)
                 }
             }
+            impl $crate::__private::StateShapeGuest for __SluiceExport {
+                fn shaped_streams(
+                    config: ::std::string::String,
+                ) -> $crate::__private::WitResult<::std::vec::Vec<::std::string::String>> {
+                    $crate::__private::shaped_streams::<$source>(config)
+                }
+                fn to_host(
+                    config: ::std::string::String,
+                    stream: ::std::string::String,
+                    state: ::std::string::String,
+                ) -> $crate::__private::WitResult<::std::option::Option<::std::string::String>> {
+                    $crate::__private::state_to_host::<$source>(config, stream, state)
+                }
+                fn from_host(
+                    config: ::std::string::String,
+                    stream: ::std::string::String,
+                    state: ::std::string::String,
+                ) -> $crate::__private::WitResult<::std::string::String> {
+                    $crate::__private::state_from_host::<$source>(config, stream, state)
+                }
+            }
     $crate::__private::bindings::__export_connector!(__SluiceExport with_types_in $crate::__private::bindings);
         };
     };
@@ -305,13 +346,13 @@ pub trait AsyncJobs: Source {
 /// Glue used by [`export_source!`]; not part of the API.
 #[doc(hidden)]
 pub mod __private {
-    /// One world for every Rust connector: `stepped-connector` (a connector without job
+    /// One world for every Rust connector: `shaped-connector` (a connector without job
     /// streams answers `settings` with none, and the host never calls the rest; one without
-    /// resumable or stepped streams names none).
+    /// resumable, stepped or shaped streams names none).
     pub mod bindings {
         wit_bindgen::generate!({
             path: "../wit",
-            world: "stepped-connector",
+            world: "shaped-connector",
             pub_export_macro: true,
             export_macro_name: "__export_connector",
         });
@@ -323,6 +364,7 @@ pub mod __private {
     };
     pub use bindings::exports::sluice::connector::resume::Guest as ResumeGuest;
     pub use bindings::exports::sluice::connector::source::Guest;
+    pub use bindings::exports::sluice::connector::state_shape::Guest as StateShapeGuest;
     pub use bindings::exports::sluice::connector::stepped_pages::{Guest as SteppedPagesGuest, Step as WitStep};
     /// The host's answer to one step's request.
     pub type WitAnswer = Result<
@@ -405,6 +447,27 @@ pub mod __private {
 
     pub fn stepped_streams<S: Source>(config_json: String) -> WitResult<Vec<String>> {
         let run = || -> crate::Result<Vec<String>> { S::stepped_streams(&config::<S>(&config_json)?) };
+        run().map_err(Into::into)
+    }
+
+    pub fn shaped_streams<S: Source>(config_json: String) -> WitResult<Vec<String>> {
+        let run = || -> crate::Result<Vec<String>> { S::shaped_streams(&config::<S>(&config_json)?) };
+        run().map_err(Into::into)
+    }
+
+    pub fn state_to_host<S: Source>(config_json: String, stream: String, state: String) -> WitResult<Option<String>> {
+        let run = || -> crate::Result<Option<String>> {
+            let state = parse_json("state", Some(state))?.unwrap_or(Value::Null);
+            Ok(S::state_to_host(&config::<S>(&config_json)?, &stream, &state)?.map(|v| v.to_string()))
+        };
+        run().map_err(Into::into)
+    }
+
+    pub fn state_from_host<S: Source>(config_json: String, stream: String, state: String) -> WitResult<String> {
+        let run = || -> crate::Result<String> {
+            let state = parse_json("state", Some(state))?.unwrap_or(Value::Null);
+            Ok(S::state_from_host(&config::<S>(&config_json)?, &stream, &state)?.to_string())
+        };
         run().map_err(Into::into)
     }
 

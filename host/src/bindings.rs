@@ -42,6 +42,11 @@ pub mod stepped {
     extension_world!("stepped-connector");
 }
 
+/// The `shaped-connector` world (0.1.6): its `state-shape` export.
+pub mod shaped {
+    extension_world!("shaped-connector");
+}
+
 pub use exports::sluice::connector::source::{
     CapabilitySet as Capabilities, Guest as Source, Page, Partition, PartitionBatch, Stream,
 };
@@ -49,6 +54,7 @@ pub use jobs::exports::sluice::connector::async_jobs::{
     Guest as AsyncJobs, GuestIndices as AsyncJobsIndices, JobSettings, JobStatus,
 };
 pub use resume::exports::sluice::connector::resume::{Guest as Resume, GuestIndices as ResumeIndices};
+pub use shaped::exports::sluice::connector::state_shape::{Guest as StateShape, GuestIndices as StateShapeIndices};
 pub use sluice::connector::http::{
     BodyError, ForwardedResponse, HttpError, Lines, RecordsResponse, Request, Response, ResponseHead,
 };
@@ -60,4 +66,4 @@ pub use stepped::exports::sluice::connector::stepped_pages::{
 
 /// The WIT package version this host implements; guests built for `0.1.x` load.
 pub const WIT_PACKAGE: &str = "sluice:connector";
-pub const WIT_VERSION: &str = "0.1.5";
+pub const WIT_VERSION: &str = "0.1.6";

@@ -61,7 +61,8 @@ fn a_manifest_stream_resumes_from_its_state() {
     assert!(first.success(), "{}", first.explain());
     assert_eq!(sorted(first.ids("account_items")), (1..=40).collect::<Vec<_>>());
     let state = first.last_state("account_items").expect("a state for account_items");
-    let partitions = state["partitions"].as_array().expect("per-account cursors");
+    // The Airbyte CDK's per-partition state.
+    let partitions = state["states"].as_array().expect("per-account cursors");
     assert_eq!(partitions.len(), 2, "{state}");
     let state_file = files.json(
         "state.json",
@@ -143,13 +144,30 @@ fn unsupported_components_are_refused_at_load_naming_their_place() {
     );
     assert!(yaml.contains("CustomRecordExtractor"));
     let path = files.text("custom.yaml", yaml.as_bytes());
-    let config = files.json("config.json", &json!({"base_url": "http://127.0.0.1:9"}));
-    let run = host(&["discover"]).arg(&path).arg("--config").arg(config).run();
-    assert!(!run.success());
+    // The stream that needs it is refused alone: discovered, said, and failed when read, while
+    // its siblings read.
+    let api = demo_api(DemoApiConfig { records: 30, accounts: 2, ..Default::default() });
+    let config = files.json("config.json", &demo_config(&api, 10));
+    let discover = against("discover", &path, &config, &api).run();
+    assert!(discover.success(), "{}", discover.explain());
+    let names: Vec<&str> = discover.of_type("CATALOG")[0]["catalog"]["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"items") && names.contains(&"accounts"), "{names:?}");
+    let warned = discover.logs().join("\n");
+    assert!(warned.contains("streams[0].retriever.record_selector.extractor: CustomRecordExtractor"), "{warned}");
+    let run = against("run", &path, &config, &api).run();
     let message = run.errors()[0]["message"].as_str().unwrap().to_string();
     assert!(message.contains("streams[0].retriever.record_selector.extractor: CustomRecordExtractor"), "{message}");
     assert!(message.contains("components.py"), "{message}");
     assert_eq!(run.errors()[0]["failure_type"], "config_error");
+    assert_eq!(run.errors().len(), 1, "{}", run.explain());
+    assert!(run.statuses("items").contains(&"INCOMPLETE".to_string()), "{:?}", run.statuses("items"));
+    assert_eq!(run.statuses("accounts").last().map(String::as_str), Some("COMPLETE"));
+    assert_eq!(sorted(run.ids("account_items")), (1..=30).collect::<Vec<_>>());
 }
 
 #[test]
@@ -423,8 +441,9 @@ fn date_windows_are_host_partitions_checkpointed_one_by_one() {
     assert!(run.success(), "{}", run.explain());
     assert_eq!(by_id(&run, "windowed_items"), items(1..=200, 3));
     let state = run.last_state("windowed_items").expect("state");
-    assert_eq!(state["low_water"], "2024-01-01T04:00:29Z", "every window finished: {state}");
-    // The next run finds every window finished and asks nothing.
+    // As the CDK writes it: the newest record read (item 200), not the end of the last window.
+    assert_eq!(state["updated_at"], "2024-01-01T03:20:00Z", "every window finished: {state}");
+    // The next run reads again from the newest record, as the CDK does, and nothing before it.
     let state_file = files.json(
         "state.json",
         &json!([{"type": "STREAM", "stream": {"stream_descriptor": {"name": "windowed_items"}, "stream_state": state}}]),
@@ -432,8 +451,9 @@ fn date_windows_are_host_partitions_checkpointed_one_by_one() {
     let before = api.stats().requests_by_path["/items"];
     let again = run_manifest("windows.yaml", &api, &config, &files, &["--state", state_file.to_str().unwrap()]);
     assert!(again.success(), "{}", again.explain());
+    // (`updated_after` is exclusive on this API, so item 200 itself does not come back.)
     assert!(again.ids("windowed_items").is_empty());
-    assert_eq!(api.stats().requests_by_path["/items"], before, "finished windows are not read again");
+    assert_eq!(api.stats().requests_by_path["/items"], before + 1, "only the last window is read again");
     // A later end reads only the new window.
     let mut later = config.clone();
     later["end_date"] = json!("2024-01-01T05:00:29Z");

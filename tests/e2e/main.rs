@@ -3,6 +3,7 @@
 
 mod support;
 
+mod cdk;
 mod commands;
 mod concurrency;
 mod conformance;

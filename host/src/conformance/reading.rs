@@ -184,7 +184,7 @@ pub async fn read_stream(
         .await;
         if let (Some(c), Ok(max_cursor)) = (cursor.as_mut(), outcome) {
             match &bounds {
-                Some((start, end)) => c.complete_range(start.as_ref(), end),
+                Some((start, end)) => c.complete_range(start.as_ref(), end, max_cursor),
                 None => {
                     let key: Value = serde_json::from_str(&partition.key).unwrap_or(Value::Null);
                     c.complete(&key, max_cursor);

@@ -440,8 +440,20 @@ pub struct StreamCursor {
     /// Everything at or below it is finished. An older simple state (`{"updated_at": ...}`)
     /// becomes the low-water mark, so it also applies to every partition and is kept.
     low_water: Option<Value>,
-    /// Finished ranges above the low-water mark: sorted, disjoint, not touching.
-    completed: Vec<(Value, Value)>,
+    /// Finished ranges above the low-water mark: sorted, disjoint, not touching; each with the
+    /// newest cursor value its records had.
+    completed: Vec<(Value, Value, Option<Value>)>,
+    /// The newest cursor value of the records below the low-water mark (bounded partitions),
+    /// as the record wrote it: the bookmark a finished sync hands the next one, never past a
+    /// record read (see [`StreamCursor::stream_finished`]).
+    newest: Option<Value>,
+    /// Where the bounded partitions started when this run began: the saved low-water mark, or
+    /// the lowest start listed.
+    floor: Option<Value>,
+    /// The stream has bounded partitions (a range finished, or finished ranges were saved).
+    bounded: bool,
+    /// An open-ended partition of this run wrote a record with a cursor value.
+    read_any: bool,
     /// Past this many partition cursors the state falls back to one stream-level cursor.
     max_partitions: usize,
     /// Set once the state fell back: the lowest cursor among this run's finished partitions,
@@ -468,6 +480,14 @@ fn greater(a: &Value, b: &Value) -> bool {
     compare(a, b) == Ordering::Greater
 }
 
+/// The newer of two optional cursor values (the first on a tie, so a record's own text stays).
+fn newer(a: Option<Value>, b: Option<Value>) -> Option<Value> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if greater(&b, &a) { b } else { a }),
+        (a, b) => a.or(b),
+    }
+}
+
 impl StreamCursor {
     pub fn new(stream: &str, field: Vec<String>, saved: Option<&Value>) -> Result<Self> {
         let mut cursor = StreamCursor {
@@ -475,6 +495,10 @@ impl StreamCursor {
             partitions: BTreeMap::new(),
             low_water: None,
             completed: Vec::new(),
+            newest: None,
+            floor: None,
+            bounded: false,
+            read_any: false,
             max_partitions: DEFAULT_MAX_PARTITION_CURSORS,
             collapsed: None,
         };
@@ -484,12 +508,14 @@ impl StreamCursor {
         // `jobs` (report jobs in flight) is the scheduler's; a state holding only it has no cursor yet.
         // A state with only `cursor_field` (a stream that has not finished a partition yet) has no
         // cursor either.
-        let known =
-            ["partitions", "low_water", "completed", "jobs", "cursor_field"].iter().any(|k| saved.get(k).is_some());
+        let known = ["partitions", "low_water", "completed", "newest", "jobs", "cursor_field"]
+            .iter()
+            .any(|k| saved.get(k).is_some());
         if !known {
             return match cursor_of(saved, &cursor.field) {
                 Some(value) => {
                     cursor.low_water = Some(canonical(value));
+                    cursor.floor = cursor.low_water.clone();
                     Ok(cursor)
                 }
                 None => bail!(
@@ -517,12 +543,27 @@ impl StreamCursor {
             Some(v) if is_cursor(v) => cursor.low_water = Some(canonical(v.clone())),
             Some(v) => return Err(fail(format!("\"low_water\" must be a number or a string, not {}", kind(v)))),
         }
+        match saved.get("newest") {
+            None | Some(Value::Null) => {}
+            Some(v) if is_cursor(v) => cursor.newest = Some(v.clone()),
+            Some(v) => return Err(fail(format!("\"newest\" must be a number or a string, not {}", kind(v)))),
+        }
+        cursor.floor = cursor.low_water.clone();
         if let Some(list) = saved.get("completed") {
             let list = list.as_array().ok_or_else(|| fail("\"completed\" must be an array".into()))?;
             for (i, range) in list.iter().enumerate() {
                 match range.as_array().map(Vec::as_slice) {
-                    Some([a, b]) if is_cursor(a) && is_cursor(b) && !greater(a, b) => cursor.complete_range(Some(a), b),
-                    _ => return Err(fail(format!("completed[{i}] must be [start, end] cursor values, got {range}"))),
+                    Some([a, b]) if is_cursor(a) && is_cursor(b) && !greater(a, b) => {
+                        cursor.complete_range(Some(a), b, None)
+                    }
+                    Some([a, b, n]) if is_cursor(a) && is_cursor(b) && is_cursor(n) && !greater(a, b) => {
+                        cursor.complete_range(Some(a), b, Some(n.clone()))
+                    }
+                    _ => {
+                        return Err(fail(format!(
+                            "completed[{i}] must be [start, end] or [start, end, newest] cursor values, got {range}"
+                        )));
+                    }
                 }
             }
         }
@@ -541,6 +582,7 @@ impl StreamCursor {
     /// Records that an open-ended partition was fully written up to `max_seen`. True when this
     /// made the state fall back to a stream-level cursor (more partition cursors than allowed).
     pub fn complete(&mut self, key: &Value, max_seen: Option<Value>) -> bool {
+        self.read_any |= max_seen.is_some();
         let start = self.start_for(key).cloned();
         let best = match (start, max_seen) {
             (Some(a), Some(b)) => Some(if greater(&b, &a) { b } else { a }),
@@ -590,9 +632,34 @@ impl StreamCursor {
     /// The stream ended; `complete` when every partition was read. A state that fell back
     /// raises its stream-level cursor to the lowest that this run's partitions reached (only
     /// when all of them finished: a failed one must resume from where it was).
+    ///
+    /// A stream of bounded partitions (windows) that was read completely hands the next sync the
+    /// newest cursor value it read, not the end of its last window: a record that becomes visible
+    /// later with a cursor value between the two (late data, replication lag) is then still read,
+    /// as the Airbyte CDK reads it. With no record read at all, the bookmark stays where this run
+    /// started. The finished windows themselves only serve resuming inside a sync.
     pub fn stream_finished(&mut self, complete: bool) {
         if let (true, Some(Some(lowest))) = (complete, self.collapsed.take()) {
-            self.raise_low_water(lowest);
+            self.raise_low_water(lowest, None);
+        }
+        // Open-ended partitions: `newest` is the newest cursor of every partition, once a run read
+        // them all and something was read (the CDK's global cursor of a per-partition state).
+        if complete && !self.bounded && self.read_any {
+            let newest =
+                self.partitions.values().map(|(_, v)| v.clone()).fold(self.newest.take(), |n, v| newer(n, Some(v)));
+            self.newest = newest;
+        }
+        if complete && self.bounded && self.completed.is_empty() {
+            let bookmark = match (&self.newest, &self.floor) {
+                (Some(n), Some(f)) if greater(f, n) => Some(f.clone()),
+                (Some(n), _) => Some(canonical(n.clone())),
+                (None, f) => f.clone(),
+            };
+            if let Some(b) = bookmark
+                && self.low_water.as_ref().is_some_and(|lw| greater(lw, &b))
+            {
+                self.low_water = Some(b);
+            }
         }
     }
 
@@ -615,33 +682,33 @@ impl StreamCursor {
         if let Some(lw) = self.low_water.as_ref().filter(|lw| !greater(start, lw)) {
             return Some(lw.clone());
         }
-        self.completed.iter().find(|(a, b)| !greater(a, start) && greater(b, start)).map(|(_, b)| b.clone())
+        self.completed.iter().find(|(a, b, _)| !greater(a, start) && greater(b, start)).map(|(_, b, _)| b.clone())
     }
 
-    /// Records that the bounded partition `(start, end]` was fully written. A `None` start means
-    /// the range reaches down to everything.
-    pub fn complete_range(&mut self, start: Option<&Value>, end: &Value) {
+    /// Records that the bounded partition `(start, end]` was fully written, its newest record's
+    /// cursor being `newest`. A `None` start means the range reaches down to everything.
+    pub fn complete_range(&mut self, start: Option<&Value>, end: &Value, newest: Option<Value>) {
+        self.bounded = true;
         let start = start.cloned().map(canonical);
-        self.add_range(start.as_ref(), &canonical(end.clone()));
+        self.add_range(start.as_ref(), &canonical(end.clone()), newest);
     }
 
-    fn add_range(&mut self, start: Option<&Value>, end: &Value) {
+    fn add_range(&mut self, start: Option<&Value>, end: &Value, newest: Option<Value>) {
         let Some(start) = start else {
-            self.raise_low_water(end.clone());
+            self.raise_low_water(end.clone(), newest);
             return;
         };
         if self.low_water.as_ref().is_some_and(|lw| !greater(start, lw)) {
-            if self.low_water.as_ref().is_some_and(|lw| greater(end, lw)) {
-                self.raise_low_water(end.clone());
-            }
+            // Within or touching the finished part below the mark.
+            self.raise_low_water(end.clone(), newest);
             return;
         }
-        let (mut a, mut b) = (start.clone(), end.clone());
+        let (mut a, mut b, mut n) = (start.clone(), end.clone(), newest);
         // Merge with every range it overlaps or touches.
         let mut kept = Vec::with_capacity(self.completed.len() + 1);
-        for (x, y) in self.completed.drain(..) {
+        for (x, y, m) in self.completed.drain(..) {
             if greater(&x, &b) || greater(&a, &y) {
-                kept.push((x, y));
+                kept.push((x, y, m));
             } else {
                 if greater(&a, &x) {
                     a = x;
@@ -649,40 +716,35 @@ impl StreamCursor {
                 if greater(&y, &b) {
                     b = y;
                 }
+                n = newer(n, m);
             }
         }
-        kept.push((a, b));
+        kept.push((a, b, n));
         kept.sort_by(|x, y| compare(&x.0, &y.0));
         self.completed = kept;
     }
 
-    /// Everything up to `value` is finished; absorbs the ranges it reaches.
-    fn raise_low_water(&mut self, value: Value) {
+    /// Everything up to `value` is finished, its records' newest cursor being `newest`; absorbs
+    /// the ranges it reaches.
+    fn raise_low_water(&mut self, value: Value, newest: Option<Value>) {
         let mut lw = match self.low_water.take() {
             Some(old) if greater(&old, &value) => old,
             _ => value,
         };
-        self.completed.retain(|(a, b)| {
+        let mut n = newer(self.newest.take(), newest);
+        // Absorbs the ranges it reaches, in order (they are sorted), each reaching further.
+        while let Some((a, _, _)) = self.completed.first() {
             if greater(a, &lw) {
-                true
-            } else {
-                if greater(b, &lw) {
-                    lw = b.clone();
-                }
-                false
-            }
-        });
-        // Absorbing may have reached later ranges too (they are sorted).
-        while let Some((a, b)) = self.completed.first().cloned() {
-            if greater(&a, &lw) {
                 break;
             }
+            let (_, b, m) = self.completed.remove(0);
             if greater(&b, &lw) {
                 lw = b;
             }
-            self.completed.remove(0);
+            n = newer(n, m);
         }
         self.low_water = Some(lw);
+        self.newest = n;
     }
 
     /// Once every bounded partition of this run is known, nothing below the lowest start is
@@ -691,7 +753,8 @@ impl StreamCursor {
         if self.low_water.is_none()
             && let Some(start) = lowest_start
         {
-            self.raise_low_water(canonical(start.clone()));
+            self.floor = Some(canonical(start.clone()));
+            self.raise_low_water(canonical(start.clone()), None);
         }
     }
 
@@ -701,7 +764,7 @@ impl StreamCursor {
             .low_water
             .iter()
             .chain(self.partitions.values().map(|(_, v)| v))
-            .chain(self.completed.iter().map(|(a, _)| a));
+            .chain(self.completed.iter().map(|(a, _, _)| a));
         match seen.into_iter().next() {
             Some(seen) => same_kind(seen, value),
             None => Ok(()),
@@ -718,8 +781,15 @@ impl StreamCursor {
         if let Some(lw) = &self.low_water {
             state["low_water"] = lw.clone();
         }
+        if let Some(n) = &self.newest {
+            state["newest"] = n.clone();
+        }
         if !self.completed.is_empty() {
-            state["completed"] = json!(self.completed.iter().map(|(a, b)| json!([a, b])).collect::<Vec<_>>());
+            let ranges = self.completed.iter().map(|(a, b, n)| match n {
+                Some(n) => json!([a, b, n]),
+                None => json!([a, b]),
+            });
+            state["completed"] = json!(ranges.collect::<Vec<_>>());
         }
         state
     }
@@ -906,7 +976,7 @@ mod tests {
                     1 => {
                         let (a, b) = (value(&mut rng, kind), value(&mut rng, kind));
                         let (a, b) = if compare(&a, &b) == Ordering::Greater { (b, a) } else { (a, b) };
-                        cursor.complete_range(rng.bool().then_some(&a), &b);
+                        cursor.complete_range(rng.bool().then_some(&a), &b, None);
                     }
                     _ => cursor.listing_complete(Some(&value(&mut rng, kind))),
                 }
@@ -1003,9 +1073,9 @@ mod tests {
     fn ranges_finish_out_of_order_behind_a_low_water_mark() {
         let mut c = StreamCursor::new("s", vec!["updated_at".into()], None).unwrap();
         // Windows (0,1], (1,2], (2,3], (3,4]; they finish as 3, 1, 4; window 2 is slow.
-        c.complete_range(Some(&t(2)), &t(3));
-        c.complete_range(Some(&t(0)), &t(1));
-        c.complete_range(Some(&t(3)), &t(4));
+        c.complete_range(Some(&t(2)), &t(3), None);
+        c.complete_range(Some(&t(0)), &t(1), None);
+        c.complete_range(Some(&t(3)), &t(4), None);
         // Listing is not known to be complete yet: no low-water mark, exact ranges only.
         assert_eq!(c.to_state()["low_water"], Value::Null);
         assert_eq!(c.to_state()["completed"], json!([[t(0), t(1)], [t(2), t(4)]]));
@@ -1021,7 +1091,7 @@ mod tests {
         assert_eq!(resumed.resume(None, &t(1)), Resume::Skip);
         // The slow window finishes: everything merges into the low-water mark.
         let mut c = resumed;
-        c.complete_range(Some(&t(1)), &t(2));
+        c.complete_range(Some(&t(1)), &t(2), None);
         assert_eq!(c.to_state()["low_water"], t(4));
         assert!(c.to_state().get("completed").is_none());
     }
@@ -1031,7 +1101,7 @@ mod tests {
         let mut c = StreamCursor::new("s", vec!["n".into()], None).unwrap();
         c.listing_complete(Some(&json!(0)));
         for (a, b) in [(0, 10), (20, 30), (30, 40)] {
-            c.complete_range(Some(&json!(a)), &json!(b));
+            c.complete_range(Some(&json!(a)), &json!(b), None);
         }
         // (10, 20] failed: the mark stays at 10 and the finished ranges beyond it are kept.
         assert_eq!(c.to_state()["low_water"], json!(10));

@@ -101,6 +101,8 @@ pub struct Instance {
     resume: Option<bindings::Resume>,
     /// The `stepped-pages` exports, for plugins that have them.
     stepped: Option<bindings::SteppedPages>,
+    /// The `state-shape` exports, for plugins that have them.
+    shape: Option<bindings::StateShape>,
     limits: Limits,
     usage: Arc<Usage>,
     /// A manifest's spec, which `spec` answers instead of the engine's.
@@ -196,9 +198,10 @@ impl Connector {
             let jobs = self.plugin.jobs.as_ref().map(|j| j.load(&mut store, &instance)).transpose()?;
             let resume = self.plugin.resume.as_ref().map(|r| r.load(&mut store, &instance)).transpose()?;
             let stepped = self.plugin.stepped.as_ref().map(|r| r.load(&mut store, &instance)).transpose()?;
-            Ok((bindings, jobs, resume, stepped))
+            let shape = self.plugin.shape.as_ref().map(|r| r.load(&mut store, &instance)).transpose()?;
+            Ok((bindings, jobs, resume, stepped, shape))
         });
-        let (bindings, jobs, resume, stepped) =
+        let (bindings, jobs, resume, stepped, shape) =
             loaded.map_err(|e| CallError::Trap(format!("cannot instantiate: {e:#}")))?;
         let declared_spec = self.plugin.manifest.as_ref().map(|m| m.spec.clone());
         let live = self.usage.live_instances.fetch_add(1, Ordering::Relaxed) + 1;
@@ -208,6 +211,7 @@ impl Connector {
             jobs,
             resume,
             stepped,
+            shape,
             store,
             limits: self.limits.clone(),
             usage: self.usage.clone(),
@@ -377,6 +381,48 @@ impl Instance {
         let context = r#"{"call":"resumable-streams"}"#.to_string();
         export_call(store, limits, usage, context, resume, async |r, store| {
             r.call_resumable_streams(store, config).await
+        })
+        .await
+    }
+
+    /// The streams whose state the connector shapes; none for connectors without `state-shape`
+    /// (built for contracts before 0.1.6).
+    pub async fn shaped_streams(&mut self, config: &String) -> Result<Vec<String>, CallError> {
+        let Instance { store, shape, limits, usage, .. } = self;
+        let Some(shape) = shape.as_ref() else { return Ok(Vec::new()) };
+        let context = r#"{"call":"shaped-streams"}"#.to_string();
+        export_call(store, limits, usage, context, shape, async |s, store| s.call_shaped_streams(store, config).await)
+            .await
+    }
+
+    /// A saved state in the connector's shape, as the host's form (`None`: not its shape).
+    pub async fn state_to_host(
+        &mut self,
+        config: &String,
+        stream: &str,
+        state: &str,
+    ) -> Result<Option<String>, CallError> {
+        let (stream, state) = (stream.to_string(), state.to_string());
+        let stream = &stream;
+        let state = &state;
+        let Instance { store, shape, limits, usage, .. } = self;
+        let Some(shape) = shape.as_ref() else { return Ok(None) };
+        let context = serde_json::json!({"call": "state-to-host", "stream": stream}).to_string();
+        export_call(store, limits, usage, context, shape, async |s, store| {
+            s.call_to_host(store, config, stream, state).await
+        })
+        .await
+    }
+
+    /// The host's state of a stream in the connector's shape.
+    pub async fn state_from_host(&mut self, config: &String, stream: &str, state: &str) -> Result<String, CallError> {
+        let (stream, state) = (stream.to_string(), state.to_string());
+        let (stream, state) = (&stream, &state);
+        let Instance { store, shape, limits, usage, .. } = self;
+        let Some(shape) = shape.as_ref() else { return Ok(state.to_string()) };
+        let context = serde_json::json!({"call": "state-from-host", "stream": stream}).to_string();
+        export_call(store, limits, usage, context, shape, async |s, store| {
+            s.call_from_host(store, config, stream, state).await
         })
         .await
     }

@@ -7,7 +7,8 @@
 //! hash: a second run of the same plugin deserializes in milliseconds.
 
 use crate::bindings::{
-    AsyncJobsIndices, ConnectorIndices, ConnectorPre, ResumeIndices, SteppedPagesIndices, WIT_PACKAGE, WIT_VERSION,
+    AsyncJobsIndices, ConnectorIndices, ConnectorPre, ResumeIndices, StateShapeIndices, SteppedPagesIndices,
+    WIT_PACKAGE, WIT_VERSION,
 };
 use crate::guest::cache::ComponentCache;
 use crate::guest::compile::CompileLimits;
@@ -49,6 +50,8 @@ pub struct Plugin {
     pub resume: Option<ResumeIndices>,
     /// Where the `stepped-pages` exports are, when the plugin has them (contract 0.1.5).
     pub stepped: Option<SteppedPagesIndices>,
+    /// Where the `state-shape` exports are, when the plugin has them (contract 0.1.6).
+    pub shape: Option<StateShapeIndices>,
     pub load: LoadInfo,
     /// The engine's pool slots (see [`Engine`]), when instances come from a pool.
     pub slots: Option<Arc<tokio::sync::Semaphore>>,
@@ -241,6 +244,13 @@ impl Engine {
         } else {
             None
         };
+        let shape = if exports("state-shape") {
+            Some(StateShapeIndices::new(&instance_pre).map_err(|e| {
+                anyhow!("{shown} exports a state-shape interface this host cannot use (another revision?): {e}")
+            })?)
+        } else {
+            None
+        };
         let jobs = if exports_jobs {
             Some(AsyncJobsIndices::new(&instance_pre).map_err(|e| {
                 anyhow!("{shown} exports an async-jobs interface this host cannot use (another revision?): {e}")
@@ -266,6 +276,7 @@ impl Engine {
             jobs,
             resume,
             stepped,
+            shape,
             load: LoadInfo { cache_hit, elapsed: started.elapsed(), cache_file },
             slots: self.slots.clone(),
             manifest: None,

@@ -1,7 +1,8 @@
 //! A run, from request to report: the [`RunRequest`] and the one pipeline that executes it for
 //! the CLI and the [`Runtime`] alike ([`pipeline`]); its steps ([`session`]: load, open,
 //! discover, select, read); the scheduler of partitions ([`schedule`]) and the pagination loop
-//! ([`read`]), resuming inside partitions ([`resume`]) and pages read in steps ([`steps`]); the
+//! ([`read`]), resuming inside partitions ([`resume`]), pages read in steps ([`steps`]) and states in a
+//! connector's shape ([`shape`]); the
 //! report-job orchestrator ([`jobs`]); the operator's [`policy`]; progress and the stop handle.
 
 pub mod jobs;
@@ -14,5 +15,6 @@ pub mod resume;
 pub mod runtime;
 pub mod schedule;
 pub mod session;
+pub mod shape;
 pub mod steps;
 pub mod stop;

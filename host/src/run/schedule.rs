@@ -13,6 +13,7 @@ use crate::run::jobs::{JobEvent, JobOptions, Orchestrator};
 use crate::run::progress::Progress;
 use crate::run::read::{self, Listed, PartitionDone, SelectedStream, StreamSummary};
 use crate::run::resume::{self, Checkpoint, Resumption};
+use crate::run::shape;
 use crate::run::stop::Stop;
 use serde_json::Value;
 use std::sync::Arc;
@@ -50,6 +51,8 @@ pub struct Shared {
     jobs: Option<Arc<Orchestrator>>,
     /// Streams whose page tokens stay valid across runs: checkpointed inside partitions.
     resumable: Arc<std::collections::HashSet<String>>,
+    /// Streams whose state the connector shapes ([`shape`]).
+    shaped: Arc<std::collections::HashSet<String>>,
 }
 
 /// Reads every selected stream to the end, or as far as it can. Only a closed output stops early.
@@ -71,8 +74,10 @@ pub async fn read_streams(
         }
     };
     let resumable = resumable_streams(&connector, &out).await?;
+    let shaped = shape::shaped_streams(&connector, &out).await?;
     let shared = Shared {
         resumable: Arc::new(resumable),
+        shaped: Arc::new(shaped),
         connector,
         out,
         limits: Arc::new(limits),
@@ -181,6 +186,9 @@ struct StreamRead {
     saved_jobs: std::collections::HashMap<String, Value>,
     /// Report jobs in flight, by partition key: kept in the state so a resumed run polls them.
     jobs_in_flight: std::collections::BTreeMap<String, Value>,
+    /// Its state is written in the connector's shape ([`shape`]).
+    shaped: bool,
+    /// The last state written, in the host's form.
     last_state: Option<Value>,
     /// Partitions finished since the last STATE, and when that was: see [`StreamRead::state_due`].
     unsaved: u64,
@@ -208,8 +216,22 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
     out.schema(&selected.described()).await?;
     out.status(&name, StreamStatus::Started).await?;
 
+    // The saved state in the host's form (the connector reads a state in its own shape).
+    let shaped = selected.cursor_field.is_some() && shared.shaped.contains(&name);
+    let saved = match shaped {
+        true => match shape::to_host(&shared.connector, &name, selected.saved_state.as_ref()).await {
+            Ok(saved) => saved,
+            Err(e) => {
+                summary.failed = true;
+                out.error(&e, FailureType::Config, Some(&name)).await?;
+                out.status(&name, StreamStatus::Incomplete).await?;
+                return Ok(summary);
+            }
+        },
+        false => selected.saved_state.clone(),
+    };
     let cursor = match &selected.cursor_field {
-        Some(field) => match StreamCursor::new(&name, field.clone(), selected.saved_state.as_ref()) {
+        Some(field) => match StreamCursor::new(&name, field.clone(), saved.as_ref()) {
             Ok(c) => Some(c.with_max_partitions(shared.limits.max_partition_cursors)),
             Err(e) => {
                 summary.failed = true;
@@ -233,7 +255,8 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
     let mut stream = StreamRead {
         through_jobs: shared.jobs.as_ref().is_some_and(|j| j.reads_through_jobs(&name)),
         stream_permits: shared.concurrency.per_stream.map(|n| Arc::new(Semaphore::new(n.max(1)))),
-        saved_jobs: saved_job_handles(selected.saved_state.as_ref()),
+        saved_jobs: saved_job_handles(saved.as_ref()),
+        shaped,
         jobs_in_flight: Default::default(),
         last_state: None,
         unsaved: 0,
@@ -252,7 +275,7 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
         done_tx,
     };
     if stream.shared.resumable.contains(&stream.name) && !stream.through_jobs {
-        match Resumption::from_state(&stream.name, selected.saved_state.as_ref(), stream.cursor.is_none()) {
+        match Resumption::from_state(&stream.name, saved.as_ref(), stream.cursor.is_none()) {
             Ok(resumption) => stream.resume = Some(resumption),
             Err(e) => {
                 stream.summary.failed = true;
@@ -311,7 +334,8 @@ impl StreamRead {
             true => self.saved_jobs.remove(&resume::key_text(&partition.key)),
             false => None,
         };
-        let track = if range.is_none() { self.cursor.as_ref().map(|c| c.field().to_vec()) } else { None };
+        // The newest cursor value read: an open-ended partition's cursor, a window's bookmark.
+        let track = self.cursor.as_ref().map(|c| c.field().to_vec());
         let checkpoints = self.resume.is_some().then(|| self.done_tx.clone());
         let task = PartitionTask {
             shared: self.shared.clone(),
@@ -396,7 +420,7 @@ impl StreamRead {
             Ok(done) => {
                 if let Some(cursor) = self.cursor.as_mut() {
                     match &finished.range {
-                        Some((start, end)) => cursor.complete_range(start.as_ref(), end),
+                        Some((start, end)) => cursor.complete_range(start.as_ref(), end, done.max_cursor.clone()),
                         None => {
                             let key: Value = serde_json::from_str(&finished.partition.key).unwrap_or(Value::Null);
                             if cursor.complete(&key, done.max_cursor) {
@@ -529,8 +553,7 @@ impl StreamRead {
     /// The stream's STATE again, unchanged: the sync is alive while its jobs run.
     async fn heartbeat(&mut self) -> Result<(), OutputClosed> {
         if let Some(state) = self.state() {
-            self.shared.out.state(&self.name, state.clone()).await?;
-            self.last_state = Some(state);
+            self.write_state(Some(state), true).await?;
         }
         self.saved_at = std::time::Instant::now();
         Ok(())
@@ -538,9 +561,37 @@ impl StreamRead {
 
     async fn emit_state(&mut self) -> Result<(), OutputClosed> {
         let state = self.state();
-        emit_state(&self.shared.out, &self.name, state, &mut self.last_state).await?;
+        self.write_state(state, false).await?;
         self.unsaved = 0;
         self.saved_at = std::time::Instant::now();
+        Ok(())
+    }
+
+    /// Sends the stream's state when it changed since the last one sent (or always, with
+    /// `again`), in the connector's shape for a shaped stream. Once a stream had jobs in its
+    /// state, a state of nothing is sent as `{}`.
+    async fn write_state(&mut self, state: Option<Value>, again: bool) -> Result<(), OutputClosed> {
+        let state = match state {
+            Some(state) => state,
+            None if self.last_state.is_some() => serde_json::json!({}),
+            None => return Ok(()),
+        };
+        if !again && self.last_state.as_ref() == Some(&state) {
+            return Ok(());
+        }
+        let written = match self.shaped {
+            true => match shape::from_host(&self.shared.connector, &self.name, &state).await {
+                Ok(shaped) => shaped,
+                Err(e) => {
+                    // Written in the host's form: Sluice resumes from it, nothing is lost.
+                    self.shared.out.log("WARN", &e).await?;
+                    state.clone()
+                }
+            },
+            false => state.clone(),
+        };
+        self.shared.out.state(&self.name, written).await?;
+        self.last_state = Some(state);
         Ok(())
     }
 
@@ -570,11 +621,15 @@ impl StreamRead {
             resume.stream_finished(self.summary.complete());
         }
         // A stream read in full that finished says so, as the Airbyte CDK's do, so a platform sees a
-        // STATE for every stream (Singer keeps the stream's plain state).
+        // STATE for every stream (Singer keeps the stream's plain state). An incremental stream
+        // ends with its state even when nothing changed: a platform that keeps only this sync's
+        // states keeps its bookmark.
         if self.cursor.is_none() && self.summary.complete() && self.shared.out.format() == Format::Airbyte {
-            emit_state(&self.shared.out, &self.name, Some(state::no_cursor_state()), &mut self.last_state).await?;
+            self.write_state(Some(state::no_cursor_state()), false).await?;
         } else {
-            self.emit_state().await?;
+            let state = self.state();
+            let again = self.cursor.is_some();
+            self.write_state(state, again).await?;
         }
         let status = if self.summary.complete() { StreamStatus::Complete } else { StreamStatus::Incomplete };
         self.shared.out.status(&self.name, status).await?;
@@ -603,26 +658,6 @@ fn stream_state(cursor: Option<&StreamCursor>, jobs: &std::collections::BTreeMap
 fn saved_job_handles(saved: Option<&Value>) -> std::collections::HashMap<String, Value> {
     let entries = saved.and_then(|s| s.get("jobs")).and_then(Value::as_array).cloned().unwrap_or_default();
     entries.into_iter().filter_map(|e| Some((e.get("partition")?.to_string(), e.get("job")?.clone()))).collect()
-}
-
-/// Sends the stream's state when it changed since the last one sent (or, once a stream had
-/// jobs in its state, when they are gone).
-async fn emit_state(
-    out: &Output,
-    stream: &str,
-    state: Option<Value>,
-    last: &mut Option<Value>,
-) -> Result<(), OutputClosed> {
-    let state = match state {
-        Some(state) => state,
-        None if last.is_some() => serde_json::json!({}),
-        None => return Ok(()),
-    };
-    if last.as_ref() != Some(&state) {
-        out.state(stream, state.clone()).await?;
-        *last = Some(state);
-    }
-    Ok(())
 }
 
 /// The permits a partition needs: its stream's (when capped) and the run's.

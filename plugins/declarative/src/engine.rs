@@ -111,6 +111,9 @@ impl Scope {
 
 impl Engine {
     pub fn stream(&self, name: &str) -> Result<&Value> {
+        if let Some(why) = self.manifest.refusal(name) {
+            return Err(Error::config(format!("stream {name} cannot be read: {why}")));
+        }
         self.manifest
             .streams()
             .iter()

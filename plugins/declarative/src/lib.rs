@@ -18,6 +18,7 @@ pub mod records;
 pub mod requester;
 pub mod retrieve;
 pub mod slicing;
+pub mod state;
 
 use engine::{Engine, Scope, kind};
 use serde_json::value::RawValue;
@@ -120,7 +121,7 @@ impl Source for Declarative {
             if jobs::is_async(stream) {
                 continue;
             }
-            let partitions = slicing::partitions(&engine, &name).context(format!("check stream {name}"))?;
+            let partitions = slicing::partitions(&engine, &name, None).context(format!("check stream {name}"))?;
             if let Some(first) = partitions.first() {
                 retrieve::read_page(&engine, first, None).context(format!("check stream {name}"))?;
             }
@@ -133,22 +134,55 @@ impl Source for Declarative {
         for ignored in &engine.manifest.ignored {
             sluice_guest::log::warn(format!("the manifest: {ignored}"));
         }
-        engine.manifest.streams().iter().map(|s| stream_of(&engine, s)).collect()
+        let mut streams: Vec<Stream> =
+            engine.manifest.streams().iter().map(|s| stream_of(&engine, s)).collect::<Result<_>>()?;
+        // A refused stream is discovered (a catalog may name it) and fails alone when read.
+        for (name, node, why) in &engine.manifest.refused {
+            sluice_guest::log::warn(format!("the manifest: stream {name} cannot be read: {why}"));
+            let schema = node
+                .get("schema_loader")
+                .filter(|l| kind(l) == "InlineSchemaLoader")
+                .and_then(|l| l.get("schema"))
+                .cloned()
+                .unwrap_or_else(|| json!({"type": "object", "additionalProperties": true}));
+            streams.push(Stream {
+                name: name.clone(),
+                json_schema: schema,
+                primary_key: Vec::new(),
+                cursor_field: None,
+            });
+        }
+        Ok(streams)
     }
 
     fn partition_batch(
         config: &Self::Config,
         stream: &str,
-        _: Option<&Value>,
+        state: Option<&Value>,
         _: Option<Value>,
     ) -> Result<PartitionBatch> {
         let engine = engine::for_config(&config.0)?;
-        Ok(PartitionBatch::new(slicing::partitions(&engine, stream)?))
+        Ok(PartitionBatch::new(slicing::partitions(&engine, stream, state)?))
     }
 
     fn read_page(config: &Self::Config, partition: &Partition, token: Option<Value>) -> Result<Page> {
         let engine = engine::for_config(&config.0)?;
-        retrieve::read_page(&engine, partition, token)
+        let mut page = retrieve::read_page(&engine, partition, token)?;
+        records::omit_top_level_nulls(&mut page.records);
+        Ok(page)
+    }
+
+    /// Every incremental stream's state is written as the Airbyte CDK writes it.
+    fn shaped_streams(config: &Self::Config) -> Result<Vec<String>> {
+        state::shaped_streams(&*engine::for_config(&config.0)?)
+    }
+
+    fn state_to_host(config: &Self::Config, stream: &str, saved: &Value) -> Result<Option<Value>> {
+        state::to_host(&*engine::for_config(&config.0)?, stream, saved)
+    }
+
+    fn state_from_host(config: &Self::Config, stream: &str, host: &Value) -> Result<Value> {
+        state::from_host(&*engine::for_config(&config.0)?, stream, host)
     }
 
     /// Offsets and page numbers stay valid across runs; cursors an API hands out may not.
@@ -224,7 +258,9 @@ impl AsyncJobs for Declarative {
     }
 
     fn read_result(config: &Self::Config, job: &Value, download: &Value, token: Option<Value>) -> Result<Page> {
-        jobs::read_result(&*engine::for_config(&config.0)?, job, download, token)
+        let mut page = jobs::read_result(&*engine::for_config(&config.0)?, job, download, token)?;
+        records::omit_top_level_nulls(&mut page.records);
+        Ok(page)
     }
 
     fn abort_job(config: &Self::Config, job: &Value) -> Result<()> {

@@ -33,7 +33,8 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
             "max_concurrent_async_job_count",
         ],
     ),
-    ("CheckStream", &["stream_names"]),
+    // `dynamic_streams_check_configs` names dynamic streams to check: there are none to name.
+    ("CheckStream", &["stream_names", "dynamic_streams_check_configs"]),
     ("Spec", &["connection_specification", "documentation_url", "advanced_auth", "config_normalization_rules"]),
     (
         "DeclarativeStream",
@@ -94,7 +95,10 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
             "primary_key",
         ],
     ),
-    ("RecordSelector", &["extractor", "record_filter", "schema_normalization", "name", "primary_key"]),
+    (
+        "RecordSelector",
+        &["extractor", "record_filter", "schema_normalization", "transform_before_filtering", "name", "primary_key"],
+    ),
     ("DpathExtractor", &["field_path", "decoder", "name", "primary_key"]),
     ("RecordFilter", &["condition", "name", "primary_key"]),
     (
@@ -125,6 +129,7 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
             "is_compare_strictly",
             "is_data_feed",
             "is_client_side_incremental",
+            "global_substream_cursor",
             "name",
             "primary_key",
         ],
@@ -149,6 +154,15 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
     ("AddFields", &["fields", "condition", "name", "primary_key"]),
     ("AddedFieldDefinition", &["path", "value", "value_type", "name", "primary_key"]),
     ("RemoveFields", &["field_pointers", "condition", "name", "primary_key"]),
+    ("KeysToLower", &["name", "primary_key"]),
+    ("KeysToSnakeCase", &["name", "primary_key"]),
+    ("KeysReplace", &["old", "new", "name", "primary_key"]),
+    ("FlattenFields", &["flatten_lists", "name", "primary_key"]),
+    (
+        "DpathFlattenFields",
+        &["field_path", "delete_origin_value", "replace_record", "key_transformation", "name", "primary_key"],
+    ),
+    ("KeyTransformation", &["prefix", "suffix", "name", "primary_key"]),
     ("NoAuth", &["name", "primary_key"]),
     ("ApiKeyAuthenticator", &["api_token", "header", "inject_into", "name", "primary_key"]),
     ("BearerAuthenticator", &["api_token", "name", "primary_key"]),
@@ -240,14 +254,13 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
 /// declarative schema at all (builder exports carry some); the CDK ignores those, and so does the
 /// engine, with a warning at discover.
 const UNSUPPORTED_FIELDS: &[(&str, &[&str])] = &[
-    ("CheckStream", &["config_overrides", "dynamic_streams_check_configs"]),
+    ("CheckStream", &["config_overrides"]),
     ("DeclarativeStream", &["file_uploader", "state_migrations"]),
     ("SimpleRetriever", &["pagination_reset"]),
     ("AsyncRetriever", &["failed_retry_wait_time_in_seconds"]),
     ("HttpRequester", &["fetch_properties_from_endpoint", "query_properties", "request_body"]),
-    ("RecordSelector", &["transform_before_filtering"]),
     ("DpathExtractor", &["record_expander"]),
-    ("DatetimeBasedCursor", &["allow_catalog_defined_cursor_field", "clamping", "global_substream_cursor"]),
+    ("DatetimeBasedCursor", &["allow_catalog_defined_cursor_field", "clamping"]),
     ("ParentStreamConfig", &["lazy_read_pointer"]),
     ("OAuthAuthenticator", &["profile_assertion", "use_profile_assertion"]),
 ];
@@ -308,6 +321,9 @@ pub struct Manifest {
     /// What the engine does not follow and says at discover: fields outside the declarative
     /// schema (ignored, as the CDK ignores them), `incremental_dependency`.
     pub ignored: Vec<String>,
+    /// Streams that need a component or field this engine does not run, each with why: they
+    /// are discovered, and reading one fails that stream alone (the others read).
+    pub refused: Vec<(String, Value, String)>,
 }
 
 impl Manifest {
@@ -325,19 +341,48 @@ impl Manifest {
         if resolved.get("type").is_none() {
             resolved["type"] = Value::from("DeclarativeSource");
         }
-        let root = propagate(("", ""), resolved, &Map::new());
+        let mut root = propagate(("", ""), resolved, &Map::new());
         let mut ignored = Vec::new();
+        // What is not a stream must all be supported; a stream that is not is refused alone.
+        let streams = match root.as_object_mut().and_then(|r| r.remove("streams")) {
+            Some(Value::Array(streams)) => streams,
+            Some(_) => return Err("streams: must be a list of streams".into()),
+            None => Vec::new(),
+        };
         check_supported(&root, "", &mut ignored)?;
+        let mut kept = Vec::new();
+        let mut refused = Vec::new();
+        for (i, stream) in streams.into_iter().enumerate() {
+            match check_supported(&stream, &format!("streams[{i}]"), &mut ignored) {
+                Ok(()) => kept.push(stream),
+                Err(why) => {
+                    let name = stream.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+                    refused.push((name, stream, why));
+                }
+            }
+        }
+        if kept.is_empty()
+            && let Some((_, _, why)) = refused.first()
+        {
+            return Err(why.clone());
+        }
+        root["streams"] = Value::Array(kept);
         check_streams(&root, &mut ignored)?;
         let streams = root.get("streams").and_then(Value::as_array).map_or(0, Vec::len);
         if streams == 0 {
             return Err("streams: a manifest needs at least one stream".into());
         }
-        Ok(Manifest { root, ignored })
+        Ok(Manifest { root, ignored, refused })
     }
 
+    /// The streams the engine reads (not the refused ones).
     pub fn streams(&self) -> &[Value] {
         self.root["streams"].as_array().map_or(&[], Vec::as_slice)
+    }
+
+    /// Why a stream is refused, when it is.
+    pub fn refusal(&self, name: &str) -> Option<&str> {
+        self.refused.iter().find(|(n, _, _)| n == name).map(|(_, _, why)| why.as_str())
     }
 }
 
@@ -631,6 +676,22 @@ mod tests {
 
     fn minimal(stream: Value) -> Value {
         json!({"version": "6.0.0", "type": "DeclarativeSource", "check": {"stream_names": ["s"]}, "streams": [stream]})
+    }
+
+    #[test]
+    fn a_stream_with_an_unsupported_component_is_refused_alone() {
+        let good = json!({"name": "good", "retriever": {"requester": {"url_base": "http://x"}}});
+        let bad = json!({"name": "bad", "retriever": {"requester": {"url_base": "http://x", "authenticator": {"type": "JwtAuthenticator"}}}});
+        let mut m = minimal(good);
+        m["streams"].as_array_mut().unwrap().push(bad);
+        let loaded = Manifest::load(&m).unwrap();
+        assert_eq!(loaded.streams().len(), 1);
+        assert_eq!(loaded.streams()[0]["name"], "good");
+        assert_eq!(
+            loaded.refusal("bad"),
+            Some("streams[1].retriever.requester.authenticator: JwtAuthenticator is not supported")
+        );
+        assert_eq!(loaded.refusal("good"), None);
     }
 
     #[test]

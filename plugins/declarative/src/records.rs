@@ -155,6 +155,8 @@ pub struct Shaper<'a> {
     pub engine: &'a Engine,
     pub filter: Option<&'a Value>,
     pub transformations: &'a [Value],
+    /// The record selector's `transform_before_filtering`: the filter sees transformed records.
+    pub transform_first: bool,
 }
 
 impl<'a> Shaper<'a> {
@@ -162,7 +164,10 @@ impl<'a> Shaper<'a> {
     pub fn of(engine: &'a Engine, stream: &'a Value) -> Self {
         let filter = stream["retriever"]["record_selector"].get("record_filter").filter(|f| !f.is_null());
         let transformations = stream.get("transformations").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
-        Shaper { engine, filter, transformations }
+        let transform_first =
+            stream["retriever"]["record_selector"].get("transform_before_filtering").and_then(Value::as_bool)
+                == Some(true);
+        Shaper { engine, filter, transformations, transform_first }
     }
 
     pub fn is_noop(&self) -> bool {
@@ -177,24 +182,36 @@ impl<'a> Shaper<'a> {
         }
         let base = self.engine.context(&Value::Null, scope, Vec::new());
         let mut kept = Vec::with_capacity(records.len());
-        'records: for record in records {
+        for record in records {
             let mut ctx = base.clone();
             ctx["record"] = record;
-            if let Some(f) = self.filter {
-                ctx["parameters"] = params(f);
-                if !self.engine.condition(f.get("condition"), &ctx)? {
-                    continue 'records;
-                }
+            let kept_by_filter = match self.transform_first {
+                false => self.passes(&mut ctx)? && self.transform_all(&mut ctx, stream)?,
+                true => self.transform_all(&mut ctx, stream)? && self.passes(&mut ctx)?,
+            };
+            if kept_by_filter {
+                kept.push(ctx["record"].take());
             }
-            for t in self.transformations {
-                ctx["parameters"] = params(t);
-                if self.engine.condition(t.get("condition"), &ctx)? {
-                    self.transform(t, &mut ctx, stream)?;
-                }
-            }
-            kept.push(ctx["record"].take());
         }
         Ok(kept)
+    }
+
+    /// Whether `ctx["record"]` passes the record filter.
+    fn passes(&self, ctx: &mut Value) -> Result<bool> {
+        let Some(f) = self.filter else { return Ok(true) };
+        ctx["parameters"] = params(f);
+        self.engine.condition(f.get("condition"), ctx)
+    }
+
+    /// Applies every transformation whose condition holds; always true (for chaining).
+    fn transform_all(&self, ctx: &mut Value, stream: &str) -> Result<bool> {
+        for t in self.transformations {
+            ctx["parameters"] = params(t);
+            if self.engine.condition(t.get("condition"), ctx)? {
+                self.transform(t, ctx, stream)?;
+            }
+        }
+        Ok(true)
     }
 
     /// The records that pass, transformed, as the JSON text a page carries; each must be an
@@ -235,9 +252,218 @@ impl<'a> Shaper<'a> {
                     remove_path(&mut ctx["record"], &path);
                 }
             }
+            "KeysToLower" => {
+                if let Value::Object(map) = &mut ctx["record"] {
+                    *map = std::mem::take(map).into_iter().map(|(k, v)| (k.to_lowercase(), v)).collect();
+                }
+            }
+            "KeysToSnakeCase" => {
+                let record = ctx["record"].take();
+                ctx["record"] = keys::to_snake_case(record);
+            }
+            "KeysReplace" => {
+                let old = self.engine.text(t.get("old"), ctx)?;
+                let new = self.engine.text(t.get("new"), ctx)?;
+                let record = ctx["record"].take();
+                ctx["record"] = keys::replace(record, &old, &new);
+            }
+            "FlattenFields" => {
+                let lists = t.get("flatten_lists").and_then(Value::as_bool).unwrap_or(true);
+                let record = ctx["record"].take();
+                ctx["record"] = keys::flatten(record, lists);
+            }
+            "DpathFlattenFields" => self.dpath_flatten(t, ctx)?,
             other => return Err(Error::config(format!("the transformation {other} is not supported"))),
         }
         Ok(())
+    }
+
+    /// DpathFlattenFields: the object at `field_path` merged into the record (unless a key
+    /// clashes), or made the record (`replace_record`), keys prefixed or suffixed as asked.
+    fn dpath_flatten(&self, t: &Value, ctx: &mut Value) -> Result<()> {
+        let mut path = Vec::new();
+        for p in t.get("field_path").and_then(Value::as_array).into_iter().flatten() {
+            path.push(self.engine.text(Some(p), ctx)?);
+        }
+        let extracted = match path.iter().any(|p| p == "*") {
+            true => {
+                let mut found = Vec::new();
+                dig(ctx["record"].clone(), &path, &mut found);
+                found.into_iter().next()
+            }
+            false => path.iter().try_fold(&ctx["record"], |node, k| node.get(k)).cloned(),
+        };
+        let Some(Value::Object(mut extracted)) = extracted else { return Ok(()) };
+        if let Some(kt) = t.get("key_transformation").filter(|k| k.is_object()) {
+            let prefix = self.engine.text(kt.get("prefix"), ctx)?;
+            let suffix = self.engine.text(kt.get("suffix"), ctx)?;
+            extracted = extracted.into_iter().map(|(k, v)| (format!("{prefix}{k}{suffix}"), v)).collect();
+        }
+        let flag = |name: &str| t.get(name).and_then(Value::as_bool) == Some(true);
+        let Value::Object(record) = &mut ctx["record"] else { return Ok(()) };
+        if flag("replace_record") && !extracted.is_empty() {
+            *record = extracted;
+        } else if !extracted.keys().any(|k| record.contains_key(k)) {
+            if flag("delete_origin_value") {
+                let path: Vec<&str> = path.iter().map(String::as_str).collect();
+                remove_path(&mut ctx["record"], &path);
+            }
+            if let Value::Object(record) = &mut ctx["record"] {
+                record.extend(extracted);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Key transformations, as the CDK's KeysToSnakeCase, KeysReplace and FlattenFields make them.
+mod keys {
+    use serde_json::{Map, Value};
+
+    /// `KeysToSnakeCaseTransformation`: every key of every nested object, transliterated to
+    /// ASCII, cut into tokens (`[A-Z]+[a-z]*`, `[a-z]+`, digits; anything else separates),
+    /// joined by `_` in lower case.
+    pub fn to_snake_case(value: Value) -> Value {
+        match value {
+            Value::Object(map) => Value::Object(
+                map.into_iter()
+                    .map(|(k, v)| (snake_key(&k), if v.is_object() { to_snake_case(v) } else { v }))
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
+
+    fn snake_key(key: &str) -> String {
+        let ascii = deunicode::deunicode(key);
+        let b = ascii.as_bytes();
+        let mut tokens: Vec<String> = Vec::new();
+        let mut i = 0;
+        while i < b.len() {
+            let start = i;
+            let take = |i: &mut usize, f: fn(&u8) -> bool| {
+                while *i < b.len() && f(&b[*i]) {
+                    *i += 1;
+                }
+            };
+            if b[i].is_ascii_uppercase() {
+                take(&mut i, u8::is_ascii_uppercase);
+                take(&mut i, u8::is_ascii_lowercase);
+            } else if b[i].is_ascii_lowercase() {
+                take(&mut i, u8::is_ascii_lowercase);
+            } else if b[i].is_ascii_digit() {
+                take(&mut i, u8::is_ascii_digit);
+            } else {
+                take(&mut i, |c| !c.is_ascii_alphanumeric());
+                tokens.push(String::new());
+                continue;
+            }
+            tokens.push(ascii[start..i].to_string());
+        }
+        if tokens.len() >= 3 {
+            let last = tokens.pop();
+            let mut kept: Vec<String> = tokens.drain(..1).collect();
+            kept.extend(tokens.into_iter().filter(|t| !t.is_empty()));
+            kept.extend(last);
+            tokens = kept;
+        }
+        if tokens.first().is_some_and(|t| !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit())) {
+            tokens.insert(0, String::new());
+        }
+        tokens.iter().map(|t| t.to_lowercase()).collect::<Vec<_>>().join("_")
+    }
+
+    /// `KeysReplaceTransformation`: `old` replaced by `new` in every key of every nested object.
+    pub fn replace(value: Value, old: &str, new: &str) -> Value {
+        match value {
+            Value::Object(map) => Value::Object(
+                map.into_iter()
+                    .map(|(k, v)| {
+                        let k = if old.is_empty() { python_replace_empty(&k, new) } else { k.replace(old, new) };
+                        (k, if v.is_object() { replace(v, old, new) } else { v })
+                    })
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
+
+    /// Python's `str.replace("", new)`: `new` between every character and at both ends.
+    fn python_replace_empty(text: &str, new: &str) -> String {
+        let mut out = String::from(new);
+        for c in text.chars() {
+            out.push(c);
+            out.push_str(new);
+        }
+        out
+    }
+
+    /// `FlattenFields`: nested objects (and lists, with `flatten_lists`) lifted to the top level,
+    /// a key that is already taken (or a list element's) named by its parent path with `.`, in
+    /// the order the CDK visits them (a stack: the last field first).
+    pub fn flatten(record: Value, lists: bool) -> Value {
+        let mut out = Map::new();
+        let mut stack = vec![(record, "_".to_string())];
+        let mut with_parent = false;
+        while let Some((node, parent)) = stack.pop() {
+            match node {
+                Value::Object(map) => {
+                    for (k, v) in map {
+                        let key = if out.contains_key(&k) || with_parent { format!("{parent}.{k}") } else { k };
+                        stack.push((v, key));
+                    }
+                }
+                Value::Array(items) if lists => {
+                    for (i, item) in items.into_iter().enumerate() {
+                        with_parent = true;
+                        stack.push((item, format!("{parent}.{i}")));
+                    }
+                }
+                other => {
+                    out.insert(parent, other);
+                }
+            }
+        }
+        Value::Object(out)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use serde_json::json;
+
+        #[test]
+        fn snake_case_keys_as_the_cdk_cuts_them() {
+            for (key, want) in [
+                ("CamelCase", "camel_case"),
+                ("camelCase", "camel_case"),
+                ("HTTPResponse", "httpresponse"),
+                ("user id", "user_id"),
+                ("1stPlace", "_1_st_place"),
+                ("  leading", "_leading"),
+                ("trailing  ", "trailing_"),
+                ("Créé le", "cree_le"),
+                ("a__b", "a_b"),
+            ] {
+                assert_eq!(snake_key(key), want, "{key}");
+            }
+            assert_eq!(to_snake_case(json!({"OuterKey": {"InnerKey": 1}})), json!({"outer_key": {"inner_key": 1}}));
+        }
+
+        #[test]
+        fn keys_are_replaced_at_every_level() {
+            assert_eq!(
+                replace(json!({"a b": {"c d": 1}, "e": [{"f g": 2}]}), " ", "_"),
+                json!({"a_b": {"c_d": 1}, "e": [{"f g": 2}]})
+            );
+        }
+
+        #[test]
+        fn flattening_names_clashes_by_their_parent() {
+            let flat = flatten(json!({"id": 1, "nested": {"id": 2, "x": 3}, "list": [4, 5]}), true);
+            assert_eq!(flat, json!({"id": 1, "nested.id": 2, "nested.x": 3, "list.0": 4, "list.1": 5}));
+            assert_eq!(flatten(json!({"a": {"b": 1}, "c": 2}), true), json!({"c": 2, "b": 1}));
+        }
     }
 }
 
@@ -361,5 +587,73 @@ mod tests {
         assert_eq!(r, json!({"a": {"c": 2, "x": 3}, "d": [{"f": 2}]}));
         assert_eq!(cast(json!("12"), Some("integer")).unwrap(), json!(12));
         assert_eq!(cast(json!(12), Some("string")).unwrap(), json!("12"));
+    }
+}
+
+/// Leaves out the top-level fields whose value is `null`, as the Airbyte CDK writes records
+/// (its serializer omits `None`); nested nulls stay. Fields keep their order and their text; a
+/// record without the word `null` in it is not looked at.
+pub fn omit_top_level_nulls(records: &mut [String]) {
+    for record in records.iter_mut() {
+        if !record.contains("null") {
+            continue;
+        }
+        let Ok(TopLevel(fields)) = serde_json::from_str::<TopLevel<'_>>(record) else { continue };
+        if !fields.iter().any(|(_, v)| v.get() == "null") {
+            continue;
+        }
+        let mut out = String::with_capacity(record.len());
+        out.push('{');
+        for (key, value) in fields.iter().filter(|(_, v)| v.get() != "null") {
+            if out.len() > 1 {
+                out.push(',');
+            }
+            out.push_str(&serde_json::to_string(key.as_ref()).unwrap_or_default());
+            out.push(':');
+            out.push_str(value.get());
+        }
+        out.push('}');
+        *record = out;
+    }
+}
+
+/// A JSON object's top-level fields in their order, values as they were written.
+struct TopLevel<'a>(Vec<(std::borrow::Cow<'a, str>, &'a serde_json::value::RawValue)>);
+
+impl<'de> serde::Deserialize<'de> for TopLevel<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = TopLevel<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> std::result::Result<Self::Value, A::Error> {
+                let mut fields = Vec::new();
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    fields.push((key, map.next_value()?));
+                }
+                Ok(TopLevel(fields))
+            }
+        }
+        d.deserialize_map(Fields)
+    }
+}
+
+#[cfg(test)]
+mod null_tests {
+    use super::omit_top_level_nulls;
+
+    #[test]
+    fn top_level_nulls_are_left_out_and_nothing_else_changes() {
+        let mut records = vec![
+            r#"{"z":1,"affiliation":null,"a":{"kept":null},"s":"null","e":"\u00e9"}"#.to_string(),
+            r#"{"id":2,"name":"x"}"#.to_string(),
+            r#"{"only":null}"#.to_string(),
+        ];
+        omit_top_level_nulls(&mut records);
+        assert_eq!(records[0], r#"{"z":1,"a":{"kept":null},"s":"null","e":"\u00e9"}"#);
+        assert_eq!(records[1], r#"{"id":2,"name":"x"}"#);
+        assert_eq!(records[2], "{}");
     }
 }

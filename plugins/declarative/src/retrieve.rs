@@ -114,7 +114,22 @@ pub fn read_page(engine: &Engine, partition: &Partition, token: Option<Value>) -
             }
         };
         position.window = Some(window);
-        scope.interval = cursor.interval(&window.0, &window.1);
+        // The offset the window's start was saved with, kept as the CDK keeps it.
+        let (offset, utc_end) = match partition.cursor_end() {
+            Some(_) => (
+                partition
+                    .key
+                    .get("offset")
+                    .and_then(Value::as_i64)
+                    .and_then(|s| chrono::FixedOffset::east_opt(s as i32)),
+                partition.key.get("utc_end").and_then(Value::as_bool) == Some(true),
+            ),
+            None => (
+                partition.cursor_start().and_then(|v| cursor.offset_of(&v.to_query_value())),
+                position.until == Some(window.1),
+            ),
+        };
+        scope.interval = cursor.interval_in(&window.0, &window.1, offset, utc_end);
     }
     let mut paged = read_slice(engine, stream, cursor.as_deref(), &scope, position.next.take(), &partition.stream)?;
     if let (Some(c), Some((start, end))) = (&cursor, position.window)
@@ -170,13 +185,20 @@ fn first_window(
     partition: &Partition,
     until: DateTime,
 ) -> Result<Option<(DateTime, DateTime)>> {
-    let after = match partition.cursor_start() {
-        Some(v) => cursor.granularity.add_to(&cursor.from_host(v)?),
+    // A window `(start, end]` starts one granularity after its start; the lookback was applied
+    // when the windows were listed. A routed partition reads from its start again (its saved
+    // cursor, as the CDK reads a partition's), less the lookback window.
+    let bounded = partition.cursor_end().is_some();
+    let from = match partition.cursor_start() {
+        Some(v) if bounded => cursor.granularity.add_to(&cursor.from_host(v)?),
+        Some(v) => {
+            let at = cursor.from_host(v)?;
+            match cursor.lookback(engine)? {
+                Some(back) => back.sub_from(&at).max(cursor.start(engine)?),
+                None => at,
+            }
+        }
         None => cursor.start(engine)?,
-    };
-    let from = match cursor.lookback(engine)? {
-        Some(back) if partition.cursor_start().is_some() => back.sub_from(&after).max(cursor.start(engine)?),
-        _ => after,
     };
     Ok(match partition.cursor_end() {
         Some(_) => (from <= until).then_some((from, until)),

@@ -12,6 +12,7 @@ use crate::datetime::{self, DateTime, Duration};
 use crate::engine::{Engine, Scope, kind, plain};
 use crate::requester::Options;
 use crate::retrieve;
+use chrono::FixedOffset;
 use serde_json::{Map, Value, json};
 use sluice_guest::{CursorRange, CursorValue, Error, Partition, Result};
 
@@ -42,6 +43,8 @@ pub struct Cursor {
     pub data_feed: bool,
     /// The API does not filter by the cursor: records outside the window are dropped here.
     pub client_side: bool,
+    /// `global_substream_cursor`: one cursor for every partition of a routed stream.
+    pub global: bool,
 }
 
 impl Cursor {
@@ -74,10 +77,14 @@ impl Cursor {
             }
         };
         let step = duration("step")?.filter(|d| !d.is_zero());
-        let granularity = duration("cursor_granularity")?.unwrap_or_else(|| datetime::parse_duration("PT0S").unwrap());
-        if step.is_some() && granularity.is_zero() {
-            return Err(Error::config("incremental_sync: cursor_granularity is required with step"));
+        let granularity = duration("cursor_granularity")?;
+        // As the CDK: both or neither; `PT0S` is a granularity (windows then share their bounds).
+        if step.is_some() != granularity.is_some() {
+            return Err(Error::config(
+                "incremental_sync: step and cursor_granularity go together (set both or neither)",
+            ));
         }
+        let granularity = granularity.unwrap_or_else(|| datetime::parse_duration("PT0S").unwrap());
         let name = |field: &str, default: &str| engine.text_or(node.get(field), &ctx, default);
         Ok(Some(Cursor {
             node: node.clone(),
@@ -90,6 +97,7 @@ impl Cursor {
             end_name: name("partition_field_end", "end_time")?,
             data_feed: node.get("is_data_feed").and_then(Value::as_bool) == Some(true),
             client_side: node.get("is_client_side_incremental").and_then(Value::as_bool) == Some(true),
+            global: node.get("global_substream_cursor").and_then(Value::as_bool) == Some(true),
         }))
     }
 
@@ -210,10 +218,36 @@ impl Cursor {
 
     /// The slice's interval as templates see it (`stream_interval`).
     pub fn interval(&self, start: &DateTime, end: &DateTime) -> Map<String, Value> {
+        self.interval_in(start, end, None, false)
+    }
+
+    /// The interval with its bounds written in `offset`, the offset of the saved value its
+    /// window comes from (the CDK's datetimes keep it, in templates and requests alike); with
+    /// `utc_end`, the end (the sync's end, `now`) in UTC.
+    pub fn interval_in(
+        &self,
+        start: &DateTime,
+        end: &DateTime,
+        offset: Option<FixedOffset>,
+        utc_end: bool,
+    ) -> Map<String, Value> {
+        let text = |at: &DateTime, offset: Option<FixedOffset>| match offset {
+            Some(o) => datetime::format_with_offset(&at.with_timezone(&o), &self.format),
+            None => datetime::format(at, &self.format),
+        };
         let mut m = Map::new();
-        m.insert(self.start_name.clone(), Value::from(datetime::format(start, &self.format)));
-        m.insert(self.end_name.clone(), Value::from(datetime::format(end, &self.format)));
+        m.insert(self.start_name.clone(), Value::from(text(start, offset)));
+        m.insert(self.end_name.clone(), Value::from(text(end, if utc_end { None } else { offset })));
         m
+    }
+
+    /// The offset a cursor value was written with, when one of the formats reads it.
+    pub fn offset_of(&self, text: &str) -> Option<FixedOffset> {
+        std::iter::once(&self.format)
+            .chain(self.record_formats.iter())
+            .find_map(|f| datetime::parse_with_offset(text, f).ok())
+            .map(|at| *at.offset())
+            .filter(|o| o.local_minus_utc() != 0)
     }
 
     /// `start_time_option` / `end_time_option` for this interval.
@@ -230,13 +264,19 @@ impl Cursor {
     }
 }
 
-/// The partitions of a stream.
-pub fn partitions(engine: &Engine, stream_name: &str) -> Result<Vec<Partition>> {
-    partitions_of(engine, engine.stream(stream_name)?, stream_name)
+/// The partitions of a stream, given the state the host was handed for it.
+pub fn partitions(engine: &Engine, stream_name: &str, state: Option<&Value>) -> Result<Vec<Partition>> {
+    partitions_of(engine, engine.stream(stream_name)?, stream_name, state)
 }
 
-/// The partitions of a stream given by its manifest node (a parent stream is one too).
-pub fn partitions_of(engine: &Engine, stream: &Value, stream_name: &str) -> Result<Vec<Partition>> {
+/// The partitions of a stream given by its manifest node (a parent stream is one too). Windows
+/// start where the CDK's would from the saved state ([`crate::state::windows_from`]).
+pub fn partitions_of(
+    engine: &Engine,
+    stream: &Value,
+    stream_name: &str,
+    state: Option<&Value>,
+) -> Result<Vec<Partition>> {
     let retriever = &stream["retriever"];
     let cursor = Cursor::of(engine, stream)?;
     let routed = route(engine, retriever, stream_name)?;
@@ -244,9 +284,19 @@ pub fn partitions_of(engine: &Engine, stream: &Value, stream_name: &str) -> Resu
         (None, None) => Ok(vec![Partition::whole(stream_name)]),
         (None, Some(cursor)) => {
             let mut out = Vec::new();
-            let (from, to) = (cursor.start(engine)?, cursor.end(engine)?);
-            for (start, end) in cursor.windows(from, to) {
-                let key = json!({"start": datetime::format(&start, "%Y-%m-%dT%H:%M:%S%z"), "end": datetime::format(&end, "%Y-%m-%dT%H:%M:%S%z")});
+            let ((from, offset), to) =
+                (crate::state::windows_from(engine, &cursor, state, stream_name)?, cursor.end(engine)?);
+            let windows = cursor.windows(from, to);
+            let last = windows.len().saturating_sub(1);
+            for (i, (start, end)) in windows.into_iter().enumerate() {
+                let mut key = json!({"start": datetime::format(&start, "%Y-%m-%dT%H:%M:%S%z"), "end": datetime::format(&end, "%Y-%m-%dT%H:%M:%S%z")});
+                // The saved value's offset, which the windows keep (the last one ends at `now`, UTC).
+                if let Some(offset) = offset {
+                    key["offset"] = json!(offset.local_minus_utc());
+                    if i == last {
+                        key["utc_end"] = json!(true);
+                    }
+                }
                 let mut p = Partition::keyed(stream_name, key)?;
                 // `(start, end]` for the host: the window starts one granularity after it.
                 p.cursor_range = Some(CursorRange {
@@ -258,8 +308,10 @@ pub fn partitions_of(engine: &Engine, stream: &Value, stream_name: &str) -> Resu
             Ok(out)
         }
         (Some(slices), cursor) => {
+            // A routed partition's start is the first value it reads (as the CDK reads a
+            // partition's saved cursor again): `start_datetime` when nothing is saved.
             let start = match &cursor {
-                Some(c) => Some(c.host_value(&c.granularity.sub_from(&c.start(engine)?))),
+                Some(c) => Some(c.host_value(&c.start(engine)?)),
                 None => None,
             };
             slices

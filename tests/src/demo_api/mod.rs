@@ -58,6 +58,7 @@
 //! items' `updated_at` strictly increase with their ids.
 
 pub mod data;
+pub mod events;
 mod formats;
 mod routes;
 mod state;
@@ -269,6 +270,12 @@ impl DemoApi {
     /// A snapshot of the counters.
     pub fn stats(&self) -> Stats {
         self.shared.stats()
+    }
+
+    /// Replaces what `/v2/events` serves: each a JSON object with an integer `id` and `created`
+    /// (see [`events`]). The server starts with none.
+    pub fn set_events(&self, events: Vec<serde_json::Value>) {
+        self.shared.set_events(events);
     }
 
     /// The configuration the server runs with.

@@ -63,6 +63,8 @@ struct Inner {
     access_tokens: Tokens,
     /// Pages of `/v2/throttled_items` already answered with a 429.
     throttled_pages: HashSet<u64>,
+    /// What `/v2/events` serves (see [`super::events`]).
+    events: Vec<serde_json::Value>,
 }
 
 /// Issued tokens and when each stops being accepted (`None`: never).
@@ -95,6 +97,15 @@ impl Shared {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // Nothing panics while holding the lock, but a poisoned counter is still a usable counter.
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The events `/v2/events` serves now.
+    pub fn events(&self) -> Vec<serde_json::Value> {
+        self.lock().events.clone()
+    }
+
+    pub fn set_events(&self, events: Vec<serde_json::Value>) {
+        self.lock().events = events;
     }
 
     pub fn stats(&self) -> Stats {

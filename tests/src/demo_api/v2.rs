@@ -60,6 +60,8 @@ pub(super) fn router() -> Router<AppState> {
         .route("/v2/basic/items", get(basic_items))
         .route("/v2/throttled_items", get(throttled_items))
         .route("/v2/accounts/{id}/items", get(account_items))
+        .route("/v2/events", get(super::events::events).put(super::events::set_events))
+        .route("/v2/event_accounts", get(super::events::event_accounts))
 }
 
 /// The `Authorization` value for HTTP basic authentication: `Basic base64(username:password)`.

@@ -1,0 +1,220 @@
+//! Stream states in the Airbyte CDK's shape (contract 0.1.6, `state-shape`), so a connection
+//! moves from the CDK to Sluice and back with nothing lost and nothing read again. The host
+//! tracks progress in its own form (docs/state.md); this module translates at the edges, as the
+//! CDK 7.39's concurrent declarative engine reads and writes its states:
+//!
+//! - A DatetimeBasedCursor without a router (`ConcurrentCursor`): `{cursor_field: value}`, the
+//!   newest cursor value read in the first unbroken run of finished windows (or where the sync
+//!   started, when it read nothing), in `datetime_format` (`%s` as text). The next sync starts at
+//!   `max(value - lookback_window, start_datetime)`, the value itself read again.
+//! - With a router (`ConcurrentPerPartitionCursor`): `{"use_global_cursor": false, "states":
+//!   [{"partition": P, "cursor": {cursor_field: value}}], "state": {cursor_field: value},
+//!   "lookback_window": seconds, "parent_state": {...}}`. A partition in `states` starts at its
+//!   own value (less the manifest's lookback), a new one at the global `state` less
+//!   `lookback_window` seconds, or at `start_datetime`.
+//!
+//! The host's form comes back in `to_host` with `low_water` (where windows or new partitions
+//! start, exclusive for windows), `newest` (the bookmark) and `partitions`.
+
+use crate::datetime::{self, DateTime};
+use crate::engine::Engine;
+use crate::slicing::{self, Cursor};
+use serde_json::{Map, Value, json};
+use sluice_guest::{CursorValue, Error, Result};
+
+/// Keys only the host's own form has: such a state is not the CDK's.
+const HOST_KEYS: [&str; 6] = ["cursor_field", "low_water", "newest", "partitions", "completed", "in_progress"];
+
+/// Every incremental stream's state is the CDK's.
+pub fn shaped_streams(engine: &Engine) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for stream in engine.manifest.streams() {
+        let name = stream.get("name").and_then(Value::as_str).unwrap_or_default();
+        if engine.cursor(name)?.is_some() {
+            names.push(name.to_string());
+        }
+    }
+    Ok(names)
+}
+
+fn routed(engine: &Engine, stream: &str) -> Result<bool> {
+    Ok(!slicing::routers(&engine.stream(stream)?["retriever"]).is_empty())
+}
+
+fn cursor_of(engine: &Engine, stream: &str) -> Result<std::rc::Rc<Cursor>> {
+    engine.cursor(stream)?.ok_or_else(|| Error::system(format!("stream {stream} has no cursor")))
+}
+
+/// A CDK state as the host's form; `None` for a state in the host's own form.
+pub fn to_host(engine: &Engine, stream: &str, state: &Value) -> Result<Option<Value>> {
+    let Some(object) = state.as_object() else { return Ok(None) };
+    if HOST_KEYS.iter().any(|k| object.contains_key(*k)) {
+        return Ok(None);
+    }
+    let cursor = cursor_of(engine, stream)?;
+    let mut host = json!({"cursor_field": [cursor.field]});
+    if routed(engine, stream)? {
+        let per_partition = ["states", "state", "use_global_cursor"].iter().any(|k| object.contains_key(*k));
+        let global = match per_partition {
+            true => object.get("state").and_then(|s| s.get(&cursor.field)),
+            // A sequential `{cursor_field: value}` is the global cursor.
+            false => object.get(&cursor.field),
+        };
+        let mut partitions = Vec::new();
+        for (i, entry) in object.get("states").and_then(Value::as_array).into_iter().flatten().enumerate() {
+            let value = entry.get("cursor").and_then(|c| c.get(&cursor.field));
+            let (Some(partition), Some(value)) = (entry.get("partition"), value) else {
+                return Err(Error::config(format!(
+                    "the state of stream {stream}: states[{i}] has no partition or no {:?} cursor",
+                    cursor.field
+                )));
+            };
+            let at = read_value(&cursor, value, stream)?;
+            partitions
+                .push(json!({"partition": {"partition": partition}, "cursor": host_json(&cursor, &at, Some(value))}));
+        }
+        // With one cursor for all partitions, every partition starts from the global one.
+        if !partitions.is_empty() && !cursor.global {
+            host["partitions"] = Value::Array(partitions);
+        }
+        if let Some(value) = global {
+            let at = read_value(&cursor, value, stream)?;
+            let lookback = object.get("lookback_window").and_then(Value::as_i64).unwrap_or(0);
+            let from = at - chrono::Duration::seconds(lookback.max(0));
+            host["low_water"] = host_json(&cursor, &from, (lookback == 0).then_some(value));
+            host["newest"] = host_json(&cursor, &at, Some(value));
+        }
+        return Ok(Some(host));
+    }
+    let Some(value) = object.get(&cursor.field) else {
+        // `{}` and the CDK's finished-full-read marks save nothing; other shapes are not this one.
+        return Ok(object.keys().all(|k| k.starts_with("__ab_")).then(|| json!({})));
+    };
+    let at = read_value(&cursor, value, stream)?;
+    let start = cursor.start(engine)?;
+    let (from, bookmark) = sync_start(engine, &cursor, at, start)?;
+    // The host's windows start after `low_water`: one granularity before the first value read.
+    host["low_water"] = host_json(&cursor, &cursor.granularity.sub_from(&from), None);
+    host["newest"] = match bookmark == at {
+        true => host_json(&cursor, &at, Some(value)),
+        false => host_json(&cursor, &bookmark, None),
+    };
+    Ok(Some(host))
+}
+
+/// Where a sync starts from a saved value, and the bookmark it keeps if it reads nothing: the
+/// later of the value and `start_datetime`, less the lookback window (never before the start).
+fn sync_start(engine: &Engine, cursor: &Cursor, saved: DateTime, start: DateTime) -> Result<(DateTime, DateTime)> {
+    let bookmark = saved.max(start);
+    let from = match cursor.lookback(engine)? {
+        Some(back) => back.sub_from(&bookmark).max(start),
+        None => bookmark,
+    };
+    Ok((from, bookmark))
+}
+
+/// Where the windows of a stream without a router start, given the state the host was handed:
+/// as the CDK's `ConcurrentCursor` starts them.
+/// With the offset the saved value was written with, which the windows keep.
+pub fn windows_from(
+    engine: &Engine,
+    cursor: &Cursor,
+    state: Option<&Value>,
+    stream: &str,
+) -> Result<(DateTime, Option<chrono::FixedOffset>)> {
+    let start = cursor.start(engine)?;
+    let saved = state
+        .and_then(|s| s.get(&cursor.field))
+        .filter(|_| !state.is_some_and(|s| HOST_KEYS.iter().any(|k| s.get(*k).is_some())));
+    match saved {
+        Some(value) => {
+            let at = read_value(cursor, value, stream)?;
+            let offset = value.as_str().and_then(|t| cursor.offset_of(t)).filter(|_| at >= start);
+            Ok((sync_start(engine, cursor, at, start)?.0, offset))
+        }
+        None => Ok((start, None)),
+    }
+}
+
+/// The host's form of a stream as the CDK writes it.
+pub fn from_host(engine: &Engine, stream: &str, state: &Value) -> Result<Value> {
+    let cursor = cursor_of(engine, stream)?;
+    let field = cursor.field.clone();
+    let newest = state.get("newest").filter(|v| !v.is_null());
+    if routed(engine, stream)? {
+        let mut states = Vec::new();
+        for entry in state.get("partitions").and_then(Value::as_array).into_iter().flatten() {
+            let (Some(key), Some(value)) = (entry.get("partition"), entry.get("cursor")) else { continue };
+            let partition = key.get("partition").cloned().unwrap_or_else(|| key.clone());
+            states.push(json!({"partition": partition, "cursor": {&field: state_text(&cursor, value)?}}));
+        }
+        let mut out = Map::new();
+        out.insert("use_global_cursor".into(), Value::Bool(cursor.global));
+        if !cursor.global {
+            out.insert("states".into(), Value::Array(states));
+        }
+        if let Some(value) = newest {
+            out.insert("state".into(), json!({&field: state_text(&cursor, value)?}));
+        }
+        out.insert("lookback_window".into(), json!(0));
+        let substream = slicing::routers(&engine.stream(stream)?["retriever"])
+            .iter()
+            .any(|r| crate::engine::kind(r) == "SubstreamPartitionRouter");
+        if substream {
+            out.insert("parent_state".into(), json!({}));
+        }
+        return Ok(Value::Object(out));
+    }
+    let text = match (newest, state.get("low_water").filter(|v| !v.is_null())) {
+        (Some(value), _) => state_text(&cursor, value)?,
+        (None, Some(low_water)) => {
+            let at = cursor.granularity.add_to(&read_value(&cursor, low_water, stream)?);
+            datetime::format(&at, &cursor.format)
+        }
+        (None, None) => return Ok(json!({})),
+    };
+    Ok(json!({ field: text }))
+}
+
+/// A cursor value (a record's, the host's, or a state's) as a date-time.
+fn read_value(cursor: &Cursor, value: &Value, stream: &str) -> Result<DateTime> {
+    let text = match value {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        other => return Err(Error::config(format!("the state of stream {stream}: {other} is not a cursor value"))),
+    };
+    std::iter::once(&cursor.format)
+        .chain(cursor.record_formats.iter())
+        .find_map(|f| datetime::parse(&text, f).ok())
+        .map(Ok)
+        .unwrap_or_else(|| {
+            cursor.from_host(&CursorValue::Text(text.clone())).map_err(|e| {
+                Error::config(format!("the state of stream {stream}: the cursor value {text:?} cannot be read: {e}"))
+            })
+        })
+}
+
+/// A value as the CDK writes it in a state: in `datetime_format`, as text; a value already
+/// written in that format is kept as it is (with its own offset, as the CDK keeps it).
+fn state_text(cursor: &Cursor, value: &Value) -> Result<String> {
+    if let Value::String(s) = value
+        && datetime::parse(s, &cursor.format).is_ok()
+    {
+        return Ok(s.clone());
+    }
+    let at = read_value(cursor, value, "")?;
+    Ok(datetime::format(&at, &cursor.format))
+}
+
+/// A date-time as the host orders it, of the kind the records' cursor values are; `raw` (a
+/// state's own text) when it is text the records' kind shares, so its offset is kept.
+fn host_json(cursor: &Cursor, at: &DateTime, raw: Option<&Value>) -> Value {
+    match cursor.host_value(at) {
+        CursorValue::Integer(n) => json!(n),
+        CursorValue::Datetime(s) => json!(s),
+        CursorValue::Text(s) => match raw {
+            Some(Value::String(r)) => json!(r),
+            _ => json!(s),
+        },
+    }
+}

@@ -1,0 +1,133 @@
+//! `/v2/events`: a small data set the test sets and changes between syncs, for what the computed
+//! items cannot show: records that arrive late (written after a sync, with a cursor value
+//! before that sync's clock), cursors in epoch seconds or in date-times with offsets, and
+//! top-level `null` fields. The differential tests against the Airbyte CDK run both engines on it.
+//!
+//! Every event is a JSON object with an integer `id` and an integer `created` (epoch seconds);
+//! whatever else it carries is served as it is. Listings are in `id` order:
+//! - `GET /v2/events?since=S&until=U&account_id=A&page=P&per_page=K`: the events whose `created`
+//!   is within `[S, U]` (each bound optional; an integer of epoch seconds, or a date-time, with an
+//!   offset, `Z`, or none for UTC, `T` or a space between date and time; a bare date is its
+//!   midnight), of account `A` when given; `{"data": [...], "next_page": P + 1 | null}`.
+//! - `GET /v2/event_accounts`: `{"data": [{"id": A}, ...]}`, the accounts the events name.
+//! - `PUT /v2/events` with a JSON array: the events served from now on (as
+//!   [`DemoApi::set_events`](super::DemoApi::set_events), for a server in another process).
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use super::data::parse_rfc3339;
+use super::routes::{ApiError, ApiResult, AppState, Params};
+
+pub(super) async fn events(
+    State(shared): State<AppState>,
+    q: Result<Query<Params>, QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let Query(q) = q?;
+    let bound = |name: &str| -> ApiResult<Option<i64>> {
+        match q.get(name).map(|v| v.trim()).filter(|v| !v.is_empty()) {
+            None => Ok(None),
+            Some(v) => parse_instant(v).map(Some).ok_or_else(|| {
+                ApiError::new(StatusCode::BAD_REQUEST, &format!("{name}: not a date-time or epoch: {v:?}"))
+            }),
+        }
+    };
+    let (since, until) = (bound("since")?, bound("until")?);
+    let number =
+        |name: &str, default: u64| -> ApiResult<u64> {
+            match q.get(name) {
+                None => Ok(default),
+                Some(v) => v.parse::<u64>().ok().filter(|n| *n >= 1).ok_or_else(|| {
+                    ApiError::new(StatusCode::BAD_REQUEST, &format!("{name} must be a positive integer"))
+                }),
+            }
+        };
+    let (page, per_page) = (number("page", 1)?, number("per_page", 100)?.min(super::MAX_PAGE_SIZE));
+    let account = q.get("account_id").map(|a| a.to_string());
+    let mut matching: Vec<Value> = shared
+        .events()
+        .into_iter()
+        .filter(|e| {
+            let created = e["created"].as_i64().unwrap_or(i64::MIN);
+            since.is_none_or(|s| created >= s)
+                && until.is_none_or(|u| created <= u)
+                && account.as_deref().is_none_or(|a| plain(&e["account_id"]) == a)
+        })
+        .collect();
+    matching.sort_by_key(|e| e["id"].as_i64());
+    let skip = (page - 1).saturating_mul(per_page) as usize;
+    let data: Vec<Value> = matching.iter().skip(skip).take(per_page as usize).cloned().collect();
+    let more = matching.len() > skip.saturating_add(per_page as usize);
+    Ok(Json(json!({"data": data, "next_page": if more { json!(page + 1) } else { Value::Null }})))
+}
+
+pub(super) async fn set_events(State(shared): State<AppState>, body: axum::body::Bytes) -> ApiResult<StatusCode> {
+    let events: Vec<Value> = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("a JSON array of events is wanted: {e}")))?;
+    shared.set_events(events);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub(super) async fn event_accounts(State(shared): State<AppState>) -> Json<Value> {
+    let mut ids: Vec<Value> = Vec::new();
+    for e in shared.events() {
+        let id = e["account_id"].clone();
+        if !id.is_null() && !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    ids.sort_by_key(|v| v.as_i64());
+    Json(json!({"data": ids.into_iter().map(|id| json!({"id": id})).collect::<Vec<_>>()}))
+}
+
+fn plain(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Epoch seconds, from an integer or a date-time in the forms real clients send.
+pub fn parse_instant(text: &str) -> Option<i64> {
+    if let Ok(n) = text.parse::<i64>() {
+        return Some(n);
+    }
+    if let Ok(f) = text.parse::<f64>() {
+        return Some(f.floor() as i64);
+    }
+    let mut t = text.replacen(' ', "T", 1);
+    if t.len() == 10 {
+        t.push_str("T00:00:00Z");
+    }
+    // `+0200` as `+02:00`; no offset at all as UTC.
+    let b = t.as_bytes();
+    let n = b.len();
+    if n > 5 && matches!(b[n - 5], b'+' | b'-') && b[n - 4..].iter().all(u8::is_ascii_digit) && n - 5 >= 19 {
+        t.insert(n - 2, ':');
+    } else if !(t.ends_with('Z') || t.ends_with('z') || (n > 6 && matches!(b[n - 6], b'+' | b'-') && b[n - 3] == b':'))
+    {
+        t.push('Z');
+    }
+    parse_rfc3339(&t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_instant;
+
+    #[test]
+    fn instants_in_the_forms_clients_send() {
+        let t = 1_741_869_050; // 2025-03-13T12:30:50Z
+        assert_eq!(parse_instant("1741869050"), Some(t));
+        assert_eq!(parse_instant("2025-03-13T12:30:50Z"), Some(t));
+        assert_eq!(parse_instant("2025-03-13T14:30:50+02:00"), Some(t));
+        assert_eq!(parse_instant("2025-03-13T14:30:50.868000+0200"), Some(t));
+        assert_eq!(parse_instant("2025-03-13 12:30:50"), Some(t));
+        assert_eq!(parse_instant("2025-03-13 12:30:50+00:00"), Some(t));
+        assert_eq!(parse_instant("2025-03-13"), Some(t - 12 * 3600 - 30 * 60 - 50));
+        assert_eq!(parse_instant("yesterday"), None);
+    }
+}
