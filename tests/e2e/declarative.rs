@@ -466,8 +466,11 @@ fn date_windows_are_host_partitions_checkpointed_one_by_one() {
     assert!(run.success(), "{}", run.explain());
     assert_eq!(
         sorted(run.ids("windowed_items")),
-        (241..=290).collect::<Vec<_>>(),
-        "ids 201-240 fall in finished windows"
+        // Late records after the newest one read (201-240, in windows that had ended) are read
+        // now, as the CDK reads them; 260 sits exactly on a window start, which this API's
+        // exclusive `updated_after` leaves out (it does for the CDK too).
+        (201..=290).filter(|id| *id != 260).collect::<Vec<_>>(),
+        "every record after the bookmark"
     );
 }
 
