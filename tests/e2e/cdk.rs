@@ -283,3 +283,49 @@ fn a_substream_cursor_per_partition_moves_between_the_engines() {
         waves(base, 3),
     );
 }
+
+/// The connection status one engine's `check` wrote: succeeded, and the message.
+fn check_status(messages: &[Value]) -> (bool, String) {
+    let status = messages
+        .iter()
+        .find(|m| m["type"] == "CONNECTION_STATUS")
+        .unwrap_or_else(|| panic!("no CONNECTION_STATUS in {messages:?}"));
+    let status = &status["connectionStatus"];
+    (status["status"] == "SUCCEEDED", status["message"].as_str().unwrap_or_default().to_string())
+}
+
+/// The CDK checks a config against the spec's `pattern` but treats `format` as an annotation
+/// (a spec with `format: date` and a dd-mm-yyyy pattern takes dd-mm-yyyy); Sluice agrees on
+/// both, and still names the field and the rule when the config breaks one.
+#[test]
+fn config_formats_are_annotations_as_in_the_cdk() {
+    let api = demo_api(DemoApiConfig::default());
+    let files = Files::new();
+    for (start, valid) in [("02-12-2026", true), ("2026-12-02", false)] {
+        let config = files.json("config.json", &json!({"base_url": api.base_url(), "start_date": start}));
+        let output = Command::new(cdk_runner())
+            .args(["check", "--config"])
+            .arg(&config)
+            .arg("--manifest-path")
+            .arg(manifest("cdk/formats.yaml"))
+            .env("DO_NOT_TRACK", "1")
+            .output()
+            .expect("run the CDK");
+        let (cdk_ok, cdk_message) = check_status(&parse_lines(&output.stdout));
+        let run = host(&["check"])
+            .arg(manifest("cdk/formats.yaml"))
+            .arg("--config")
+            .arg(&config)
+            .arg("--allow-host")
+            .arg(grant(&api))
+            .run();
+        let (our_ok, our_message) = check_status(&run.messages);
+        assert_eq!((cdk_ok, our_ok), (valid, valid), "{start}: the CDK said {cdk_message:?}, Sluice {our_message:?}");
+        if !valid {
+            assert!(
+                our_message.contains("field start_date") && our_message.contains("does not match"),
+                "{our_message}"
+            );
+        }
+    }
+}

@@ -85,10 +85,14 @@ fn the_config_is_checked_against_the_spec_first() {
     let status = &check.of_type("CONNECTION_STATUS")[0]["connectionStatus"];
     assert_eq!(status["status"], "FAILED");
     assert!(status["message"].as_str().unwrap().contains("field page_size"), "{status}");
-    let url = files.json("url.json", &json!({"base_url": "not a url"}));
-    let check = host(&["check", "--config"]).arg(&url).arg(plugin("demo-source")).run();
+    // A bound the schema asserts (`format` is an annotation, as in the CDK).
+    let zero = files.json("zero.json", &json!({"base_url": api.base_url(), "page_size": 0}));
+    let check = host(&["check", "--config"]).arg(&zero).arg(plugin("demo-source")).run();
     let status = &check.of_type("CONNECTION_STATUS")[0]["connectionStatus"];
-    assert!(status["message"].as_str().unwrap().contains("field base_url"), "{status}");
+    assert!(
+        status["message"].as_str().unwrap().contains("field page_size: 0 is less than the minimum of 1"),
+        "{status}"
+    );
     assert_eq!(api.stats().requests, 0, "nothing reached the API");
 }
 

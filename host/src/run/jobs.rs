@@ -14,7 +14,7 @@
 //! - on SIGINT/SIGTERM ([`Orchestrator::abort_all`]) every job in flight is aborted; a saved job
 //!   whose partition a resumed run does not read is aborted too ([`Orchestrator::discard`]).
 
-use crate::bindings::{JobStatus, Partition};
+use crate::bindings::{self, JobStatus, Partition};
 use crate::data::protocol::{Output, OutputClosed};
 use crate::guest::connector::{CallError, Connector, Instance};
 use crate::run::read::emit_logs;
@@ -109,24 +109,17 @@ enum Attempt {
 }
 
 impl Orchestrator {
-    /// The run's orchestrator, when the plugin reads any stream through jobs.
-    pub async fn for_run(
+    /// The run's orchestrator, when the plugin reads any stream through jobs (`settings`: what
+    /// the connector answered, see [`crate::run::asked`]).
+    pub fn for_run(
         connector: Arc<Connector>,
         out: Output,
         options: JobOptions,
-    ) -> Result<Option<Arc<Orchestrator>>, CallError> {
-        if connector.plugin.jobs.is_none() {
-            return Ok(None);
-        }
-        let mut instance = connector.instance().await?;
-        let settings = instance.job_settings(&connector.config).await;
-        let _ = emit_logs(&out, instance.take_logs()).await;
-        let Some(settings) = settings? else { return Ok(None) };
-        if settings.streams.is_empty() {
-            return Ok(None);
-        }
+        settings: Option<bindings::JobSettings>,
+    ) -> Option<Arc<Orchestrator>> {
+        let settings = settings.filter(|s| !s.streams.is_empty())?;
         let max_jobs = options.max_jobs.unwrap_or(settings.max_jobs as usize).max(1);
-        Ok(Some(Arc::new(Orchestrator {
+        Some(Arc::new(Orchestrator {
             connector,
             out,
             options,
@@ -136,7 +129,7 @@ impl Orchestrator {
             active: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
             creating: RwLock::new(false),
-        })))
+        }))
     }
 
     pub fn reads_through_jobs(&self, stream: &str) -> bool {

@@ -1,10 +1,11 @@
 //! A run, from request to report: the [`RunRequest`] and the one pipeline that executes it for
 //! the CLI and the [`Runtime`] alike ([`pipeline`]); its steps ([`session`]: load, open,
-//! discover, select, read); the scheduler of partitions ([`schedule`]) and the pagination loop
+//! discover, select, read); what the connector says of its streams before a read ([`asked`]); the scheduler of partitions ([`schedule`]) and the pagination loop
 //! ([`read`]), resuming inside partitions ([`resume`]), pages read in steps ([`steps`]) and states in a
 //! connector's shape ([`shape`]); the
 //! report-job orchestrator ([`jobs`]); the operator's [`policy`]; progress and the stop handle.
 
+pub mod asked;
 pub mod jobs;
 pub mod pipeline;
 pub mod policy;

@@ -9,13 +9,15 @@ use crate::data::protocol::{FailureType, Format, Output, OutputClosed, StreamSta
 use crate::data::state::{self, Resume, StreamCursor};
 use crate::guest::connector::{CallError, Connector};
 use crate::guest::limits::Limits;
+use crate::run::asked;
 use crate::run::jobs::{JobEvent, JobOptions, Orchestrator};
 use crate::run::progress::Progress;
 use crate::run::read::{self, Listed, PartitionDone, SelectedStream, StreamSummary};
 use crate::run::resume::{self, Checkpoint, Resumption};
-use crate::run::shape;
+use crate::run::shape::Shaper;
 use crate::run::stop::Stop;
 use serde_json::Value;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tokio::sync::{Semaphore, mpsc};
@@ -50,9 +52,9 @@ pub struct Shared {
     /// The run's job orchestrator, when the plugin reads streams through report jobs.
     jobs: Option<Arc<Orchestrator>>,
     /// Streams whose page tokens stay valid across runs: checkpointed inside partitions.
-    resumable: Arc<std::collections::HashSet<String>>,
-    /// Streams whose state the connector shapes ([`shape`]).
-    shaped: Arc<std::collections::HashSet<String>>,
+    resumable: Arc<HashSet<String>>,
+    /// Shapes the states of the streams whose state the connector shapes ([`crate::run::shape`]).
+    shaper: Arc<Shaper>,
 }
 
 /// Reads every selected stream to the end, or as far as it can. Only a closed output stops early.
@@ -65,19 +67,32 @@ pub async fn read_streams(
     streams: Vec<SelectedStream>,
     stop: &Stop,
 ) -> Result<Vec<StreamSummary>, OutputClosed> {
-    let jobs = match Orchestrator::for_run(connector.clone(), out.clone(), concurrency.jobs).await {
-        Ok(jobs) => jobs,
+    let answers = asked::ask(&connector, &out).await?;
+    let jobs = match answers.jobs {
+        Ok(settings) => Orchestrator::for_run(connector.clone(), out.clone(), concurrency.jobs, settings),
         Err(e) => {
             let message = format!("the connector cannot say which streams it reads through jobs: {}", e.message());
             out.error(&message, e.failure_type(), None).await?;
             None
         }
     };
-    let resumable = resumable_streams(&connector, &out).await?;
-    let shaped = shape::shaped_streams(&connector, &out).await?;
+    let unless = async |answer: Result<HashSet<String>, CallError>, instead: &str, what: &str| match answer {
+        Ok(streams) => Ok(streams),
+        Err(e) => {
+            let message = format!("the connector cannot say {what} ({}): {instead}", e.message());
+            out.log("WARN", &message).await.map(|_| HashSet::new())
+        }
+    };
+    let resumable =
+        unless(answers.resumable, "partitions resume from their start", "which streams resume inside a partition")
+            .await?;
+    let shaped =
+        unless(answers.shaped, "states are written in Sluice's form", "which streams' states it shapes").await?;
+    let stepped = unless(answers.stepped, "pages are read whole", "which streams it reads in steps").await?;
+    let _ = connector.stepped.set(stepped);
     let shared = Shared {
         resumable: Arc::new(resumable),
-        shaped: Arc::new(shaped),
+        shaper: Arc::new(Shaper::new(shaped, answers.instance)),
         connector,
         out,
         limits: Arc::new(limits),
@@ -123,26 +138,6 @@ pub async fn read_streams(
     }
     summaries.sort_by_key(|(i, _)| *i);
     Ok(summaries.into_iter().map(|(_, s)| s).collect())
-}
-
-/// The streams the connector can resume inside a partition (none before contract 0.1.2, or
-/// when it cannot say: a warning, and partitions resume at their boundaries as before).
-async fn resumable_streams(
-    connector: &Connector,
-    out: &Output,
-) -> Result<std::collections::HashSet<String>, OutputClosed> {
-    if connector.plugin.resume.is_none() {
-        return Ok(Default::default());
-    }
-    let ask =
-        async |instance: &mut crate::guest::connector::Instance| instance.resumable_streams(&connector.config).await;
-    let warning = |e: &CallError| {
-        format!(
-            "the connector cannot say which streams resume inside a partition ({}): partitions resume from their start",
-            e.message()
-        )
-    };
-    read::ask_streams(connector, Some(out), ask, warning).await
 }
 
 /// `(start, end]` of a bounded partition: a cursor range with an end.
@@ -217,9 +212,9 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
     out.status(&name, StreamStatus::Started).await?;
 
     // The saved state in the host's form (the connector reads a state in its own shape).
-    let shaped = selected.cursor_field.is_some() && shared.shaped.contains(&name);
+    let shaped = selected.cursor_field.is_some() && shared.shaper.shapes(&name);
     let saved = match shaped {
-        true => match shape::to_host(&shared.connector, &name, selected.saved_state.as_ref()).await {
+        true => match shared.shaper.host_form(&shared.connector, &name, selected.saved_state.as_ref()).await {
             Ok(saved) => saved,
             Err(e) => {
                 summary.failed = true;
@@ -580,7 +575,7 @@ impl StreamRead {
             return Ok(());
         }
         let written = match self.shaped {
-            true => match shape::from_host(&self.shared.connector, &self.name, &state).await {
+            true => match self.shared.shaper.shaped(&self.shared.connector, &self.name, &state).await {
                 Ok(shaped) => shaped,
                 Err(e) => {
                     // Written in the host's form: Sluice resumes from it, nothing is lost.

@@ -10,11 +10,10 @@
 //! state the CDK moved on (and which carries the key along, as the CDK keeps unknown keys) is
 //! read from its shape, never from stale resume data.
 
-use crate::data::protocol::{Output, OutputClosed};
 use crate::guest::connector::{CallError, Connector, Instance};
-use crate::run::read;
 use serde_json::{Map, Value, json};
 use std::collections::HashSet;
+use tokio::sync::Mutex;
 
 /// Where the host's own form of a shaped state travels while a sync is under way.
 pub const RESUME_KEY: &str = "__sluice";
@@ -22,70 +21,106 @@ pub const RESUME_KEY: &str = "__sluice";
 /// Keys of the host's form that only resuming inside a sync needs.
 const RESUME_ONLY: [&str; 4] = ["completed", "in_progress", "jobs", "done"];
 
-/// The streams whose state the connector shapes (none before contract 0.1.6, or when it cannot
-/// say: a warning, and the host's own form is written).
-pub async fn shaped_streams(connector: &Connector, out: &Output) -> Result<HashSet<String>, OutputClosed> {
-    if connector.plugin.shape.is_none() {
-        return Ok(HashSet::new());
-    }
-    let ask = async |instance: &mut Instance| instance.shaped_streams(&connector.config).await;
-    let warning = |e: &CallError| {
-        format!(
-            "the connector cannot say which streams' states it shapes ({}): states are written in Sluice's form",
-            e.message()
-        )
-    };
-    read::ask_streams(connector, Some(out), ask, warning).await
+/// The run's shaping of states: the streams the connector shapes, and one instance kept for the
+/// shaping calls (each is short, and a STATE is written often: an instantiation each would cost
+/// more than the call). Shaping is a function of the call's arguments; the instance reads no
+/// partition, so keeping it shares nothing between partitions.
+pub struct Shaper {
+    streams: HashSet<String>,
+    kept: Mutex<Option<Instance>>,
 }
 
-/// A saved state of a shaped stream in the host's form: the resume data beside it when it
-/// belongs to this very shape, else the connector's reading of the shape, else (a state the
-/// connector does not know, such as one Sluice wrote before the stream was shaped) as it is.
-pub async fn to_host(connector: &Connector, stream: &str, saved: Option<&Value>) -> Result<Option<Value>, String> {
-    let Some(saved) = saved.filter(|s| s.is_object()) else { return Ok(saved.cloned()) };
-    let (shaped, resume) = split(saved);
-    if let Some(resume) = resume
-        && resume.get("for").and_then(Value::as_str) == Some(&fingerprint(&shaped))
-        && let Some(state) = resume.get("state").filter(|s| s.is_object())
-    {
-        return Ok(Some(state.clone()));
+impl Shaper {
+    /// `instance`: one to begin with, kept only when there is a stream to shape.
+    pub fn new(streams: HashSet<String>, instance: Option<Instance>) -> Self {
+        let instance = instance.filter(|_| !streams.is_empty());
+        Shaper { streams, kept: Mutex::new(instance) }
     }
-    let mut instance = connector.instance().await.map_err(|e| e.message())?;
-    let answer = instance.state_to_host(&connector.config, stream, &shaped.to_string()).await;
-    match answer
-        .map_err(|e| format!("the connector cannot read the saved state of stream {stream}: {}", e.message()))?
-    {
-        None => Ok(Some(shaped)),
-        Some(text) => match serde_json::from_str::<Value>(&text) {
-            Ok(state @ Value::Object(_)) => Ok(Some(state)),
-            _ => Err(format!(
-                "the connector read the saved state of stream {stream} as something that is not a JSON object"
-            )),
-        },
-    }
-}
 
-/// The host's state of a shaped stream in the connector's shape, with the host's form beside it
-/// while it holds what only resuming needs.
-pub async fn from_host(connector: &Connector, stream: &str, state: &Value) -> Result<Value, String> {
-    let mut instance = connector.instance().await.map_err(|e| e.message())?;
-    let answer = instance.state_from_host(&connector.config, stream, &state.to_string()).await;
-    let text =
-        answer.map_err(|e| format!("the connector cannot shape the state of stream {stream}: {}", e.message()))?;
-    let mut shaped = match serde_json::from_str::<Value>(&text) {
-        Ok(Value::Object(shaped)) => shaped,
-        _ => {
-            return Err(format!(
-                "the connector shaped the state of stream {stream} as something that is not a JSON object"
-            ));
+    pub fn shapes(&self, stream: &str) -> bool {
+        self.streams.contains(stream)
+    }
+
+    /// One call on the kept instance (a fresh one when none is kept, or after a call failed:
+    /// a trap leaves an instance unusable).
+    async fn call<T>(
+        &self,
+        connector: &Connector,
+        call: impl AsyncFnOnce(&mut Instance) -> Result<T, CallError>,
+    ) -> Result<T, CallError> {
+        let mut kept = self.kept.lock().await;
+        let mut instance = match kept.take() {
+            Some(instance) => instance,
+            None => connector.instance().await?,
+        };
+        let answer = call(&mut instance).await;
+        // What it logs while shaping is not kept: nothing reads it, and a kept instance would
+        // gather it for the whole run.
+        drop(instance.take_logs());
+        if answer.is_ok() {
+            *kept = Some(instance);
         }
-    };
-    shaped.remove(RESUME_KEY);
-    if RESUME_ONLY.iter().any(|k| state.get(k).is_some()) {
-        let print = fingerprint(&Value::Object(shaped.clone()));
-        shaped.insert(RESUME_KEY.into(), json!({"for": print, "state": state}));
+        answer
     }
-    Ok(Value::Object(shaped))
+
+    /// A saved state of a shaped stream in the host's form: the resume data beside it when it
+    /// belongs to this very shape, else the connector's reading of the shape, else (a state the
+    /// connector does not know, such as one Sluice wrote before the stream was shaped) as it is.
+    pub async fn host_form(
+        &self,
+        connector: &Connector,
+        stream: &str,
+        saved: Option<&Value>,
+    ) -> Result<Option<Value>, String> {
+        let Some(saved) = saved.filter(|s| s.is_object()) else { return Ok(saved.cloned()) };
+        let (shaped, resume) = split(saved);
+        if let Some(resume) = resume
+            && resume.get("for").and_then(Value::as_str) == Some(&fingerprint(&shaped))
+            && let Some(state) = resume.get("state").filter(|s| s.is_object())
+        {
+            return Ok(Some(state.clone()));
+        }
+        let (stream, text) = (stream.to_string(), shaped.to_string());
+        let answer =
+            self.call(connector, async |i: &mut Instance| i.state_to_host(&connector.config, &stream, &text).await);
+        match answer
+            .await
+            .map_err(|e| format!("the connector cannot read the saved state of stream {stream}: {}", e.message()))?
+        {
+            None => Ok(Some(shaped)),
+            Some(text) => match serde_json::from_str::<Value>(&text) {
+                Ok(state @ Value::Object(_)) => Ok(Some(state)),
+                _ => Err(format!(
+                    "the connector read the saved state of stream {stream} as something that is not a JSON object"
+                )),
+            },
+        }
+    }
+
+    /// The host's state of a shaped stream in the connector's shape, with the host's form beside
+    /// it while it holds what only resuming needs.
+    pub async fn shaped(&self, connector: &Connector, stream: &str, state: &Value) -> Result<Value, String> {
+        let (stream, text) = (stream.to_string(), state.to_string());
+        let answer =
+            self.call(connector, async |i: &mut Instance| i.state_from_host(&connector.config, &stream, &text).await);
+        let text = answer
+            .await
+            .map_err(|e| format!("the connector cannot shape the state of stream {stream}: {}", e.message()))?;
+        let mut shaped = match serde_json::from_str::<Value>(&text) {
+            Ok(Value::Object(shaped)) => shaped,
+            _ => {
+                return Err(format!(
+                    "the connector shaped the state of stream {stream} as something that is not a JSON object"
+                ));
+            }
+        };
+        shaped.remove(RESUME_KEY);
+        if RESUME_ONLY.iter().any(|k| state.get(k).is_some()) {
+            let print = fingerprint(&Value::Object(shaped.clone()));
+            shaped.insert(RESUME_KEY.into(), json!({"for": print, "state": state}));
+        }
+        Ok(Value::Object(shaped))
+    }
 }
 
 /// A shaped state without the resume data, and the resume data.

@@ -31,7 +31,7 @@ pub(super) async fn events(
         match q.get(name).map(|v| v.trim()).filter(|v| !v.is_empty()) {
             None => Ok(None),
             Some(v) => parse_instant(v).map(Some).ok_or_else(|| {
-                ApiError::new(StatusCode::BAD_REQUEST, &format!("{name}: not a date-time or epoch: {v:?}"))
+                ApiError::new(StatusCode::BAD_REQUEST, format!("{name}: not a date-time or epoch: {v:?}"))
             }),
         }
     };
@@ -41,7 +41,7 @@ pub(super) async fn events(
             match q.get(name) {
                 None => Ok(default),
                 Some(v) => v.parse::<u64>().ok().filter(|n| *n >= 1).ok_or_else(|| {
-                    ApiError::new(StatusCode::BAD_REQUEST, &format!("{name} must be a positive integer"))
+                    ApiError::new(StatusCode::BAD_REQUEST, format!("{name} must be a positive integer"))
                 }),
             }
         };

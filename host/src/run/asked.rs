@@ -1,0 +1,75 @@
+//! What a connector says of its streams before a read: which go through report jobs, which
+//! resume inside a partition, whose states it shapes, which it reads in steps. Each is one
+//! short call; they are asked once per run, one after the other on one instance (a fresh one
+//! only after a call failed, as a trap leaves an instance unusable), so a run pays one
+//! instantiation for them, not four.
+
+use crate::bindings::JobSettings;
+use crate::data::protocol::{Output, OutputClosed};
+use crate::guest::connector::{CallError, Connector, Instance};
+use crate::run::read::emit_logs;
+use std::collections::HashSet;
+
+/// The answers, each as the call gave it.
+pub struct Answers {
+    pub jobs: Result<Option<JobSettings>, CallError>,
+    pub resumable: Result<HashSet<String>, CallError>,
+    pub shaped: Result<HashSet<String>, CallError>,
+    pub stepped: Result<HashSet<String>, CallError>,
+    /// The instance that answered, when the last call left it usable (the run may shape states
+    /// with it).
+    pub instance: Option<Instance>,
+}
+
+/// One instance asked one question after another.
+struct Asking<'c> {
+    connector: &'c Connector,
+    out: &'c Output,
+    kept: Option<Instance>,
+}
+
+impl Asking<'_> {
+    async fn ask<T>(
+        &mut self,
+        call: impl AsyncFnOnce(&mut Instance, &String) -> Result<T, CallError>,
+    ) -> Result<Result<T, CallError>, OutputClosed> {
+        let mut instance = match self.kept.take() {
+            Some(instance) => instance,
+            None => match self.connector.instance().await {
+                Ok(instance) => instance,
+                Err(e) => return Ok(Err(e)),
+            },
+        };
+        let answer = call(&mut instance, &self.connector.config).await;
+        emit_logs(self.out, instance.take_logs()).await?;
+        if answer.is_ok() {
+            self.kept = Some(instance);
+        }
+        Ok(answer)
+    }
+}
+
+/// Asks the questions the plugin's exports allow (a plugin built for an older contract has no
+/// answer to give, which is the empty one), and records the stepped streams on the connector.
+pub async fn ask(connector: &Connector, out: &Output) -> Result<Answers, OutputClosed> {
+    let plugin = &connector.plugin;
+    let mut asking = Asking { connector, out, kept: None };
+    let set = |streams: Vec<String>| streams.into_iter().collect::<HashSet<String>>();
+    let jobs = match plugin.jobs.is_some() {
+        true => asking.ask(async |i: &mut Instance, config: &String| i.job_settings(config).await).await?,
+        false => Ok(None),
+    };
+    let resumable = match plugin.resume.is_some() {
+        true => asking.ask(async |i: &mut Instance, config: &String| i.resumable_streams(config).await).await?.map(set),
+        false => Ok(HashSet::new()),
+    };
+    let shaped = match plugin.shape.is_some() {
+        true => asking.ask(async |i: &mut Instance, config: &String| i.shaped_streams(config).await).await?.map(set),
+        false => Ok(HashSet::new()),
+    };
+    let stepped = match plugin.stepped.is_some() && connector.stepped.get().is_none() {
+        true => asking.ask(async |i: &mut Instance, config: &String| i.stepped_streams(config).await).await?.map(set),
+        false => Ok(connector.stepped.get().cloned().unwrap_or_default()),
+    };
+    Ok(Answers { jobs, resumable, shaped, stepped, instance: asking.kept })
+}
