@@ -318,6 +318,10 @@ pub(crate) fn engine_config(wasm_stack_bytes: usize) -> wasmtime::Config {
     config.async_stack_size(wasm_stack_bytes + (3 << 19));
     // CPU budgets: the epoch advances on a ticker thread; guests check it cheaply.
     config.epoch_interruption(true);
+    // For profiling a run with `perf record` (docs/architecture.md): names for the guests' code.
+    if std::env::var_os("SLUICE_PERF_MAP").is_some() {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     config
 }
 

@@ -82,7 +82,7 @@ pub fn credentials(engine: &Engine, auth: Option<&Value>, path: &str) -> Result<
             }
         }
         "SelectiveAuthenticator" => {
-            let mut selected = &engine.config;
+            let mut selected = engine.config.value();
             for key in auth.get("authenticator_selection_path").and_then(Value::as_array).into_iter().flatten() {
                 selected = selected.get(key.as_str().unwrap_or_default()).unwrap_or(&Value::Null);
             }

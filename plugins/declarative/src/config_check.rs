@@ -7,20 +7,53 @@
 use serde_json::Value;
 
 pub fn check(schema: &Value, config: &Value) -> Result<(), String> {
-    walk(schema, config, "")
+    walk(schema, config, &At::Root)
 }
 
-fn walk(schema: &Value, value: &Value, at: &str) -> Result<(), String> {
+/// Where in the config a value is, written out only for an error: a config of long lists is
+/// checked in every instance, and formatting each element's path cost more than the check.
+enum At<'a> {
+    Root,
+    Key(&'a At<'a>, &'a str),
+    Index(&'a At<'a>, usize),
+}
+
+impl At<'_> {
+    fn is_root(&self) -> bool {
+        matches!(self, At::Root)
+    }
+
+    fn path(&self) -> String {
+        match self {
+            At::Root => String::new(),
+            At::Key(At::Root, key) => key.to_string(),
+            At::Key(parent, key) => format!("{}.{key}", parent.path()),
+            At::Index(parent, i) => format!("{}[{i}]", parent.path()),
+        }
+    }
+}
+
+fn walk(schema: &Value, value: &Value, at: &At) -> Result<(), String> {
     let Some(schema) = schema.as_object() else { return Ok(()) };
-    let name = || if at.is_empty() { "the config".to_string() } else { format!("{at:?}") };
+    let name = || if at.is_root() { "the config".to_string() } else { format!("{:?}", at.path()) };
     if let Some(types) = schema.get("type") {
-        let allowed: Vec<&str> = match types {
-            Value::String(t) => vec![t.as_str()],
-            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
-            _ => Vec::new(),
+        let fits = match types {
+            Value::String(t) => is_type(value, t),
+            Value::Array(ts) => {
+                let mut named = false;
+                ts.iter().filter_map(Value::as_str).any(|t| {
+                    named = true;
+                    is_type(value, t)
+                }) || !named
+            }
+            _ => true,
         };
-        if !allowed.is_empty() && !allowed.iter().any(|t| is_type(value, t)) {
-            return Err(format!("{} must be {}, not {}", name(), allowed.join(" or "), describe(value)));
+        if !fits {
+            let named: Vec<&str> = match types {
+                Value::String(t) => vec![t.as_str()],
+                _ => types.as_array().into_iter().flatten().filter_map(Value::as_str).collect(),
+            };
+            return Err(format!("{} must be {}, not {}", name(), named.join(" or "), describe(value)));
         }
     }
     if let Some(Value::Array(options)) = schema.get("enum")
@@ -38,28 +71,24 @@ fn walk(schema: &Value, value: &Value, at: &str) -> Result<(), String> {
             if !map.contains_key(field) {
                 return Err(format!(
                     "{field:?} is required{}",
-                    if at.is_empty() { String::new() } else { format!(" in {at:?}") }
+                    if at.is_root() { String::new() } else { format!(" in {:?}", at.path()) }
                 ));
             }
         }
         if let Some(Value::Object(properties)) = schema.get("properties") {
             for (k, sub) in properties {
                 if let Some(v) = map.get(k) {
-                    walk(sub, v, &join(at, k))?;
+                    walk(sub, v, &At::Key(at, k))?;
                 }
             }
         }
     }
     if let (Value::Array(items), Some(item_schema)) = (value, schema.get("items")) {
         for (i, v) in items.iter().enumerate() {
-            walk(item_schema, v, &format!("{at}[{i}]"))?;
+            walk(item_schema, v, &At::Index(at, i))?;
         }
     }
     Ok(())
-}
-
-fn join(at: &str, key: &str) -> String {
-    if at.is_empty() { key.to_string() } else { format!("{at}.{key}") }
 }
 
 fn is_type(value: &Value, t: &str) -> bool {

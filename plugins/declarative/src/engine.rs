@@ -2,6 +2,7 @@
 //! built once per instance (the host runs a partition in one instance) and kept while the config
 //! text stays the same, so a manifest is parsed once, not once per page.
 
+use crate::config::Config;
 use crate::interpolation::Interpolator;
 use crate::manifest::Manifest;
 use serde_json::{Map, Value, json};
@@ -16,7 +17,7 @@ pub const MANIFEST_KEY: &str = "__injected_declarative_manifest";
 pub struct Engine {
     pub manifest: Manifest,
     /// The operator's config, without the manifest (it is the `config` of every template).
-    pub config: Value,
+    pub config: Config,
     pub interp: Interpolator,
     /// Tokens authenticators obtained (OAuth, session logins), by the authenticator's place in
     /// the manifest, with when they expire (Unix seconds).
@@ -37,14 +38,27 @@ thread_local! {
 
 /// The engine for this config text: the cached one when the text is unchanged.
 pub fn for_config(text: &str) -> Result<Rc<Engine>> {
+    load(text, true)
+}
+
+/// The engine for a call inside a read (a page, a job, a state to shape): the config is not
+/// checked against the spec again. The host checked it before the run's first call, and the
+/// listing's instance did too; checking it in every partition's instance cost more than reading
+/// a one-record partition when the config holds long lists.
+pub fn for_read(text: &str) -> Result<Rc<Engine>> {
+    load(text, false)
+}
+
+fn load(text: &str, check_config: bool) -> Result<Rc<Engine>> {
     // Compared, not hashed: a few kilobytes compare faster than they hash.
     if let Some(engine) =
         CURRENT.with(|c| c.borrow().as_ref().filter(|(seen, _)| same_text(seen, text)).map(|(_, e)| e.clone()))
     {
         return Ok(engine);
     }
-    let mut config: Value = serde_json::from_str(text).map_err(|e| Error::config(format!("invalid config: {e}")))?;
-    let manifest = match config.as_object_mut().and_then(|c| c.remove(MANIFEST_KEY)) {
+    let (config, manifest) =
+        Config::parse(text, MANIFEST_KEY).map_err(|e| Error::config(format!("invalid config: {e}")))?;
+    let manifest = match manifest {
         Some(Value::Object(m)) => Value::Object(m),
         Some(_) => return Err(Error::config(format!("{MANIFEST_KEY} must be an object (the manifest)"))),
         None => {
@@ -56,13 +70,14 @@ pub fn for_config(text: &str) -> Result<Rc<Engine>> {
     };
     let manifest = Manifest::load(&manifest).map_err(|e| Error::config(format!("the manifest: {e}")))?;
     // As source-declarative-manifest does before any command: the config against the spec.
-    if let Some(spec) = manifest.root.get("spec").and_then(|s| s.get("connection_specification")) {
-        crate::config_check::check(spec, &config).map_err(|e| Error::config(format!("the config: {e}")))?;
+    if check_config && let Some(spec) = manifest.root.get("spec").and_then(|s| s.get("connection_specification")) {
+        crate::config_check::check(spec, config.value()).map_err(|e| Error::config(format!("the config: {e}")))?;
     }
+    let interp = Interpolator::with_config(&config);
     let engine = Rc::new(Engine {
         manifest,
         config,
-        interp: Interpolator::new(),
+        interp,
         tokens: RefCell::default(),
         cursors: RefCell::default(),
         constant: RefCell::default(),
@@ -144,8 +159,8 @@ impl Engine {
     /// The template context for a component: its `$parameters`, the config, the slice, and
     /// whatever else the caller adds (`response`, `record`...).
     pub fn context(&self, component: &Value, scope: &Scope, more: Vec<(&str, Value)>) -> Value {
+        // `config` is the interpolator's own, converted once.
         let mut ctx = Map::new();
-        ctx.insert("config".into(), self.config.clone());
         ctx.insert("parameters".into(), component.get("$parameters").cloned().unwrap_or_else(|| json!({})));
         // `stream_partition` and `stream_interval` are the whole slice, as in the CDK (the
         // interpolator aliases them).

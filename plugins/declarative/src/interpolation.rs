@@ -45,6 +45,8 @@ pub const REQUEST_VALUE_TYPES: &[PyType] = &[PyType::Str, PyType::List];
 pub struct Interpolator {
     env: Environment<'static>,
     cache: RefCell<HashMap<String, Rc<Compiled>>>,
+    /// `config` for templates whose context has none, converted once (see [`Interpolator::with_config`]).
+    config: Option<Jv>,
 }
 
 impl Default for Interpolator {
@@ -55,7 +57,13 @@ impl Default for Interpolator {
 
 impl Interpolator {
     pub fn new() -> Self {
-        Interpolator { env: make_env(), cache: RefCell::default() }
+        Interpolator { env: make_env(), cache: RefCell::default(), config: None }
+    }
+
+    /// An interpolator whose templates see `config` without it being in each context: each
+    /// field converted once, when a template first names it (a config may hold long lists).
+    pub fn with_config(config: &crate::config::Config) -> Self {
+        Interpolator { config: Some(config.template_value(json_to_jv)), ..Self::new() }
     }
 
     /// Renders `template` to text, as Jinja2 does (values printed as Python's `str()`; an undefined
@@ -179,7 +187,7 @@ impl Interpolator {
             Compiled::Invalid(e) => return Err(Failure::Other(e.clone())),
             Compiled::Jinja { instructions, vars } => (instructions, vars),
         };
-        let root = build_root(vars, context)?;
+        let root = build_root(vars, context, self.config.as_ref())?;
         let mut out = String::with_capacity(template.len() + 32);
         let blocks = BTreeMap::new();
         let vm = Vm::new(&self.env);
@@ -402,9 +410,10 @@ fn syntax_message(e: &Error) -> String {
     m
 }
 
-/// The render context: the variables the template names, converted from JSON. The CDK refuses
-/// a template naming a variable its context lacks.
-fn build_root(vars: &[String], context: &Value) -> Result<Jv, Failure> {
+/// The render context: the variables the template names, converted from JSON (`config`, when
+/// the context has none, is the interpolator's). The CDK refuses a template naming a variable its
+/// context lacks.
+fn build_root(vars: &[String], context: &Value, config: Option<&Jv>) -> Result<Jv, Failure> {
     let empty = Map::new();
     let ctx = match context {
         Value::Object(m) => m,
@@ -417,11 +426,19 @@ fn build_root(vars: &[String], context: &Value) -> Result<Jv, Failure> {
             _ => None,
         })
     };
-    let missing: Vec<&str> = vars.iter().map(String::as_str).filter(|v| lookup(v).is_none()).collect();
+    let kept = |name: &str| config.filter(|_| name == "config" && !ctx.contains_key("config"));
+    let missing: Vec<&str> =
+        vars.iter().map(String::as_str).filter(|v| lookup(v).is_none() && kept(v).is_none()).collect();
     if !missing.is_empty() {
         return Err(Failure::Other(format!("Jinja macro has undeclared variables: {}", missing.join(", "))));
     }
-    Ok(Jv::from_iter(vars.iter().map(|v| (v.as_str(), json_to_jv(lookup(v).unwrap())))))
+    Ok(Jv::from_iter(vars.iter().map(|v| {
+        let value = match kept(v) {
+            Some(config) => config.clone(),
+            None => json_to_jv(lookup(v).expect("checked above")),
+        };
+        (v.as_str(), value)
+    })))
 }
 
 fn json_to_jv(v: &Value) -> Jv {

@@ -8,6 +8,7 @@
 //! the host's orchestrator. `docs/declarative.md` lists what is supported.
 
 pub mod auth;
+pub mod config;
 pub mod config_check;
 pub mod datetime;
 pub mod engine;
@@ -166,7 +167,7 @@ impl Source for Declarative {
     }
 
     fn read_page(config: &Self::Config, partition: &Partition, token: Option<Value>) -> Result<Page> {
-        let engine = engine::for_config(&config.0)?;
+        let engine = engine::for_read(&config.0)?;
         let mut page = retrieve::read_page(&engine, partition, token)?;
         records::omit_top_level_nulls(&mut page.records);
         Ok(page)
@@ -178,11 +179,11 @@ impl Source for Declarative {
     }
 
     fn state_to_host(config: &Self::Config, stream: &str, saved: &Value) -> Result<Option<Value>> {
-        state::to_host(&*engine::for_config(&config.0)?, stream, saved)
+        state::to_host(&*engine::for_read(&config.0)?, stream, saved)
     }
 
     fn state_from_host(config: &Self::Config, stream: &str, host: &Value) -> Result<Value> {
-        state::from_host(&*engine::for_config(&config.0)?, stream, host)
+        state::from_host(&*engine::for_read(&config.0)?, stream, host)
     }
 
     /// Offsets and page numbers stay valid across runs; cursors an API hands out may not.
@@ -250,25 +251,25 @@ impl AsyncJobs for Declarative {
     }
 
     fn create_job(config: &Self::Config, partition: &Partition) -> Result<Value> {
-        jobs::create_job(&*engine::for_config(&config.0)?, partition)
+        jobs::create_job(&*engine::for_read(&config.0)?, partition)
     }
 
     fn poll_job(config: &Self::Config, job: &Value) -> Result<JobStatus> {
-        jobs::poll_job(&*engine::for_config(&config.0)?, job)
+        jobs::poll_job(&*engine::for_read(&config.0)?, job)
     }
 
     fn read_result(config: &Self::Config, job: &Value, download: &Value, token: Option<Value>) -> Result<Page> {
-        let mut page = jobs::read_result(&*engine::for_config(&config.0)?, job, download, token)?;
+        let mut page = jobs::read_result(&*engine::for_read(&config.0)?, job, download, token)?;
         records::omit_top_level_nulls(&mut page.records);
         Ok(page)
     }
 
     fn abort_job(config: &Self::Config, job: &Value) -> Result<()> {
-        jobs::end_job(&*engine::for_config(&config.0)?, job, true)
+        jobs::end_job(&*engine::for_read(&config.0)?, job, true)
     }
 
     fn delete_job(config: &Self::Config, job: &Value) -> Result<()> {
-        jobs::end_job(&*engine::for_config(&config.0)?, job, false)
+        jobs::end_job(&*engine::for_read(&config.0)?, job, false)
     }
 }
 
