@@ -148,7 +148,7 @@ test: build-plugins setup-singer-targets setup-s3-server setup-platform-clients 
     cargo test --doc --workspace --exclude demo-source --exclude test-connector --exclude wrong-version --exclude hostile --exclude broken-connector
 
 # Benchmarks: the host against a native reader, same run, ratios.
-bench: build-plugins
+bench: build-plugins setup-cdk
     cargo build --release -p sluice-host
     cargo bench -p sluice-host --bench throughput
     cargo bench -p sluice-host --bench languages

@@ -151,6 +151,16 @@ pub trait Source {
 /// SDKs' `field` (guest-sdk/cases/config_fields.json).
 pub fn parse_config<T: serde::de::DeserializeOwned>(text: &str) -> Result<T> {
     let invalid = |e: &dyn std::fmt::Display| Error::Config(format!("invalid config: {e}"));
+    // Every call of a fresh instance reads the config again: when the text has no `null` at all
+    // (so no top-level null to take as absent), `T` is read from the text itself, its unknown
+    // fields skipped unparsed (a config may hold long lists the connector does not read), rather
+    // than through a whole JSON value. An error is said as reading the value says it (without
+    // the text's line and column).
+    if !text.contains("null")
+        && let Ok(config) = serde_json::from_str::<T>(text)
+    {
+        return Ok(config);
+    }
     let mut value: Value = serde_json::from_str(text).map_err(|e| invalid(&e))?;
     match value.as_object_mut() {
         Some(fields) => fields.retain(|_, v| !v.is_null()),
