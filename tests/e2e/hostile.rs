@@ -1156,3 +1156,20 @@ async fn a_plugin_replaced_with_its_mtime_kept_is_the_new_plugin() {
     let third = announce(&runtime).await;
     assert!(third.contains(&sha("test-connector")) && third.contains("already loaded in this process"), "{third}");
 }
+
+/// A state file is bounded before it is read: one past 64 MiB (a hostile state of a million
+/// partition cursors cost 12 GiB of host memory before it failed) is refused by its size, and
+/// nothing is read from the API.
+#[test]
+fn a_state_file_past_its_bound_is_refused_before_it_is_read() {
+    let api = demo_api(DemoApiConfig { records: 10, ..Default::default() });
+    let files = Files::new();
+    let state = files.path().join("state.json");
+    let file = std::fs::File::create(&state).unwrap();
+    file.set_len((64 << 20) + 1).unwrap();
+    let run =
+        host(&["run", "--state"]).arg(&state).demo_source(&api, files.json("config.json", &demo_config(&api, 5))).run();
+    assert!(!run.success());
+    assert!(run.stderr().contains("larger than 64 MiB, the most a state file may be"), "{}", run.stderr());
+    assert_eq!(api.stats().requests, 0, "nothing was read");
+}

@@ -514,10 +514,28 @@ async fn inspect(args: InspectArgs) -> Result<ExitCode, Fatal> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The largest state file read, bytes.
+const MAX_STATE_BYTES: u64 = 64 << 20;
+
 fn load_state(path: Option<&std::path::Path>) -> Result<InputState, Fatal> {
+    use std::io::Read;
     let Some(path) = path else { return Ok(InputState::default()) };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Fatal::config(format!("cannot read state {}: {e}", path.display())))?;
+    let cannot = |e: &dyn std::fmt::Display| Fatal::config(format!("cannot read state {}: {e}", path.display()));
+    // Bounded before it is read: a state file is parsed whole, and a hostile one of a million
+    // partition cursors cost 12 GiB before it failed.
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_STATE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| cannot(&e))?;
+    if bytes.len() as u64 > MAX_STATE_BYTES {
+        return Err(cannot(&format_args!(
+            "it is larger than {} MiB, the most a state file may be (a stream's state is a few \
+             entries per partition in flight and at most {} partition cursors)",
+            MAX_STATE_BYTES >> 20,
+            crate::data::state::DEFAULT_MAX_PARTITION_CURSORS
+        )));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| cannot(&e))?;
     // An empty file is no state, said out loud: a state file emptied by a pipeline that failed
     // must not turn into a silent full re-read.
     if text.trim().is_empty() {

@@ -514,12 +514,26 @@ struct TokenGuard {
     power: u64,
 }
 
+/// The longest page or listing token, bytes: tokens of partitions in flight travel in every
+/// STATE of their stream (100 MB tokens made 100 MB STATE lines). Real APIs' cursors and next
+/// URLs are well under a kilobyte to a few.
+pub const MAX_TOKEN_BYTES: usize = 64 << 10;
+
 /// Tokens remembered exactly: 64 KiB of hashes per partition or listing.
 const EXACT_TOKENS: usize = 4096;
 
 impl TokenGuard {
     fn check(&mut self, token: &str) -> Result<(), CallError> {
-        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(token) {
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(contract(format!(
+                "next token is {} bytes, more than the {MAX_TOKEN_BYTES} a token may have (a partition's token is \
+                 saved in every STATE of its stream while the partition is read)",
+                token.len()
+            )));
+        }
+        // Parsed whole, not skimmed: a string the host could not read back (a lone surrogate,
+        // `"\ud800"`) would be saved as null, and a resumed run would skip its page.
+        if let Err(e) = serde_json::from_str::<Value>(token) {
             return Err(contract(format!("next token is not valid JSON ({e}): {}", protocol::preview(token))));
         }
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -587,6 +601,12 @@ mod tests {
         assert!(g.check("2").is_ok());
         assert!(g.check("\"a\"").unwrap_err().message().contains("repeated"));
         assert!(g.check("{").unwrap_err().message().contains("not valid JSON"));
+        // A lone surrogate skims as JSON but does not read back: refused, never saved as null.
+        let surrogate = g.check(r#""\ud800x""#).unwrap_err().message();
+        assert!(surrogate.contains("not valid JSON"), "{surrogate}");
+        let long = format!("\"{}\"", "a".repeat(MAX_TOKEN_BYTES));
+        assert!(g.check(&long).unwrap_err().message().contains("more than the 65536"));
+        assert!(g.check(&format!("\"{}\"", "a".repeat(MAX_TOKEN_BYTES - 2))).is_ok());
     }
 
     #[test]
