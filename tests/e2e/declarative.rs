@@ -603,3 +603,51 @@ fn report_downloads_in_lines_are_streamed_past_the_response_cap() {
     assert!(!run.success());
     assert!(run.explain().contains("too large"), "{}", run.explain());
 }
+
+/// `host manifests check DIR` reports the engine's reach over a folder laid out as Airbyte's
+/// connectors are: a manifest read in full, one with a stream it cannot read (named, with the
+/// component), one with custom components, one that is not YAML; a connector's metadata.yaml is
+/// no manifest. No config and no network are needed.
+#[test]
+fn manifests_check_reports_the_reach_over_a_folder() {
+    let files = Files::new();
+    let folder = |name: &str| {
+        let dir = files.path().join("connectors").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    };
+    let demo = std::fs::read_to_string(manifest("demo.yaml")).unwrap();
+    std::fs::write(folder("source-demo").join("manifest.yaml"), &demo).unwrap();
+    std::fs::write(folder("source-demo").join("metadata.yaml"), "data:\n  name: Demo\n").unwrap();
+    let custom = demo.replacen(
+        "extractor: {type: DpathExtractor, field_path: [data]}",
+        "extractor: {type: CustomRecordExtractor, class_name: source_x.components.Extractor}",
+        1,
+    );
+    std::fs::write(folder("source-partial").join("manifest.yaml"), custom).unwrap();
+    std::fs::write(folder("source-custom").join("manifest.yaml"), &demo).unwrap();
+    std::fs::write(folder("source-custom").join("components.py"), "class Extractor: pass\n").unwrap();
+    std::fs::write(folder("source-broken").join("manifest.yaml"), "streams: [unclosed\n").unwrap();
+    let output = host(&["manifests", "check"]).arg(files.path().join("connectors")).command().output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(!output.status.success(), "not every manifest is read in full: {text}");
+    let line = |name: &str| text.lines().find(|l| l.contains(name)).unwrap_or_else(|| panic!("{name}: {text}"));
+    assert!(
+        line("source-demo/manifest.yaml").starts_with("ok ") && line("source-demo").contains("3 streams"),
+        "{text}"
+    );
+    assert!(
+        line("source-partial/manifest.yaml").starts_with("partial ")
+            && line("source-partial").contains("1 of 3 streams"),
+        "{text}"
+    );
+    // The stream, and the place and component that keep it from being read.
+    assert!(text.contains("accounts: streams[1].retriever.record_selector.extractor: CustomRecordExtractor"), "{text}");
+    assert!(
+        line("source-custom/").starts_with("refused ") && line("source-custom/").contains("components.py"),
+        "{text}"
+    );
+    assert!(line("source-broken/").starts_with("refused "), "{text}");
+    assert!(!text.contains("metadata.yaml"), "{text}");
+    assert!(text.contains("4 manifests: 1 read in full (25 %), 1 in part, 2 refused"), "{text}");
+}

@@ -74,6 +74,9 @@ pub enum Command {
     /// Look at a run's HTTP recording (made with --record-http).
     #[command(subcommand)]
     Recording(RecordingCommand),
+    /// Declarative manifests: which of a folder's the engine can run.
+    #[command(subcommand)]
+    Manifests(ManifestsCommand),
     /// Run the conformance kit on a connector: spec, check, discover, a full read, pagination,
     /// partitions and an incremental read, checked against the contract. Prints a report (or
     /// JSON with --json); exits 0 only when every check passes.
@@ -466,6 +469,22 @@ pub enum RecordingCommand {
         /// Print every exchange as JSON lines instead.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ManifestsCommand {
+    /// Load every manifest under DIR (`manifest.yaml` files, and YAML files of a
+    /// `type: DeclarativeSource`) and discover its streams in the sandboxed engine, without a
+    /// config and with no network: a line each says whether all its streams can be read, which
+    /// cannot and why, or why the manifest cannot; then a summary. Exits 0 when every manifest
+    /// is read in full.
+    Check {
+        /// The folder (walked 6 levels deep, 10,000 manifests at most).
+        dir: PathBuf,
+        /// Where compiled components are cached [default: the user's cache dir, sluice/components].
+        #[arg(long, env = "SLUICE_CACHE_DIR", value_name = "DIR")]
+        cache_dir: Option<PathBuf>,
     },
 }
 

@@ -2,7 +2,9 @@
 //! build a [`RunRequest`] and hand it to the same [`Runtime::run`] an embedder calls; replay,
 //! recording, inspect and test are tools around it.
 
-use super::args::{Cli, Command, ConfiguredArgs, InspectArgs, PluginArgs, ReadOptions, RecordingCommand, ReplayArgs};
+use super::args::{
+    Cli, Command, ConfiguredArgs, InspectArgs, ManifestsCommand, PluginArgs, ReadOptions, RecordingCommand, ReplayArgs,
+};
 use crate::data::catalog;
 use crate::data::protocol::{Format, Output, airbyte, printable};
 use crate::data::state::InputState;
@@ -30,6 +32,7 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
     match cli.command {
         Command::Replay(args) => replay(&args, sink).await,
         Command::Recording(command) => recording(command).await,
+        Command::Manifests(ManifestsCommand::Check { dir, cache_dir }) => manifests_check(&dir, cache_dir).await,
         Command::Inspect(args) => match inspect(args).await {
             Ok(code) => code,
             Err(fatal) => early_failure(&fatal, Format::Airbyte, sink).await,
@@ -373,6 +376,31 @@ async fn test(args: super::args::TestArgs) -> ExitCode {
 }
 
 /// `host recording show`: a run's HTTP recording, summarised (or as JSON lines).
+/// `host manifests check DIR` (see [`super::manifests`]).
+async fn manifests_check(dir: &std::path::Path, cache_dir: Option<std::path::PathBuf>) -> ExitCode {
+    if !dir.is_dir() {
+        eprintln!("error: {} is not a folder", printable(&dir.display().to_string()));
+        return ExitCode::from(2);
+    }
+    let options =
+        RuntimeOptions { cache_dir: cache_dir.unwrap_or_else(ComponentCache::default_dir), ..Default::default() };
+    let runtime = match Runtime::with_options(options) {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the engine: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match super::manifests::report(&runtime, dir, &mut std::io::stdout()).await {
+        Ok([_, 0, 0]) => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 async fn recording(command: RecordingCommand) -> ExitCode {
     let RecordingCommand::Show { uri, json } = command;
     let result = tokio::task::spawn_blocking(move || {

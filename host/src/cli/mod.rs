@@ -7,6 +7,7 @@
 pub mod args;
 pub mod commands;
 pub mod init;
+pub mod manifests;
 pub mod oci;
 pub mod package;
 pub mod signals;
