@@ -1,6 +1,7 @@
 //! `host manifests check DIR`: the reach of the declarative engine over a folder of manifests
 //! (Airbyte's connectors folder, say), before anyone commits to it. Each manifest is loaded as a
-//! run would load it and its streams discovered without a config: a line per manifest says
+//! run would load it and its streams discovered without the operator's config (one made of the
+//! spec's defaults and examples): a line per manifest says
 //! whether every stream can be read, which streams cannot and why, or why the manifest cannot.
 
 use crate::data::protocol::{Format, Output};
@@ -8,6 +9,7 @@ use crate::guest::connector::Connector;
 use crate::guest::limits::Limits;
 use crate::run::runtime::Runtime;
 use crate::run::session;
+use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -15,9 +17,25 @@ use std::sync::Arc;
 const MAX_MANIFESTS: usize = 10_000;
 const MAX_DEPTH: usize = 6;
 
-/// The config a reach check discovers with: the engine reads the manifest without checking the
-/// config against its spec (there is no config to check).
-pub const REACH_CONFIG: &str = r#"{"__sluice_reach_check": true}"#;
+/// Marks the config a reach check discovers with: the engine reads the manifest without checking
+/// the config against its spec (it is made up, see [`sample_config`]).
+pub const REACH_KEY: &str = "__sluice_reach_check";
+
+/// A config for discovering without one: each top-level field of the manifest's spec that gives
+/// a `default`, an example or an `enum` takes the first of them (a stream's `step` may be
+/// `"{{ config['step'] }}"`, which renders to nothing without it).
+pub fn sample_config(manifest: &Value) -> Value {
+    let mut config = Map::new();
+    let properties = manifest.pointer("/spec/connection_specification/properties").and_then(Value::as_object);
+    for (name, field) in properties.into_iter().flatten() {
+        let first = |key: &str| field.get(key).and_then(|v| v.as_array()).and_then(|v| v.first());
+        if let Some(value) = field.get("default").or_else(|| first("examples")).or_else(|| first("enum")) {
+            config.insert(name.clone(), value.clone());
+        }
+    }
+    config.insert(REACH_KEY.into(), Value::Bool(true));
+    Value::Object(config)
+}
 
 /// What one manifest came to.
 #[derive(Debug)]
@@ -84,7 +102,11 @@ pub async fn check(runtime: &Runtime, path: &Path) -> Reach {
         Ok(egress) => Arc::new(egress),
         Err(e) => return Reach::Refused(e.message),
     };
-    let connector = Connector::new(plugin, REACH_CONFIG.into(), egress, Limits::default());
+    let config = match &plugin.manifest {
+        Some(manifest) => sample_config(&manifest.json),
+        None => return Reach::Refused("it is not a manifest".into()),
+    };
+    let connector = Connector::new(plugin, config.to_string(), egress, Limits::default());
     let mut instance = match connector.instance().await {
         Ok(instance) => instance,
         Err(e) => return Reach::Refused(e.message()),

@@ -38,7 +38,15 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
     ("Spec", &["connection_specification", "documentation_url", "advanced_auth", "config_normalization_rules"]),
     (
         "DeclarativeStream",
-        &["name", "primary_key", "retriever", "incremental_sync", "schema_loader", "transformations"],
+        &[
+            "name",
+            "primary_key",
+            "retriever",
+            "incremental_sync",
+            "schema_loader",
+            "transformations",
+            "state_migrations",
+        ],
     ),
     (
         "SimpleRetriever",
@@ -136,6 +144,8 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
     ),
     ("MinMaxDatetime", &["datetime", "datetime_format", "min_datetime", "max_datetime", "name", "primary_key"]),
     ("ListPartitionRouter", &["cursor_field", "values", "request_option", "name", "primary_key"]),
+    // Applied to a state handed in (plugins/declarative/src/state.rs).
+    ("LegacyToPerPartitionStateMigration", &[]),
     ("SubstreamPartitionRouter", &["parent_stream_configs", "name", "primary_key"]),
     (
         "ParentStreamConfig",
@@ -255,7 +265,7 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
 /// engine, with a warning at discover.
 const UNSUPPORTED_FIELDS: &[(&str, &[&str])] = &[
     ("CheckStream", &["config_overrides"]),
-    ("DeclarativeStream", &["file_uploader", "state_migrations"]),
+    ("DeclarativeStream", &["file_uploader"]),
     ("SimpleRetriever", &["pagination_reset"]),
     ("AsyncRetriever", &["failed_retry_wait_time_in_seconds"]),
     ("HttpRequester", &["fetch_properties_from_endpoint", "query_properties", "request_body"]),

@@ -45,6 +45,42 @@ fn cursor_of(engine: &Engine, stream: &str) -> Result<std::rc::Rc<Cursor>> {
     engine.cursor(stream)?.ok_or_else(|| Error::system(format!("stream {stream} has no cursor")))
 }
 
+/// A state handed in, through the stream's `state_migrations` as the CDK applies them: each in
+/// turn, when it says the state is its to migrate.
+fn migrated(engine: &Engine, stream: &str, state: &Value, cursor_field: &str) -> Result<Value> {
+    let node = engine.stream(stream)?;
+    let mut state = state.clone();
+    for migration in node.get("state_migrations").and_then(Value::as_array).into_iter().flatten() {
+        if crate::engine::kind(migration) == "LegacyToPerPartitionStateMigration"
+            && let Some(new) = legacy_to_per_partition(engine, node, &state, cursor_field)?
+        {
+            state = new;
+        }
+    }
+    Ok(state)
+}
+
+/// `LegacyToPerPartitionStateMigration`: a state of `{partition id: {cursor_field: value}}` (as
+/// Python connectors kept it) becomes `{"states": [{"partition": {partition_field: id}, "cursor":
+/// {cursor_field: value}}]}`, for a substream of exactly one parent; any other state is left as
+/// it is (the CDK's `should_migrate`).
+fn legacy_to_per_partition(engine: &Engine, node: &Value, state: &Value, cursor_field: &str) -> Result<Option<Value>> {
+    let Some(object) = state.as_object().filter(|o| !o.is_empty() && !o.contains_key("states")) else {
+        return Ok(None);
+    };
+    let parents = node["retriever"]["partition_router"].get("parent_stream_configs").and_then(Value::as_array);
+    let [parent] = parents.map(Vec::as_slice).unwrap_or_default() else { return Ok(None) };
+    let legacy = |v: &Value| v.as_object().is_some_and(|m| m.len() == 1 && m.contains_key(cursor_field));
+    if !object.values().all(legacy) {
+        return Ok(None);
+    }
+    let ctx = engine.context(parent, &crate::engine::Scope::default(), Vec::new());
+    let field = engine.text(parent.get("partition_field"), &ctx)?;
+    let states: Vec<Value> =
+        object.iter().map(|(id, cursor)| json!({"partition": {field.clone(): id}, "cursor": cursor})).collect();
+    Ok(Some(json!({"states": states})))
+}
+
 /// A CDK state as the host's form; `None` for a state in the host's own form.
 pub fn to_host(engine: &Engine, stream: &str, state: &Value) -> Result<Option<Value>> {
     let Some(object) = state.as_object() else { return Ok(None) };
@@ -52,6 +88,8 @@ pub fn to_host(engine: &Engine, stream: &str, state: &Value) -> Result<Option<Va
         return Ok(None);
     }
     let cursor = cursor_of(engine, stream)?;
+    let migrated = migrated(engine, stream, state, &cursor.field)?;
+    let object = migrated.as_object().unwrap_or(object);
     let mut host = json!({"cursor_field": [cursor.field]});
     if routed(engine, stream)? {
         let per_partition = ["states", "state", "use_global_cursor"].iter().any(|k| object.contains_key(*k));
