@@ -345,6 +345,24 @@ fn a_session_token_login_precedes_the_requests() {
     let run = run_manifest("session_token.yaml", &api, &wrong, &files, &[]);
     assert!(!run.success());
     assert!(run.explain().contains("401"), "{}", run.explain());
+    // The login body as `request_body` (a RequestBodyJsonObject), as newer manifests write it.
+    let block = |key: &str, indent: &str| {
+        format!(
+            "{key}\n{indent}username: \"{{{{ config['username'] }}}}\"\n{indent}password: \"{{{{ config['password'] }}}}\"\n"
+        )
+    };
+    let yaml = std::fs::read_to_string(manifest("session_token.yaml")).unwrap().replace(
+        &block("            request_body_json:", "              "),
+        &block(
+            "            request_body:\n              type: RequestBodyJsonObject\n              value:",
+            "                ",
+        ),
+    );
+    assert!(yaml.contains("RequestBodyJsonObject"), "{yaml}");
+    let path = files.text("request_body.yaml", yaml.as_bytes());
+    let run = against("run", &path, files.json("config.json", &config), &api).run();
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(records(&run, "session_items"), items(1..=100, 2));
 }
 
 #[test]

@@ -268,7 +268,7 @@ const UNSUPPORTED_FIELDS: &[(&str, &[&str])] = &[
     ("DeclarativeStream", &["file_uploader"]),
     ("SimpleRetriever", &["pagination_reset"]),
     ("AsyncRetriever", &["failed_retry_wait_time_in_seconds"]),
-    ("HttpRequester", &["fetch_properties_from_endpoint", "query_properties", "request_body"]),
+    ("HttpRequester", &["fetch_properties_from_endpoint", "query_properties"]),
     ("DpathExtractor", &["record_expander"]),
     ("DatetimeBasedCursor", &["allow_catalog_defined_cursor_field", "clamping"]),
     ("ParentStreamConfig", &["lazy_read_pointer"]),
@@ -352,6 +352,7 @@ impl Manifest {
             resolved["type"] = Value::from("DeclarativeSource");
         }
         let mut root = propagate(("", ""), resolved, &Map::new());
+        resolve_request_bodies(&mut root);
         let mut ignored = Vec::new();
         // What is not a stream must all be supported; a stream that is not is refused alone.
         let streams = match root.as_object_mut().and_then(|r| r.remove("streams")) {
@@ -393,6 +394,43 @@ impl Manifest {
     /// Why a stream is refused, when it is.
     pub fn refusal(&self, name: &str) -> Option<&str> {
         self.refused.iter().find(|(n, _, _)| n == name).map(|(_, _, why)| why.as_str())
+    }
+}
+
+/// `HttpRequester.request_body` as the CDK resolves it (`_resolve_request_body`): a form or
+/// plain text is `request_body_data`, a JSON object `request_body_json`, a GraphQL query
+/// `request_body_json` without its null fields. The tree is bounded already (nodes and depth).
+fn resolve_request_bodies(node: &mut Value) {
+    match node {
+        Value::Object(map) => {
+            let body = map
+                .get("request_body")
+                .and_then(|b| Some((b.get("type")?.as_str()?.to_string(), b.get("value")?.clone())));
+            if let Some((kind, value)) = body {
+                let resolved = match kind.as_str() {
+                    "RequestBodyUrlEncodedForm" | "RequestBodyPlainText" => Some(("request_body_data", value)),
+                    "RequestBodyJsonObject" => Some(("request_body_json", value)),
+                    "RequestBodyGraphQL" => Some((
+                        "request_body_json",
+                        match value {
+                            Value::Object(m) => Value::Object(m.into_iter().filter(|(_, v)| !v.is_null()).collect()),
+                            other => other,
+                        },
+                    )),
+                    _ => None,
+                };
+                if let Some((field, value)) = resolved {
+                    map.remove("request_body");
+                    map.insert(field.to_string(), value);
+                }
+            }
+            // Data (schemas, bodies, config values) holds no components.
+            map.iter_mut()
+                .filter(|(k, _)| !DATA_FIELDS.contains(&k.as_str()))
+                .for_each(|(_, v)| resolve_request_bodies(v));
+        }
+        Value::Array(items) => items.iter_mut().for_each(resolve_request_bodies),
+        _ => {}
     }
 }
 
