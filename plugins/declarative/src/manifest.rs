@@ -245,6 +245,7 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
     ("WaitUntilTimeFromHeader", &["header", "min_wait", "regex", "name", "primary_key"]),
     ("JsonDecoder", &["name", "primary_key"]),
     ("JsonlDecoder", &["name", "primary_key"]),
+    ("IterableDecoder", &["name", "primary_key"]),
     ("CsvDecoder", &["encoding", "delimiter", "set_values_to_none", "name", "primary_key"]),
     ("GzipDecoder", &["decoder", "name", "primary_key"]),
     ("ConcurrencyLevel", &["default_concurrency", "max_concurrency"]),

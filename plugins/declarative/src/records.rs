@@ -2,7 +2,7 @@
 //! (DpathExtractor, RecordFilter) and the transformations (AddFields, RemoveFields).
 
 use crate::engine::{Engine, Scope, kind};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use sluice_guest::{Error, Result};
 use std::io::Read;
 
@@ -28,6 +28,15 @@ pub fn decode(decoder: Option<&Value>, body: &[u8], url: &str) -> Result<Vec<Val
             jsonl(text, url)
         }
         "CsvDecoder" => csv(decoder.unwrap_or(&Value::Null), body, url),
+        // requests' `iter_lines`: lines split at \n, \r\n and \r, each `{"record": line}`.
+        "IterableDecoder" => {
+            let text = std::str::from_utf8(body).map_err(|e| Error::system(format!("{url}: not UTF-8 text: {e}")))?;
+            let text = text.strip_suffix("\r\n").or_else(|| text.strip_suffix(['\n', '\r'])).unwrap_or(text);
+            if text.is_empty() {
+                return Ok(Vec::new());
+            }
+            Ok(text.split("\r\n").flat_map(|l| l.split(['\n', '\r'])).map(|line| json!({"record": line})).collect())
+        }
         "GzipDecoder" => {
             let inner = decoder.and_then(|d| d.get("decoder"));
             let looks_gzip = body.starts_with(&[0x1f, 0x8b]);
@@ -563,6 +572,23 @@ mod tests {
             dug(json!({"groups": [{"items": {"x": 1}}, {"items": {"x": 2}}]}), &["groups", "*", "items"]),
             vec![json!({"x": 1}), json!({"x": 2})]
         );
+    }
+
+    #[test]
+    fn the_iterable_decoder_gives_a_record_a_line() {
+        let lines = |body: &[u8]| decode(Some(&json!({"type": "IterableDecoder"})), body, "u").unwrap();
+        assert_eq!(
+            lines(b"a\nb\r\n\nc\rd\n"),
+            [
+                json!({"record": "a"}),
+                json!({"record": "b"}),
+                json!({"record": ""}),
+                json!({"record": "c"}),
+                json!({"record": "d"})
+            ]
+        );
+        assert_eq!(lines(b""), Vec::<Value>::new());
+        assert_eq!(lines(b"only"), [json!({"record": "only"})]);
     }
 
     #[test]
