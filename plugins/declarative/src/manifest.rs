@@ -688,8 +688,12 @@ fn check_supported(node: &Value, path: &str, ignored: &mut Vec<String>) -> Resul
                     if field == "type" || field == "$parameters" || from_params || fields.contains(&field.as_str()) {
                         continue;
                     }
-                    let refused = UNSUPPORTED_FIELDS.iter().any(|(t, f)| *t == kind && f.contains(&field.as_str()));
-                    if refused {
+                    let unsupported = UNSUPPORTED_FIELDS.iter().any(|(t, f)| *t == kind && f.contains(&field.as_str()));
+                    // Set to false or null, such a field asks for nothing (`use_profile_assertion: false`).
+                    if unsupported && matches!(map[field], Value::Null | Value::Bool(false)) {
+                        continue;
+                    }
+                    if unsupported {
                         return Err(format!("{}: the field {field:?} of {kind} is not supported", display_path(path)));
                     }
                     ignored.push(format!("{}: {field:?} is not a field of {kind}", display_path(path)));
@@ -722,6 +726,22 @@ fn display_path(path: &str) -> &str {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// An unsupported field set to false or null asks for nothing: accepted; set, refused.
+    #[test]
+    fn an_unsupported_field_switched_off_is_accepted() {
+        let manifest = |value: Value| {
+            json!({"streams": [{"type": "DeclarativeStream", "name": "s", "retriever": {"type": "SimpleRetriever",
+                "requester": {"type": "HttpRequester", "url_base": "http://x", "authenticator": {
+                    "type": "OAuthAuthenticator", "client_id": "a", "client_secret": "b", "refresh_token": "c",
+                    "token_refresh_endpoint": "http://x/t", "use_profile_assertion": value}},
+                "record_selector": {"type": "RecordSelector", "extractor": {"type": "DpathExtractor", "field_path": []}}}}]})
+        };
+        assert!(Manifest::load(&manifest(json!(false))).is_ok());
+        assert!(Manifest::load(&manifest(Value::Null)).is_ok());
+        let Err(refused) = Manifest::load(&manifest(json!(true))) else { panic!("use_profile_assertion: true loads") };
+        assert!(refused.contains("use_profile_assertion"), "{refused}");
+    }
 
     fn minimal(stream: Value) -> Value {
         json!({"version": "6.0.0", "type": "DeclarativeSource", "check": {"stream_names": ["s"]}, "streams": [stream]})
