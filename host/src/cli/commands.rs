@@ -375,7 +375,6 @@ async fn test(args: super::args::TestArgs) -> ExitCode {
     if report.passed() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
 
-/// `host recording show`: a run's HTTP recording, summarised (or as JSON lines).
 /// `host manifests check DIR` (see [`super::manifests`]).
 async fn manifests_check(dir: &std::path::Path, cache_dir: Option<std::path::PathBuf>) -> ExitCode {
     if !dir.is_dir() {
@@ -401,6 +400,7 @@ async fn manifests_check(dir: &std::path::Path, cache_dir: Option<std::path::Pat
     }
 }
 
+/// `host recording show`: a run's HTTP recording, summarised (or as JSON lines).
 async fn recording(command: RecordingCommand) -> ExitCode {
     let RecordingCommand::Show { uri, json } = command;
     let result = tokio::task::spawn_blocking(move || {

@@ -18,7 +18,8 @@ const MAX_MANIFESTS: usize = 10_000;
 const MAX_DEPTH: usize = 6;
 
 /// Marks the config a reach check discovers with: the engine reads the manifest without checking
-/// the config against its spec (it is made up, see [`sample_config`]).
+/// the config against its spec (it is made up, see [`sample_config`]). The engine's
+/// `engine::REACH_CHECK_KEY` (plugins/declarative) is the same key.
 pub const REACH_KEY: &str = "__sluice_reach_check";
 
 /// A config for discovering without one: each top-level field of the manifest's spec that gives
@@ -88,10 +89,9 @@ fn looks_declarative(path: &Path) -> bool {
 }
 
 /// Loads the manifest and discovers its streams in the sandboxed engine, with no config and no
-/// egress.
-pub async fn check(runtime: &Runtime, path: &Path) -> Reach {
-    let (quiet, _writer) = Output::spawn(Format::Airbyte, Box::new(std::io::sink()));
-    let plugin = match runtime.plugin(path, "", &quiet).await {
+/// egress. `quiet` takes the loading's log lines.
+pub async fn check(runtime: &Runtime, path: &Path, quiet: &Output) -> Reach {
+    let plugin = match runtime.plugin(path, "", quiet).await {
         Ok(plugin) => plugin,
         Err(e) => return Reach::Refused(e.message),
     };
@@ -133,9 +133,10 @@ pub async fn check(runtime: &Runtime, path: &Path) -> Reach {
 pub async fn report(runtime: &Runtime, dir: &Path, out: &mut impl std::io::Write) -> std::io::Result<[usize; 3]> {
     let manifests = find(dir);
     let mut counts = [0usize; 3];
+    let (quiet, _writer) = Output::spawn(Format::Airbyte, Box::new(std::io::sink()));
     for path in &manifests {
         let shown = path.strip_prefix(dir).unwrap_or(path).display().to_string();
-        match check(runtime, path).await {
+        match check(runtime, path, &quiet).await {
             Reach::Full { streams } => {
                 counts[0] += 1;
                 writeln!(out, "ok       {shown}: {streams} streams")?;

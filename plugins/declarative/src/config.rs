@@ -36,12 +36,6 @@ impl Config {
         Ok((Config { fields: Arc::new(Fields { raw, parsed }), whole: OnceCell::new() }, taken))
     }
 
-    /// A config given as a value (tests).
-    pub fn from_value(value: &Value) -> Config {
-        let (config, _) = Config::parse(&value.to_string(), "").expect("a JSON value parses");
-        config
-    }
-
     /// One top-level field.
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.fields.get(key)
@@ -58,11 +52,8 @@ impl Config {
 
     /// `config` as templates see it: a mapping whose fields are converted when looked up.
     pub fn template_value(&self, convert: fn(&Value) -> minijinja::Value) -> minijinja::Value {
-        minijinja::Value::from_object(TemplateConfig {
-            fields: self.fields.clone(),
-            convert,
-            converted: Default::default(),
-        })
+        let converted = self.fields.raw.iter().map(|_| OnceLock::new()).collect();
+        minijinja::Value::from_object(TemplateConfig { fields: self.fields.clone(), convert, converted })
     }
 }
 
@@ -86,7 +77,7 @@ impl Fields {
 struct TemplateConfig {
     fields: Arc<Fields>,
     convert: fn(&Value) -> minijinja::Value,
-    converted: std::sync::Mutex<std::collections::HashMap<usize, minijinja::Value>>,
+    converted: Vec<OnceLock<minijinja::Value>>,
 }
 
 impl minijinja::value::Object for TemplateConfig {
@@ -96,8 +87,7 @@ impl minijinja::value::Object for TemplateConfig {
 
     fn get_value(self: &Arc<Self>, key: &minijinja::Value) -> Option<minijinja::Value> {
         let i = self.fields.index(key.as_str()?)?;
-        let mut converted = self.converted.lock().unwrap_or_else(|e| e.into_inner());
-        Some(converted.entry(i).or_insert_with(|| (self.convert)(self.fields.at(i))).clone())
+        Some(self.converted[i].get_or_init(|| (self.convert)(self.fields.at(i))).clone())
     }
 
     fn enumerate(self: &Arc<Self>) -> minijinja::value::Enumerator {

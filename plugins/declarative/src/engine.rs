@@ -11,8 +11,8 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-/// Set (to `true`) by `host manifests check`, which discovers a manifest's streams with no
-/// config: the config is not checked against the spec.
+/// Set (to `true`) by `host manifests check` (the host's `cli::manifests::REACH_KEY`), which
+/// discovers a manifest's streams with no config: the config is not checked against the spec.
 pub const REACH_CHECK_KEY: &str = "__sluice_reach_check";
 
 /// Where `source-declarative-manifest` takes the manifest from.

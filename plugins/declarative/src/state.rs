@@ -46,18 +46,18 @@ fn cursor_of(engine: &Engine, stream: &str) -> Result<std::rc::Rc<Cursor>> {
 }
 
 /// A state handed in, through the stream's `state_migrations` as the CDK applies them: each in
-/// turn, when it says the state is its to migrate.
-fn migrated(engine: &Engine, stream: &str, state: &Value, cursor_field: &str) -> Result<Value> {
+/// turn, when it says the state is its to migrate (`None`: none did).
+fn migrated(engine: &Engine, stream: &str, state: &Value, cursor_field: &str) -> Result<Option<Value>> {
     let node = engine.stream(stream)?;
-    let mut state = state.clone();
+    let mut migrated: Option<Value> = None;
     for migration in node.get("state_migrations").and_then(Value::as_array).into_iter().flatten() {
         if crate::engine::kind(migration) == "LegacyToPerPartitionStateMigration"
-            && let Some(new) = legacy_to_per_partition(engine, node, &state, cursor_field)?
+            && let Some(new) = legacy_to_per_partition(engine, node, migrated.as_ref().unwrap_or(state), cursor_field)?
         {
-            state = new;
+            migrated = Some(new);
         }
     }
-    Ok(state)
+    Ok(migrated)
 }
 
 /// `LegacyToPerPartitionStateMigration`: a state of `{partition id: {cursor_field: value}}` (as
@@ -89,7 +89,7 @@ pub fn to_host(engine: &Engine, stream: &str, state: &Value) -> Result<Option<Va
     }
     let cursor = cursor_of(engine, stream)?;
     let migrated = migrated(engine, stream, state, &cursor.field)?;
-    let object = migrated.as_object().unwrap_or(object);
+    let object = migrated.as_ref().and_then(Value::as_object).unwrap_or(object);
     let mut host = json!({"cursor_field": [cursor.field]});
     if routed(engine, stream)? {
         let per_partition = ["states", "state", "use_global_cursor"].iter().any(|k| object.contains_key(*k));
