@@ -36,8 +36,37 @@ pub struct Pinned {
     pub sha256: String,
 }
 
+/// The largest package manifest read; real ones are a few hundred bytes.
+pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+
 fn manifest_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!("{name}.package.json"))
+}
+
+/// The manifest `NAME.package.json` in `dir`: a regular file of at most
+/// [`MAX_MANIFEST_BYTES`], checked before it is read.
+pub fn read_manifest(dir: &Path, name: &str) -> Result<Manifest> {
+    use std::io::Read;
+    let path = manifest_path(dir, name);
+    let cannot = || format!("cannot read the package manifest {}", path.display());
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options.open(&path).with_context(cannot)?;
+    let meta = file.metadata().with_context(cannot)?;
+    if !meta.is_file() {
+        bail!("{}: it is not a regular file", cannot());
+    }
+    if meta.len() > MAX_MANIFEST_BYTES {
+        bail!("{}: it is larger than {MAX_MANIFEST_BYTES} bytes", cannot());
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_MANIFEST_BYTES + 1).read_to_end(&mut bytes).with_context(cannot)?;
+    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+        bail!("{}: it is larger than {MAX_MANIFEST_BYTES} bytes", cannot());
+    }
+    serde_json::from_slice(&bytes).with_context(|| format!("{} is not a package manifest", path.display()))
 }
 
 /// Writes the package of `plugin` as `name` into `out`; `policy` is the policy file's JSON
