@@ -6,6 +6,7 @@ use super::args::{
     Cli, Command, ConfiguredArgs, InspectArgs, ManifestsCommand, PluginArgs, ReadOptions, RecordingCommand, ReplayArgs,
 };
 use crate::data::catalog;
+use crate::data::files;
 use crate::data::protocol::{Format, Output, airbyte, printable};
 use crate::data::state::InputState;
 use crate::guest::cache::ComponentCache;
@@ -252,8 +253,10 @@ async fn package(args: &super::args::PackageArgs) -> ExitCode {
         session::grants(&policy.allow_hosts)?;
         let spec = spec_of(&args.plugin, &policy).await?;
         let policy = serde_json::to_value(&policy).map_err(|e| Fatal::system(e.to_string()))?;
-        let mut files = super::package::write(&args.plugin.plugin, &args.name, &policy, &spec, &args.out)
-            .map_err(|e| Fatal::config(format!("{e:#}")))?;
+        let max_plugin_bytes = args.plugin.max_plugin_mb << 20;
+        let mut files =
+            super::package::write(&args.plugin.plugin, &args.name, &policy, &spec, &args.out, max_plugin_bytes)
+                .map_err(|e| Fatal::config(format!("{e:#}")))?;
         if args.oci {
             let version = args.image_version.as_deref().unwrap_or(env!("CARGO_PKG_VERSION"));
             let image = super::oci::write(&args.out, &args.name, version, &args.out.join("image"))
@@ -545,25 +548,24 @@ async fn inspect(args: InspectArgs) -> Result<ExitCode, Fatal> {
 /// The largest state file read, bytes.
 const MAX_STATE_BYTES: u64 = 64 << 20;
 
+/// The largest config file read, bytes: a config is a few fields (a service account's key file
+/// inlined is a few KiB).
+const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
 fn load_state(path: Option<&std::path::Path>) -> Result<InputState, Fatal> {
-    use std::io::Read;
     let Some(path) = path else { return Ok(InputState::default()) };
-    let cannot = |e: &dyn std::fmt::Display| Fatal::config(format!("cannot read state {}: {e}", path.display()));
     // Bounded before it is read: a state file is parsed whole, and a hostile one of a million
     // partition cursors cost 12 GiB before it failed.
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_STATE_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(|e| cannot(&e))?;
-    if bytes.len() as u64 > MAX_STATE_BYTES {
-        return Err(cannot(&format_args!(
-            "it is larger than {} MiB, the most a state file may be (a stream's state is a few \
-             entries per partition in flight and at most {} partition cursors)",
-            MAX_STATE_BYTES >> 20,
-            crate::data::state::DEFAULT_MAX_PARTITION_CURSORS
-        )));
-    }
-    let text = String::from_utf8(bytes).map_err(|e| cannot(&e))?;
+    let limit = format!(
+        "{} MiB, the most a state file may be (a stream's state is a few entries per partition in flight \
+         and at most {} partition cursors)",
+        MAX_STATE_BYTES >> 20,
+        crate::data::state::DEFAULT_MAX_PARTITION_CURSORS
+    );
+    let cap = files::Cap::new("state", MAX_STATE_BYTES).said(&limit);
+    let bytes = files::read_capped(path, cap).map_err(|e| Fatal::config(format!("{e:#}")))?;
+    let text =
+        String::from_utf8(bytes).map_err(|e| Fatal::config(format!("cannot read state {}: {e}", path.display())))?;
     // An empty file is no state, said out loud: a state file emptied by a pipeline that failed
     // must not turn into a silent full re-read.
     if text.trim().is_empty() {
@@ -575,8 +577,10 @@ fn load_state(path: Option<&std::path::Path>) -> Result<InputState, Fatal> {
     InputState::parse(&text).map_err(|e| Fatal::config(format!("invalid state {}: {e:#}", path.display())))
 }
 
+/// The config file, at most [`MAX_CONFIG_BYTES`] of it (it may be a pipe: `--config <(...)`).
 fn read_config(path: &std::path::Path) -> Result<Value> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
+    let bytes = files::read_capped(path, files::Cap::new("config", MAX_CONFIG_BYTES))?;
+    let text = String::from_utf8(bytes).with_context(|| format!("cannot read config {}: not UTF-8", path.display()))?;
     let value: Value =
         serde_json::from_str(&text).with_context(|| format!("config {} is not valid JSON", path.display()))?;
     if !value.is_object() {

@@ -5,6 +5,7 @@
 //! --catalog|--properties --state --discover --about`) and runs the packaged plugin, refusing a
 //! plugin that is not the one packaged.
 
+use crate::data::files::{self, Cap};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -36,8 +37,8 @@ pub struct Pinned {
     pub sha256: String,
 }
 
-/// The largest package manifest read; real ones are a few hundred bytes.
-pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+/// The largest package manifest read (as a policy file); real ones are a few hundred bytes.
+pub const MAX_MANIFEST_BYTES: u64 = crate::run::policy::MAX_POLICY_BYTES;
 
 fn manifest_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!("{name}.package.json"))
@@ -46,38 +47,34 @@ fn manifest_path(dir: &Path, name: &str) -> PathBuf {
 /// The manifest `NAME.package.json` in `dir`: a regular file of at most
 /// [`MAX_MANIFEST_BYTES`], checked before it is read.
 pub fn read_manifest(dir: &Path, name: &str) -> Result<Manifest> {
-    use std::io::Read;
     let path = manifest_path(dir, name);
-    let cannot = || format!("cannot read the package manifest {}", path.display());
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
-    let file = options.open(&path).with_context(cannot)?;
-    let meta = file.metadata().with_context(cannot)?;
-    if !meta.is_file() {
-        bail!("{}: it is not a regular file", cannot());
-    }
-    if meta.len() > MAX_MANIFEST_BYTES {
-        bail!("{}: it is larger than {MAX_MANIFEST_BYTES} bytes", cannot());
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_MANIFEST_BYTES + 1).read_to_end(&mut bytes).with_context(cannot)?;
-    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
-        bail!("{}: it is larger than {MAX_MANIFEST_BYTES} bytes", cannot());
-    }
+    let bytes = files::read_capped(&path, Cap::new("package manifest", MAX_MANIFEST_BYTES).regular())?;
     serde_json::from_slice(&bytes).with_context(|| format!("{} is not a package manifest", path.display()))
 }
 
 /// Writes the package of `plugin` as `name` into `out`; `policy` is the policy file's JSON
-/// (grants and limits), and `spec` the connector's spec (for the Meltano settings).
-pub fn write(plugin: &Path, name: &str, policy: &Value, spec: &Value, out: &Path) -> Result<Vec<PathBuf>> {
+/// (grants and limits), and `spec` the connector's spec (for the Meltano settings). A component
+/// (and the engine) is read up to `max_plugin_bytes` (`--max-plugin-mb`), a manifest up to the
+/// manifest's own cap.
+pub fn write(
+    plugin: &Path,
+    name: &str,
+    policy: &Value,
+    spec: &Value,
+    out: &Path,
+    max_plugin_bytes: u64,
+) -> Result<Vec<PathBuf>> {
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
         bail!("--name {name:?}: use letters, digits, - and _ (it becomes source-NAME and tap-NAME)");
     }
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    let bytes = std::fs::read(plugin).with_context(|| format!("cannot read {}", plugin.display()))?;
     let declarative = crate::guest::manifest::is_manifest(plugin);
+    let plugin_limit = format!("the limit of {max_plugin_bytes} bytes for a plugin (--max-plugin-mb)");
+    let cap = match declarative {
+        true => Cap::new("manifest", crate::guest::manifest::MAX_MANIFEST_BYTES),
+        false => Cap::new("plugin", max_plugin_bytes).said(&plugin_limit),
+    };
+    let bytes = files::read_capped(plugin, cap)?;
     // A manifest goes with the engine that runs it, beside the host (where the host finds it).
     let file = if declarative { format!("{name}.yaml") } else { format!("{name}.wasm") };
     let copy = out.join(&file);
@@ -95,7 +92,7 @@ pub fn write(plugin: &Path, name: &str, policy: &Value, spec: &Value, out: &Path
         true => {
             let engine = crate::guest::manifest::engine_path()?;
             let engine_bytes =
-                std::fs::read(&engine).with_context(|| format!("cannot read the engine {}", engine.display()))?;
+                files::read_capped(&engine, Cap::new("the engine", max_plugin_bytes).said(&plugin_limit))?;
             let target = out.join(crate::guest::manifest::ENGINE_FILE);
             std::fs::write(&target, &engine_bytes).with_context(|| format!("cannot write {}", target.display()))?;
             written.push(target);
@@ -177,12 +174,10 @@ pub fn packaged_args(args: Vec<OsString>) -> Result<Option<Vec<OsString>>> {
     // The folder the executable is in, links followed (a platform may link it elsewhere).
     let real = std::fs::canonicalize(&exe).or_else(|_| std::env::current_exe())?;
     let dir = real.parent().map(Path::to_path_buf).unwrap_or_default();
-    let manifest_file = manifest_path(&dir, &name);
-    if !manifest_file.is_file() {
+    if !manifest_path(&dir, &name).is_file() {
         return Ok(None);
     }
-    let manifest: Manifest = serde_json::from_slice(&std::fs::read(&manifest_file)?)
-        .with_context(|| format!("{} is not a package manifest", manifest_file.display()))?;
+    let manifest = read_manifest(&dir, &name)?;
     let plugin = dir.join(&manifest.plugin);
     verify(&plugin, &manifest.sha256, &format!("the plugin packaged as {name}"))?;
     if let Some(engine) = &manifest.engine {
@@ -198,10 +193,10 @@ pub fn packaged_args(args: Vec<OsString>) -> Result<Option<Vec<OsString>>> {
 }
 
 /// Refuses a packaged file whose sha256 is not the one pinned: another plugin (or engine) in the
-/// packaged one's place.
+/// packaged one's place. Hashed a piece at a time, and only a regular file (its size is the
+/// bound; the run reads it next under --max-plugin-mb).
 fn verify(file: &Path, sha256: &str, what: &str) -> Result<()> {
-    let bytes = std::fs::read(file).with_context(|| format!("cannot read {what}, {}", file.display()))?;
-    let actual = crate::storage::replay::manifest::sha256_hex(&bytes);
+    let actual = files::sha256_capped(file, Cap::new(what, u64::MAX).regular())?;
     if actual != sha256 {
         bail!(
             "{} is not {what} (sha256 {actual}, packaged {sha256}): package it again with `host package`",

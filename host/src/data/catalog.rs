@@ -14,9 +14,15 @@ pub struct Selected {
     pub excluded: Vec<String>,
 }
 
-/// Reads a catalog file of either kind.
+/// The largest catalog file read. A configured catalog carries every selected stream's schema;
+/// the largest real ones (hundreds of streams) are a few MiB.
+pub const MAX_CATALOG_BYTES: u64 = 64 << 20;
+
+/// Reads a catalog file of either kind, at most [`MAX_CATALOG_BYTES`] of it.
 pub fn load(path: &std::path::Path) -> Result<Vec<Selected>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read catalog {}", path.display()))?;
+    let bytes = crate::data::files::read_capped(path, crate::data::files::Cap::new("catalog", MAX_CATALOG_BYTES))?;
+    let text =
+        String::from_utf8(bytes).with_context(|| format!("cannot read catalog {}: not UTF-8", path.display()))?;
     parse(&text).with_context(|| format!("invalid catalog {}", path.display()))
 }
 

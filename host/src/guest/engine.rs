@@ -177,8 +177,9 @@ impl Engine {
 
     /// The bytes of a plugin file, refused past the size limit before it is read whole.
     pub fn read(&self, path: &Path) -> Result<Vec<u8>> {
-        read_capped(path, self.compile.max_component_bytes)
-            .with_context(|| format!("cannot read plugin {}", path.display()))
+        let max = self.compile.max_component_bytes;
+        let limit = format!("the limit of {max} bytes for a plugin (--max-plugin-mb)");
+        crate::data::files::read_capped(path, crate::data::files::Cap::new("plugin", max).said(&limit))
     }
 
     /// [`Engine::load`] of bytes read already (with [`Engine::read`]) from `path`, the load
@@ -323,18 +324,6 @@ pub(crate) fn engine_config(wasm_stack_bytes: usize) -> wasmtime::Config {
         config.profiler(wasmtime::ProfilingStrategy::PerfMap);
     }
     config
-}
-
-/// Reads a file of at most `max` bytes; a larger one is refused before it is read.
-fn read_capped(path: &Path, max: u64) -> Result<Vec<u8>> {
-    use std::io::Read;
-    let file = std::fs::File::open(path)?;
-    let mut bytes = Vec::new();
-    file.take(max + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
-        bail!("it is larger than the limit of {max} bytes for a plugin (--max-plugin-mb)");
-    }
-    Ok(bytes)
 }
 
 /// One OS thread per engine advances its epoch (a tokio task could be starved by busy workers).

@@ -1,13 +1,14 @@
 //! The operator's policy for a run: which hosts are granted, and the limits. It comes from a
 //! policy file and flags (flags win, see `cli::args`), or from the library API.
 
+use crate::data::files::{self, Cap};
 use crate::guest::limits::Limits;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// The largest policy file (and package manifest) read; real ones are a few hundred bytes.
-const MAX_POLICY_BYTES: u64 = 1 << 20;
+pub const MAX_POLICY_BYTES: u64 = 1 << 20;
 
 /// Where a run's policy came from, named in the run's first LOG line, and what was passed over
 /// on the way (each a WARN of the run).
@@ -85,7 +86,7 @@ fn pinned_by(package: &Path, plugin: &Path, policy: &Path) -> Result<Result<(), 
         file: String,
         sha256: String,
     }
-    let Ok(bytes) = read_capped(package, MAX_POLICY_BYTES, true) else {
+    let Ok(bytes) = files::read_capped(package, Cap::new("package manifest", MAX_POLICY_BYTES).regular()) else {
         return Ok(Err(format!("no package pins it ({} cannot be read)", package.display())));
     };
     let Ok(manifest) = serde_json::from_slice::<Package>(&bytes) else {
@@ -98,7 +99,9 @@ fn pinned_by(package: &Path, plugin: &Path, policy: &Path) -> Result<Result<(), 
     if manifest.plugin != name(plugin) {
         return Ok(Err(format!("{} packages {}, not this plugin", package.display(), manifest.plugin)));
     }
-    let plugin_sha = sha256_of(plugin)?;
+    // Hashed a piece at a time, and only a regular file: its size is the bound (the plugin is
+    // read next under --max-plugin-mb).
+    let plugin_sha = files::sha256_capped(plugin, Cap::new("plugin", u64::MAX).regular())?;
     if plugin_sha != manifest.sha256 {
         return Ok(Err(format!(
             "{} pins it for another plugin (sha256 {}; this one is {plugin_sha})",
@@ -106,7 +109,7 @@ fn pinned_by(package: &Path, plugin: &Path, policy: &Path) -> Result<Result<(), 
             manifest.sha256
         )));
     }
-    let policy_sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(read_capped(policy, MAX_POLICY_BYTES, true)?));
+    let policy_sha = files::sha256_capped(policy, Cap::new("policy", MAX_POLICY_BYTES).regular())?;
     if policy_sha != pin.sha256 {
         bail!(
             "the policy {} is not the one packaged in {} (sha256 {policy_sha}, packaged {}): package it again with \
@@ -117,51 +120,6 @@ fn pinned_by(package: &Path, plugin: &Path, policy: &Path) -> Result<Result<(), 
         );
     }
     Ok(Ok(()))
-}
-
-/// The sha256 of a file, read a piece at a time.
-fn sha256_of(path: &Path) -> Result<String> {
-    use sha2::Digest;
-    use std::io::Read;
-    let mut file = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut hasher = sha2::Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex::encode(hasher.finalize()))
-}
-
-/// At most `max` bytes of a file, or an error past them (a policy that is a link to /dev/zero
-/// is never read without end). With `regular`, only a regular file, its kind and size checked
-/// before anything is read, and opening it does not wait (a FIFO beside a plugin does not
-/// block the host).
-fn read_capped(path: &Path, max: u64, regular: bool) -> Result<Vec<u8>> {
-    use std::io::Read;
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    if regular {
-        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
-    }
-    let file = options.open(path)?;
-    let meta = file.metadata()?;
-    if regular && !meta.is_file() {
-        bail!("it is not a regular file");
-    }
-    if meta.is_file() && meta.len() > max {
-        bail!("it is larger than {max} bytes");
-    }
-    let mut bytes = Vec::new();
-    file.take(max + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
-        bail!("it is larger than {max} bytes");
-    }
-    Ok(bytes)
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -184,16 +142,15 @@ impl Policy {
 
     /// The policy file the operator named: at most 1 MiB of it is read (it may be a pipe).
     pub fn load(path: &std::path::Path) -> Result<Self> {
-        Self::parse(path, read_capped(path, MAX_POLICY_BYTES, false))
+        Self::parse(path, files::read_capped(path, Cap::new("policy", MAX_POLICY_BYTES))?)
     }
 
     /// A policy file beside a plugin: a regular file, checked before it is read.
     fn load_beside(path: &std::path::Path) -> Result<Self> {
-        Self::parse(path, read_capped(path, MAX_POLICY_BYTES, true))
+        Self::parse(path, files::read_capped(path, Cap::new("policy", MAX_POLICY_BYTES).regular())?)
     }
 
-    fn parse(path: &Path, bytes: Result<Vec<u8>>) -> Result<Self> {
-        let bytes = bytes.with_context(|| format!("cannot read policy {}", path.display()))?;
+    fn parse(path: &Path, bytes: Vec<u8>) -> Result<Self> {
         let text =
             String::from_utf8(bytes).with_context(|| format!("cannot read policy {}: not UTF-8", path.display()))?;
         let de = &mut serde_json::Deserializer::from_str(&text);
@@ -265,7 +222,7 @@ mod tests {
         std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
         // Named by the operator: read up to the cap, never without end.
         let error = format!("{:#}", Policy::load(&link).unwrap_err());
-        assert!(error.contains("larger than 1048576 bytes"), "{error}");
+        assert!(error.contains("larger than 1 MiB, the most a policy file may be"), "{error}");
         // Beside a plugin: not even opened for reading past its kind.
         let plugin = dir.path().join("p.wasm");
         std::fs::write(&plugin, b"x").unwrap();
