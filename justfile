@@ -147,6 +147,13 @@ test: build-plugins setup-singer-targets setup-s3-server setup-platform-clients 
     # features differently and rebuilds wasmtime: minutes on 2 cores).
     cargo test --doc --workspace --exclude demo-source --exclude test-connector --exclude wrong-version --exclude hostile --exclude broken-connector
 
+# One fuzz target of host/src/fuzz/targets.rs for longer (`just test` runs each for 6 s):
+# manifest_yaml, state_file, catalog, config_against_spec, records_split, streamed_lines,
+# page_tokens, guest_records. SLUICE_FUZZ_SEED repeats a run; SLUICE_FUZZ_INPUT=FILE runs one input.
+# Fuzz one parser of untrusted input for SECONDS (docs/sandbox.md, "Fuzzing").
+fuzz target seconds="300":
+    SLUICE_FUZZ_SECS={{seconds}} cargo nextest run -p sluice-host --lib --no-capture -E 'test(=fuzz::targets::{{target}})'
+
 # Benchmarks: the host against a native reader, same run, ratios.
 bench: build-plugins setup-cdk
     cargo build --release -p sluice-host

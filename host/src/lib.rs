@@ -34,10 +34,17 @@ mod bindings;
 pub mod cli;
 mod conformance;
 mod data;
+#[cfg(test)]
+mod fuzz;
 mod guest;
 mod net;
 mod run;
 mod storage;
+
+// The unit tests' allocator counts what each thread holds: the fuzz targets' memory bounds.
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: fuzz::alloc::Counting = fuzz::alloc::Counting;
 
 pub use data::catalog::Selected;
 pub use data::protocol::{FailureType, Format};

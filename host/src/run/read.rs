@@ -505,7 +505,7 @@ fn contract(message: String) -> CallError {
 /// period within two periods of its start. A token sequence that never repeats is stopped by the
 /// page limit.
 #[derive(Default)]
-struct TokenGuard {
+pub(crate) struct TokenGuard {
     exact: HashSet<u64>,
     /// Brent's checkpoint: a token, and how many more tokens to compare with it before the next
     /// checkpoint (twice as many each time).
@@ -523,7 +523,7 @@ pub const MAX_TOKEN_BYTES: usize = 64 << 10;
 const EXACT_TOKENS: usize = 4096;
 
 impl TokenGuard {
-    fn check(&mut self, token: &str) -> Result<(), CallError> {
+    pub(crate) fn check(&mut self, token: &str) -> Result<(), CallError> {
         if token.len() > MAX_TOKEN_BYTES {
             return Err(contract(format!(
                 "next token is {} bytes, more than the {MAX_TOKEN_BYTES} a token may have (a partition's token is \
