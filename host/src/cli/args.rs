@@ -185,8 +185,8 @@ pub struct SandboxArgs {
     /// Calls one stream's partition listing may take [default: 1000000].
     #[arg(long, value_name = "N")]
     pub max_listing_calls_per_stream: Option<u64>,
-    /// Partition cursors one stream's state keeps before it falls back to one stream-level cursor
-    /// [default: 10000].
+    /// Partition cursors one stream's state keeps before it falls back to one stream-level cursor,
+    /// a saved state's too, and partitions in progress taken from a saved state [default: 10000].
     #[arg(long, value_name = "N")]
     pub max_partition_cursors: Option<usize>,
     /// Longest log message kept, bytes; longer ones are cut [default: 65536].

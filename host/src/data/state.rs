@@ -20,7 +20,9 @@ pub struct InputState {
 impl InputState {
     /// Parses a state file: an array of Airbyte state messages (per-stream or global), one state
     /// message, a legacy `{stream: state}` object, or JSON lines of a previous run's output (the
-    /// last STATE per stream wins; other messages are ignored).
+    /// last STATE per stream wins; other messages are ignored). Each stream's state is moved out
+    /// of what was parsed, never copied (a state file is up to 64 MiB of JSON, several times that
+    /// parsed).
     pub fn parse(text: &str) -> Result<Self> {
         let mut state = InputState::default();
         if text.trim().is_empty() {
@@ -28,13 +30,13 @@ impl InputState {
         }
         match serde_json::from_str::<Value>(text) {
             Ok(Value::Array(messages)) => {
-                for (i, m) in messages.iter().enumerate() {
+                for (i, m) in messages.into_iter().enumerate() {
                     state.add_message(m).with_context(|| format!("state message {i}"))?;
                 }
             }
-            Ok(Value::Object(map)) if map.contains_key("type") => state.add_message(&Value::Object(map))?,
-            Ok(Value::Object(map)) if map.get("bookmarks").is_some_and(Value::is_object) => {
-                state.add_bookmarks(&map["bookmarks"])?
+            Ok(Value::Object(map)) if map.contains_key("type") => state.add_message(Value::Object(map))?,
+            Ok(Value::Object(mut map)) if map.get("bookmarks").is_some_and(Value::is_object) => {
+                state.add_bookmarks(map.remove("bookmarks").unwrap_or_default())?
             }
             Ok(Value::Object(map)) => {
                 for (stream, value) in map {
@@ -55,7 +57,7 @@ impl InputState {
                         }
                     })?;
                     if message.get("type").and_then(Value::as_str) == Some("STATE") {
-                        state.add_message(&message).with_context(|| format!("line {}", n + 1))?;
+                        state.add_message(message).with_context(|| format!("line {}", n + 1))?;
                     }
                 }
             }
@@ -75,58 +77,60 @@ impl InputState {
     }
 
     /// Singer's whole-tap state: `{"bookmarks": {stream: state}}`.
-    fn add_bookmarks(&mut self, bookmarks: &Value) -> Result<()> {
-        let Some(map) = bookmarks.as_object() else {
-            bail!("\"bookmarks\" must be an object, not {}", kind(bookmarks))
-        };
-        map.iter().try_for_each(|(k, v)| self.set(k.clone(), v.clone()))
+    fn add_bookmarks(&mut self, bookmarks: Value) -> Result<()> {
+        let Value::Object(map) = bookmarks else { bail!("\"bookmarks\" must be an object, not {}", kind(&bookmarks)) };
+        map.into_iter().try_for_each(|(k, v)| self.set(k, v))
     }
 
     /// One state message: Airbyte's, bare or wrapped in `{"type": "STATE", "state": ...}`, or
     /// Singer's `{"type": "STATE", "value": {"bookmarks": ...}}`.
-    fn add_message(&mut self, message: &Value) -> Result<()> {
-        if message.get("type").and_then(Value::as_str) == Some("STATE")
-            && let Some(value) = message.get("value")
-        {
-            let bookmarks = value.get("bookmarks").ok_or_else(|| anyhow!("a Singer STATE has no \"bookmarks\""))?;
+    fn add_message(&mut self, mut message: Value) -> Result<()> {
+        let wrapped = message.get("type").and_then(Value::as_str) == Some("STATE");
+        if wrapped && let Some(value) = message.get_mut("value") {
+            let bookmarks =
+                value.get_mut("bookmarks").ok_or_else(|| anyhow!("a Singer STATE has no \"bookmarks\""))?.take();
             return self.add_bookmarks(bookmarks);
         }
-        let message = match message.get("type").and_then(Value::as_str) {
-            Some("STATE") => message.get("state").ok_or_else(|| anyhow!("a STATE message has no \"state\""))?,
-            _ => message,
+        let message = match wrapped {
+            true => message.get_mut("state").ok_or_else(|| anyhow!("a STATE message has no \"state\""))?.take(),
+            false => message,
         };
-        let Some(obj) = message.as_object() else { bail!("a state message must be an object, not {}", kind(message)) };
-        match obj.get("type").and_then(Value::as_str) {
+        let Value::Object(mut obj) = message else {
+            bail!("a state message must be an object, not {}", kind(&message))
+        };
+        let type_ = obj.get("type").and_then(Value::as_str).map(str::to_string);
+        match type_.as_deref() {
             Some("STREAM") => {
-                let stream = obj.get("stream").ok_or_else(|| anyhow!("a STREAM state has no \"stream\""))?;
+                let stream = obj.remove("stream").ok_or_else(|| anyhow!("a STREAM state has no \"stream\""))?;
                 self.add_stream_state(stream)
             }
             Some("GLOBAL") => {
-                let global = obj.get("global").ok_or_else(|| anyhow!("a GLOBAL state has no \"global\""))?;
-                let streams = global
-                    .get("stream_states")
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| anyhow!("a GLOBAL state has no \"stream_states\" array"))?;
-                streams.iter().try_for_each(|s| self.add_stream_state(s))
+                let mut global = obj.remove("global").ok_or_else(|| anyhow!("a GLOBAL state has no \"global\""))?;
+                let Some(Value::Array(streams)) = global.get_mut("stream_states").map(Value::take) else {
+                    bail!("a GLOBAL state has no \"stream_states\" array")
+                };
+                streams.into_iter().try_for_each(|s| self.add_stream_state(s))
             }
-            Some("LEGACY") | None => match obj.get("data") {
-                Some(Value::Object(data)) => data.iter().try_for_each(|(k, v)| self.set(k.clone(), v.clone())),
-                Some(other) => bail!("a LEGACY state's \"data\" must be an object, not {}", kind(other)),
+            Some("LEGACY") | None => match obj.remove("data") {
+                Some(Value::Object(data)) => data.into_iter().try_for_each(|(k, v)| self.set(k, v)),
+                Some(other) => bail!("a LEGACY state's \"data\" must be an object, not {}", kind(&other)),
                 None => bail!(
                     "unrecognised state message (expected type STREAM, GLOBAL or LEGACY): {}",
-                    crate::data::protocol::preview(&message.to_string())
+                    crate::data::protocol::preview(&Value::Object(obj).to_string())
                 ),
             },
             Some(other) => bail!("unknown state type {other:?} (expected STREAM, GLOBAL or LEGACY)"),
         }
     }
 
-    fn add_stream_state(&mut self, stream: &Value) -> Result<()> {
+    fn add_stream_state(&mut self, mut stream: Value) -> Result<()> {
         let name = stream
             .pointer("/stream_descriptor/name")
             .and_then(Value::as_str)
-            .ok_or_else(|| anyhow!("a stream state has no stream_descriptor.name"))?;
-        self.set(name.to_string(), stream.get("stream_state").cloned().unwrap_or(Value::Null))
+            .ok_or_else(|| anyhow!("a stream state has no stream_descriptor.name"))?
+            .to_string();
+        let state = stream.get_mut("stream_state").map(Value::take).unwrap_or(Value::Null);
+        self.set(name, state)
     }
 }
 
@@ -459,6 +463,9 @@ pub struct StreamCursor {
     /// Set once the state fell back: the lowest cursor among this run's finished partitions,
     /// which becomes the stream-level cursor when every partition finished.
     collapsed: Option<Option<Value>>,
+    /// The saved state had more partition cursors than `max_partitions` (how many entries its
+    /// list had): they were folded into the stream-level cursor as they were read.
+    folded_saved: Option<usize>,
 }
 
 /// What to do with a bounded partition, given what is already finished.
@@ -489,7 +496,21 @@ fn newer(a: Option<Value>, b: Option<Value>) -> Option<Value> {
 }
 
 impl StreamCursor {
+    /// The cursors of `stream` from its saved state, keeping at most
+    /// [`DEFAULT_MAX_PARTITION_CURSORS`] partition cursors (see [`StreamCursor::with_limit`]).
     pub fn new(stream: &str, field: Vec<String>, saved: Option<&Value>) -> Result<Self> {
+        Self::with_limit(stream, field, saved, DEFAULT_MAX_PARTITION_CURSORS)
+    }
+
+    /// The cursors of `stream` from its saved state, keeping at most `max_partitions` partition
+    /// cursors, in the saved state as in this run. A saved state with more is folded into one
+    /// stream-level cursor as its list is read, the same way a run falls back when it passes the
+    /// limit ([`StreamCursor::complete`]): the lowest of the saved cursors (and the saved
+    /// low-water mark) becomes the low-water mark every partition resumes from, so no partition
+    /// resumes past what it read, and no more than `max_partitions + 1` cursors are ever held (a
+    /// hostile state of a million of them used to be kept whole, and written back in every
+    /// STATE). [`StreamCursor::saved_fell_back`] says it happened.
+    pub fn with_limit(stream: &str, field: Vec<String>, saved: Option<&Value>, max_partitions: usize) -> Result<Self> {
         let mut cursor = StreamCursor {
             field,
             partitions: BTreeMap::new(),
@@ -499,8 +520,9 @@ impl StreamCursor {
             floor: None,
             bounded: false,
             read_any: false,
-            max_partitions: DEFAULT_MAX_PARTITION_CURSORS,
+            max_partitions,
             collapsed: None,
+            folded_saved: None,
         };
         // `{}` is the state of a stream with nothing saved yet (it is what a stream whose last
         // job was done with says), and so is the Airbyte CDK's mark of a finished full read.
@@ -527,21 +549,40 @@ impl StreamCursor {
             };
         }
         let fail = |what: String| anyhow!("state of stream {stream:?}: {what}");
+        // The lowest saved partition cursor, for when there are too many to keep.
+        let mut lowest: Option<Value> = None;
         if let Some(list) = saved.get("partitions") {
             let list = list.as_array().ok_or_else(|| fail("\"partitions\" must be an array".into()))?;
             for (i, entry) in list.iter().enumerate() {
-                let key = entry.get("partition").cloned().unwrap_or(Value::Null);
                 let value = entry
                     .get("cursor")
                     .filter(|v| is_cursor(v))
                     .ok_or_else(|| fail(format!("partitions[{i}] has no \"cursor\" (a number or a string)")))?;
-                cursor.partitions.insert(key.to_string(), (key, canonical(value.clone())));
+                let value = canonical(value.clone());
+                if lowest.as_ref().is_none_or(|l| greater(l, &value)) {
+                    lowest = Some(value.clone());
+                }
+                if cursor.folded_saved.is_some() {
+                    continue;
+                }
+                let key = entry.get("partition").cloned().unwrap_or(Value::Null);
+                cursor.partitions.insert(key.to_string(), (key, value));
+                if cursor.partitions.len() > max_partitions {
+                    cursor.partitions.clear();
+                    cursor.folded_saved = Some(list.len());
+                }
             }
         }
         match saved.get("low_water") {
             None | Some(Value::Null) => {}
             Some(v) if is_cursor(v) => cursor.low_water = Some(canonical(v.clone())),
             Some(v) => return Err(fail(format!("\"low_water\" must be a number or a string, not {}", kind(v)))),
+        }
+        if cursor.folded_saved.is_some() {
+            cursor.low_water = match (lowest.clone(), cursor.low_water.take()) {
+                (Some(l), Some(lw)) => Some(if greater(&l, &lw) { lw } else { l }),
+                (l, lw) => l.or(lw),
+            };
         }
         match saved.get("newest") {
             None | Some(Value::Null) => {}
@@ -567,7 +608,20 @@ impl StreamCursor {
                 }
             }
         }
+        // As when a run falls back: the stream-level cursor rises to the lowest cursor the
+        // partitions reach once every one finished. A stream with finished ranges (bounded
+        // partitions) never rises so (the low-water mark means everything below is finished
+        // there): it keeps the lowest, and re-reads, never skips.
+        if cursor.folded_saved.is_some() && cursor.completed.is_empty() {
+            cursor.collapsed = Some(lowest);
+        }
         Ok(cursor)
+    }
+
+    /// How many partition cursors the saved state had, when they were more than the limit and
+    /// were folded into the stream-level cursor ([`StreamCursor::with_limit`]).
+    pub fn saved_fell_back(&self) -> Option<usize> {
+        self.folded_saved
     }
 
     pub fn field(&self) -> &[String] {
@@ -616,11 +670,6 @@ impl StreamCursor {
     /// Partition cursors kept before the state falls back to a stream-level cursor.
     pub fn max_partitions(&self) -> usize {
         self.max_partitions
-    }
-
-    pub fn with_max_partitions(mut self, max: usize) -> Self {
-        self.max_partitions = max;
-        self
     }
 
     /// Entries of the state (partition cursors, finished ranges, the low-water mark): what one
@@ -1008,7 +1057,7 @@ mod tests {
     /// lowest this run reached.
     #[test]
     fn many_partition_cursors_fall_back_to_the_lowest() {
-        let mut cursor = StreamCursor::new("s", vec!["c".into()], None).unwrap().with_max_partitions(3);
+        let mut cursor = StreamCursor::with_limit("s", vec!["c".into()], None, 3).unwrap();
         let fell_back: Vec<bool> = (0..6).map(|p| cursor.complete(&json!({"p": p}), Some(json!(10 + p)))).collect();
         assert_eq!(fell_back, [false, false, false, true, false, false]);
         assert_eq!(cursor.to_state(), json!({"cursor_field": ["c"], "low_water": 10}));
@@ -1017,18 +1066,91 @@ mod tests {
         assert_eq!(cursor.to_state(), json!({"cursor_field": ["c"], "low_water": 10}));
         // The next run: every partition starts at 10 and reaches at least 20.
         let saved = cursor.to_state();
-        let mut next = StreamCursor::new("s", vec!["c".into()], Some(&saved)).unwrap().with_max_partitions(3);
+        let mut next = StreamCursor::with_limit("s", vec!["c".into()], Some(&saved), 3).unwrap();
         for p in 0..6 {
             next.complete(&json!({"p": p}), Some(json!(20 + p)));
         }
         next.stream_finished(false);
         assert_eq!(next.to_state()["low_water"], 10, "a run with a failed partition does not raise it");
-        let mut next = StreamCursor::new("s", vec!["c".into()], Some(&saved)).unwrap().with_max_partitions(3);
+        let mut next = StreamCursor::with_limit("s", vec!["c".into()], Some(&saved), 3).unwrap();
         for p in 0..6 {
             next.complete(&json!({"p": p}), Some(json!(20 + p)));
         }
         next.stream_finished(true);
         assert_eq!(next.to_state()["low_water"], 20);
+    }
+
+    /// A saved state with more partition cursors than the limit is folded as it is read into
+    /// the state a run that passed the limit would have written: the same stream-level cursor,
+    /// rising the same way once every partition finished.
+    #[test]
+    fn a_saved_state_past_the_partition_cursor_limit_falls_back_as_a_run_does() {
+        let cursors = [14, 11, 19, 12, 10, 16];
+        // A run that kept them all (a larger limit), and one that passed a limit of 5 with its
+        // sixth.
+        let mut wide = StreamCursor::with_limit("s", vec!["c".into()], None, 100).unwrap();
+        let mut narrow = StreamCursor::with_limit("s", vec!["c".into()], None, 5).unwrap();
+        for (p, c) in cursors.iter().enumerate() {
+            wide.complete(&json!({"p": p}), Some(json!(c)));
+            assert_eq!(narrow.complete(&json!({"p": p}), Some(json!(c))), p == 5);
+        }
+        let saved = wide.to_state();
+        assert_eq!(saved["partitions"].as_array().unwrap().len(), 6);
+        let folded = StreamCursor::with_limit("s", vec!["c".into()], Some(&saved), 5).unwrap();
+        assert_eq!(folded.to_state(), narrow.to_state());
+        let mut folded = StreamCursor::with_limit("s", vec!["c".into()], Some(&saved), 3).unwrap();
+        assert_eq!(folded.saved_fell_back(), Some(6));
+        assert_eq!(folded.to_state(), json!({"cursor_field": ["c"], "low_water": 10}));
+        // Every partition resumes from the lowest: none past what it read.
+        assert_eq!(folded.start_for(&json!({"p": 2})), Some(&json!(10)));
+        // Within the limit, nothing is folded.
+        let kept = StreamCursor::with_limit("s", vec!["c".into()], Some(&saved), 6).unwrap();
+        assert_eq!((kept.saved_fell_back(), kept.to_state()), (None, saved.clone()));
+        // This run reads every partition to at least 20: as after a run's own fall back, the
+        // saved cursors count among the lowest reached (a saved partition may not be listed
+        // again), so it stays; the next run, starting every partition at 10, raises it.
+        for p in 0..8 {
+            assert!(!folded.complete(&json!({"p": p}), Some(json!(20 + p))));
+        }
+        folded.stream_finished(true);
+        assert_eq!(folded.to_state(), json!({"cursor_field": ["c"], "low_water": 10}));
+        let mut next = StreamCursor::with_limit("s", vec!["c".into()], Some(&folded.to_state()), 3).unwrap();
+        for p in 0..8 {
+            next.complete(&json!({"p": p}), Some(json!(20 + p)));
+        }
+        next.stream_finished(true);
+        assert_eq!(next.to_state()["low_water"], 20);
+        // A saved low-water mark below every partition stays the floor.
+        let mut low = saved.clone();
+        low["low_water"] = json!(3);
+        let folded = StreamCursor::with_limit("s", vec!["c".into()], Some(&low), 3).unwrap();
+        assert_eq!(folded.to_state()["low_water"], 3);
+        // A stream with finished ranges keeps the lowest and never rises past it on its own.
+        let mut ranged = saved;
+        ranged["completed"] = json!([[30, 40]]);
+        let mut folded = StreamCursor::with_limit("s", vec!["c".into()], Some(&ranged), 3).unwrap();
+        assert_eq!(folded.to_state(), json!({"cursor_field": ["c"], "low_water": 10, "completed": [[30, 40]]}));
+        folded.stream_finished(true);
+        assert_eq!(folded.to_state()["low_water"], 10);
+    }
+
+    /// 200,000 saved partition cursors under the default limit: folded in one pass, the
+    /// state that comes out one stream-level cursor.
+    #[test]
+    fn a_huge_saved_state_is_folded_in_one_pass() {
+        let partitions: Vec<Value> =
+            (0..200_000).map(|p| json!({"partition": {"account": p}, "cursor": 1_000_000 - p})).collect();
+        let saved = json!({"cursor_field": ["c"], "partitions": partitions});
+        let started = std::time::Instant::now();
+        let cursor = StreamCursor::new("s", vec!["c".into()], Some(&saved)).unwrap();
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+        assert_eq!(cursor.saved_fell_back(), Some(200_000));
+        assert_eq!(cursor.to_state(), json!({"cursor_field": ["c"], "low_water": 1_000_000 - 199_999}));
+        // A malformed entry past the fold is still an error.
+        let mut bad = saved;
+        bad["partitions"].as_array_mut().unwrap().push(json!({"partition": 1}));
+        let error = StreamCursor::new("s", vec!["c".into()], Some(&bad)).unwrap_err().to_string();
+        assert!(error.contains("partitions[200000] has no \"cursor\""), "{error}");
     }
 
     #[test]

@@ -33,7 +33,9 @@ pub struct Limits {
     pub max_partitions_per_stream: u64,
     pub max_listing_calls_per_stream: u64,
     /// Partition cursors one stream's state keeps; past them it falls back to one stream-level
-    /// cursor (the lowest), so a STATE stays small however many partitions a stream has.
+    /// cursor (the lowest), so a STATE stays small however many partitions a stream has. A saved
+    /// state with more is folded so as it is taken in, and its partitions in progress past this
+    /// many are dropped (read again from their start).
     pub max_partition_cursors: usize,
     /// The WebAssembly stack of a guest, bytes. An engine setting: the same for every run an
     /// engine serves (a runtime refuses runs that ask for another).

@@ -8,9 +8,34 @@
 //! In the state (beside the cursor's keys):
 //! `"in_progress": [{"partition": KEY, "start": CURSOR | null, "token": TOKEN, "cursor": MAX | null}]`
 //! and, for full reads, `"done": [KEY, ...]`.
+//!
+//! A saved state is taken in under the run's bounds: a token longer than
+//! [`MAX_TOKEN_BYTES`](crate::run::read::MAX_TOKEN_BYTES) (what a run accepts from a connector) is
+//! refused, naming the stream and the partition, and in-progress entries past the limit are
+//! dropped, each such partition read again from its start (nothing is lost; its records may be
+//! written again), which the run says in a WARN.
 
+use crate::run::read::MAX_TOKEN_BYTES;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
+
+/// The length of `value` as compact JSON, counted without writing it anywhere.
+fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail, nor can serializing a Value.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
 
 /// Where a part-read partition continues.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,6 +56,8 @@ pub struct Resumption {
     /// Full reads only: partitions the read being resumed finished.
     done: BTreeSet<String>,
     full_read: bool,
+    /// In-progress entries of the saved state past the limit, dropped.
+    dropped: usize,
 }
 
 /// A partition key in one spelling, however the guest spaced it.
@@ -39,8 +66,26 @@ pub fn key_text(key: &str) -> String {
 }
 
 impl Resumption {
-    /// The checkpoints in a saved state. `full_read` streams also keep their finished partitions.
+    /// The checkpoints in a saved state, at most
+    /// [`DEFAULT_MAX_PARTITION_CURSORS`](crate::data::state::DEFAULT_MAX_PARTITION_CURSORS) of
+    /// them (see [`Resumption::with_limit`]). For the unit tests and fuzz targets: a run
+    /// passes its own limit.
+    #[cfg(test)]
     pub fn from_state(stream: &str, saved: Option<&Value>, full_read: bool) -> anyhow::Result<Self> {
+        Self::with_limit(stream, saved, full_read, crate::data::state::DEFAULT_MAX_PARTITION_CURSORS)
+    }
+
+    /// The checkpoints in a saved state. `full_read` streams also keep their finished
+    /// partitions. A token longer than [`MAX_TOKEN_BYTES`] is refused (a run never accepts one
+    /// from a connector, and every STATE of the stream would carry it); past `max_in_progress`
+    /// in-progress entries the rest are dropped and counted ([`Resumption::dropped`]): each such
+    /// partition is read again from its start, which loses nothing.
+    pub fn with_limit(
+        stream: &str,
+        saved: Option<&Value>,
+        full_read: bool,
+        max_in_progress: usize,
+    ) -> anyhow::Result<Self> {
         let mut resumption = Resumption { full_read, ..Default::default() };
         let Some(saved) = saved else { return Ok(resumption) };
         let fail = |what: String| anyhow::anyhow!("state of stream {stream:?}: {what}");
@@ -50,9 +95,22 @@ impl Resumption {
                 let (Some(key), Some(token)) = (entry.get("partition"), entry.get("token")) else {
                     return Err(fail(format!("in_progress[{i}] needs a \"partition\" and a \"token\"")));
                 };
+                let size = json_len(token);
+                if size > MAX_TOKEN_BYTES {
+                    return Err(fail(format!(
+                        "the token of partition {} (in_progress[{i}]) is {size} bytes, more than the {MAX_TOKEN_BYTES} \
+                         a token may have",
+                        crate::data::protocol::preview(&key.to_string())
+                    )));
+                }
+                let text = key.to_string();
+                if resumption.in_progress.len() >= max_in_progress && !resumption.in_progress.contains_key(&text) {
+                    resumption.dropped += 1;
+                    continue;
+                }
                 let cursor = |name: &str| entry.get(name).filter(|v| !v.is_null()).cloned();
                 let checkpoint = Checkpoint { start: cursor("start"), token: token.clone(), cursor: cursor("cursor") };
-                resumption.in_progress.insert(key.to_string(), (key.clone(), checkpoint));
+                resumption.in_progress.insert(text, (key.clone(), checkpoint));
             }
         }
         if full_read && let Some(list) = saved.get("done") {
@@ -60,6 +118,11 @@ impl Resumption {
             resumption.done.extend(list.iter().map(Value::to_string));
         }
         Ok(resumption)
+    }
+
+    /// In-progress entries of the saved state dropped past the limit ([`Resumption::with_limit`]).
+    pub fn dropped(&self) -> usize {
+        self.dropped
     }
 
     /// Where the partition with `key` (compact JSON text) continues, if it was part-read.
@@ -143,5 +206,53 @@ mod tests {
         let mut state = None;
         back.add_to(&mut state);
         assert_eq!(state, None);
+    }
+
+    /// A token from a saved state is held to what a run accepts from a connector: one longer
+    /// than MAX_TOKEN_BYTES (a 100 MB token made 100 MB STATE lines) is refused, naming the
+    /// stream, the partition and the limit; one at the limit is taken.
+    #[test]
+    fn a_saved_token_past_the_limit_is_refused() {
+        let entry = |token: String| json!({"in_progress": [{"partition": {"p": 7}, "start": null, "token": token}]});
+        // A JSON string of MAX_TOKEN_BYTES - 2 characters is MAX_TOKEN_BYTES bytes with its quotes.
+        let at = entry("a".repeat(MAX_TOKEN_BYTES - 2));
+        let r = Resumption::from_state("items", Some(&at), false).unwrap();
+        assert!(r.checkpoint(r#"{"p":7}"#).is_some());
+        let past = entry("a".repeat(MAX_TOKEN_BYTES - 1));
+        let error = Resumption::from_state("items", Some(&past), false).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            format!(
+                "state of stream \"items\": the token of partition {{\"p\":7}} (in_progress[0]) is {} bytes, more than \
+                 the {MAX_TOKEN_BYTES} a token may have",
+                MAX_TOKEN_BYTES + 1
+            )
+        );
+        // Counted as JSON: escapes count as they are written.
+        assert_eq!(json_len(&json!({"a": "\"\n"})), r#"{"a":"\"\n"}"#.len());
+    }
+
+    /// In-progress entries past the limit are dropped, counted, and their partitions read from
+    /// their start: the first ones are kept, whatever their number (a hostile state had a
+    /// million); a key given twice counts once.
+    #[test]
+    fn in_progress_entries_past_the_limit_are_dropped() {
+        let entries: Vec<Value> = [0, 1, 1, 2, 3, 4]
+            .iter()
+            .map(|p| json!({"partition": {"p": p}, "start": 1, "token": {"page": p}, "cursor": null}))
+            .collect();
+        let saved = json!({"in_progress": entries});
+        let r = Resumption::with_limit("s", Some(&saved), false, 3).unwrap();
+        assert_eq!(r.dropped(), 2);
+        assert_eq!(r.entries(), 3);
+        for p in 0..3 {
+            let c = r.checkpoint(&format!(r#"{{"p":{p}}}"#)).unwrap();
+            assert_eq!(c.token, json!({"page": p}));
+        }
+        assert!(r.checkpoint(r#"{"p":3}"#).is_none() && r.checkpoint(r#"{"p":4}"#).is_none());
+        let mut state = None;
+        r.add_to(&mut state);
+        assert_eq!(state.unwrap()["in_progress"].as_array().unwrap().len(), 3);
+        assert_eq!(Resumption::with_limit("s", Some(&saved), false, 5).unwrap().dropped(), 0);
     }
 }

@@ -204,6 +204,20 @@ struct StreamRead {
     excluded: Arc<[String]>,
 }
 
+/// The state a listing is handed for a saved state whose partition cursors were folded into the
+/// stream-level cursor: the cursor's state in place of the saved cursor keys, every other key
+/// (jobs, partitions in progress, ...) as saved.
+fn folded_for_listing(saved: Option<&Value>, cursor: &StreamCursor) -> Value {
+    let mut state = cursor.to_state();
+    const CURSOR_KEYS: [&str; 5] = ["cursor_field", "partitions", "low_water", "newest", "completed"];
+    if let (Some(saved), Some(into)) = (saved.and_then(Value::as_object), state.as_object_mut()) {
+        for (key, value) in saved.iter().filter(|(k, _)| !CURSOR_KEYS.contains(&k.as_str())) {
+            into.insert(key.clone(), value.clone());
+        }
+    }
+    state
+}
+
 async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamSummary, OutputClosed> {
     let out = shared.out.clone();
     let name = selected.stream.name.clone();
@@ -212,10 +226,16 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
     out.status(&name, StreamStatus::Started).await?;
 
     // The saved state in the host's form (the connector reads a state in its own shape).
+    // Borrowed when it is the saved state itself: a state may be tens of MiB of JSON, and
+    // several times that parsed.
     let shaped = selected.cursor_field.is_some() && shared.shaper.shapes(&name);
+    let host_form;
     let saved = match shaped {
         true => match shared.shaper.host_form(&shared.connector, &name, selected.saved_state.as_ref()).await {
-            Ok(saved) => saved,
+            Ok(saved) => {
+                host_form = saved;
+                host_form.as_ref()
+            }
             Err(e) => {
                 summary.failed = true;
                 out.error(&e, FailureType::Config, Some(&name)).await?;
@@ -223,11 +243,24 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
                 return Ok(summary);
             }
         },
-        false => selected.saved_state.clone(),
+        false => selected.saved_state.as_ref(),
     };
+    // The saved state is taken in under the run's bounds: partition cursors past the limit are
+    // folded into one stream-level cursor as they are read, as the run itself falls back.
+    let max_cursors = shared.limits.max_partition_cursors;
     let cursor = match &selected.cursor_field {
-        Some(field) => match StreamCursor::new(&name, field.clone(), saved.as_ref()) {
-            Ok(c) => Some(c.with_max_partitions(shared.limits.max_partition_cursors)),
+        Some(field) => match StreamCursor::with_limit(&name, field.clone(), saved, max_cursors) {
+            Ok(c) => {
+                if let Some(saved_cursors) = c.saved_fell_back() {
+                    let message = format!(
+                        "stream {name} has more than {max_cursors} partition cursors ({saved_cursors} in its saved \
+                         state): its state falls back to one stream-level cursor (the lowest of them), from which \
+                         every partition resumes"
+                    );
+                    out.log("WARN", &message).await?;
+                }
+                Some(c)
+            }
             Err(e) => {
                 summary.failed = true;
                 out.error(&format!("{e:#}"), FailureType::Config, Some(&name)).await?;
@@ -241,7 +274,18 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
     let (partition_tx, mut partition_rx) = mpsc::channel::<Listed>(256);
     let mut lister = Some({
         let shared = shared.clone();
-        let selected = selected.clone();
+        // A saved state folded past the limit is handed to the listing as the host now holds it
+        // (the stream-level cursor, not the saved cursors): the guest parses no more of it than
+        // the host keeps, and no copy of the saved cursors is made for it.
+        let selected = match cursor.as_ref().filter(|c| !shaped && c.saved_fell_back().is_some()) {
+            Some(cursor) => SelectedStream {
+                stream: selected.stream.clone(),
+                cursor_field: selected.cursor_field.clone(),
+                saved_state: Some(folded_for_listing(saved, cursor)),
+                excluded: selected.excluded.clone(),
+            },
+            None => selected.clone(),
+        };
         tokio::spawn(async move {
             read::list_partitions(&shared.connector, &shared.out, &shared.limits, &selected, partition_tx).await
         })
@@ -250,7 +294,7 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
     let mut stream = StreamRead {
         through_jobs: shared.jobs.as_ref().is_some_and(|j| j.reads_through_jobs(&name)),
         stream_permits: shared.concurrency.per_stream.map(|n| Arc::new(Semaphore::new(n.max(1)))),
-        saved_jobs: saved_job_handles(saved.as_ref()),
+        saved_jobs: saved_job_handles(saved),
         shaped,
         jobs_in_flight: Default::default(),
         last_state: None,
@@ -270,8 +314,20 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
         done_tx,
     };
     if stream.shared.resumable.contains(&stream.name) && !stream.through_jobs {
-        match Resumption::from_state(&stream.name, saved.as_ref(), stream.cursor.is_none()) {
-            Ok(resumption) => stream.resume = Some(resumption),
+        let full_read = stream.cursor.is_none();
+        match Resumption::with_limit(&stream.name, saved, full_read, max_cursors) {
+            Ok(resumption) => {
+                if resumption.dropped() > 0 {
+                    let message = format!(
+                        "stream {}: its saved state has more than {max_cursors} partitions in progress; the other {} \
+                         are read again from their start (nothing is lost; their records may be written again)",
+                        stream.name,
+                        resumption.dropped()
+                    );
+                    stream.shared.out.log("WARN", &message).await?;
+                }
+                stream.resume = Some(resumption)
+            }
             Err(e) => {
                 stream.summary.failed = true;
                 stream.shared.out.error(&format!("{e:#}"), FailureType::Config, Some(&stream.name)).await?;
@@ -792,5 +848,25 @@ impl PartitionTask {
             },
         )
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A listing handed a folded state sees the stream-level cursor, not the saved cursors; what
+    /// else the state holds (jobs, partitions in progress) is as saved.
+    #[test]
+    fn a_folded_state_reaches_the_listing_without_its_cursors() {
+        let partitions: Vec<Value> = (0..5).map(|p| json!({"partition": {"p": p}, "cursor": 10 + p})).collect();
+        let in_progress = json!([{"partition": {"p": 9}, "start": null, "token": "t", "cursor": null}]);
+        let saved = json!({"cursor_field": ["c"], "partitions": partitions, "in_progress": in_progress, "jobs": []});
+        let cursor = StreamCursor::with_limit("s", vec!["c".into()], Some(&saved), 3).unwrap();
+        assert_eq!(
+            folded_for_listing(Some(&saved), &cursor),
+            json!({"cursor_field": ["c"], "low_water": 10, "in_progress": in_progress, "jobs": []})
+        );
     }
 }
