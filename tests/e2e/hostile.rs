@@ -217,6 +217,29 @@ fn the_host_takes_records_out_of_an_answer() {
     assert_eq!(api.stats().requests, requests, "nothing was sent");
 }
 
+/// An answer of 11 million records (`{"data":[{},{},...]}`, 32 MiB) split for a guest limited to
+/// 64 MiB: the host held 824 MiB materialising them before refusing. They are counted as the list
+/// is read, on the guest's clock (300 ms of CPU stops the split), and past the records limit
+/// nothing is kept; the host's peak stays near the body's size.
+#[test]
+fn an_answer_of_millions_of_records_is_refused_while_it_is_split() {
+    let api = demo_api(DemoApiConfig::default());
+    let target = format!("{}/empty-records?n=11000000", api.base_url());
+    let config = json!({"target": target, "declare": [grant(&api)], "path": ["data"]});
+    let message = contained(&hostile("send-records", config.clone(), &["--allow-host", &grant(&api)]));
+    assert!(message.contains("CPU budget of 300 ms"), "the split is charged to the guest: {message}");
+    for mode in ["send-records", "forward-records"] {
+        let run = hostile(mode, config.clone(), &["--allow-host", &grant(&api), "--cpu-ms-per-call", "60000"]);
+        let records = run.records("numbers");
+        let reported = records.iter().find(|r| r.get("error").is_some()).unwrap_or_else(|| panic!("{}", run.explain()));
+        let error = reported["error"].as_str().unwrap();
+        assert!(error.contains("11000000") && error.contains("100000"), "{mode}: {error}");
+    }
+    assert_eq!(api.stats().requests, 3);
+    // The body (32 MiB) whole once, and the host itself; not a copy per record.
+    assert!(children_peak_rss_mib() < 200, "the host held {} MiB", children_peak_rss_mib());
+}
+
 /// `forward-records` (contract 0.1.4): the host keeps the records and puts them at the start of
 /// the page the call returns, before the guest's own; past the limit of records per page it
 /// refuses more; outside `read-page` it refuses them all.
@@ -1108,6 +1131,34 @@ fn a_spec_with_a_deep_ref_chain_is_a_warning_not_an_abort() {
         "{}",
         run.explain()
     );
+}
+
+/// 1,500 copies of a backtracking pattern under `allOf`, checked against `"a"x42 + "!"`, took 52 s
+/// of host CPU before the connector was called. Patterns are compiled by a linear-time engine
+/// and counted first: past 256 the spec is not used, with a warning, and a spec of 200 of them
+/// is checked in well under a second of work.
+#[test]
+fn backtracking_patterns_in_a_spec_cost_the_host_no_time() {
+    let files = Files::new();
+    let config = files.json("config.json", &json!({"a": format!("{}!", "a".repeat(42))}));
+    for (copies, refused) in [(1500, true), (200, false)] {
+        let copy = "{properties: {a: {type: string, pattern: '^(a|a)*$'}}}";
+        let spec = format!("{{type: object, allOf: [{}]}}", vec![copy; copies].join(", "));
+        let path = manifest(&files, &spec, "");
+        let started = std::time::Instant::now();
+        let run = host(&["check"]).arg(&path).arg("--config").arg(&config).run();
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "{copies}: {:?}", started.elapsed());
+        let warned = run.logs().iter().any(|l| l.contains("not a usable JSON Schema") && l.contains("patterns"));
+        assert_eq!(warned, refused, "{copies}: {}", run.explain());
+        if !refused {
+            // Checked, and the config breaks the pattern: named, not a hang.
+            assert!(
+                run.stdout().contains("does not match") || run.stderr().contains("does not match"),
+                "{}",
+                run.explain()
+            );
+        }
+    }
 }
 
 /// A sink the test reads back.

@@ -26,6 +26,7 @@
 //! - `DELETE /reports/{id}` → 204
 //! - `GET /redirect?to=URL` → 302 to `URL` (for redirect policy tests)
 //! - `GET /echo` → `{"headers": {...}}`: the headers the request arrived with
+//! - `GET /empty-records?n=N` → `{"data": [{}, ...]}` with `N` empty records;
 //! - `GET /bytes?n=N` → a body of `N` bytes; `GET /stall?ms=N` → one byte, then the rest after
 //!   `N` ms (for response-size and read-timeout tests)
 //! - `GET /_stats` → [`Stats`] (not counted, never delayed or failed)

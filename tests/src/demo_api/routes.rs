@@ -37,6 +37,7 @@ pub fn router(shared: AppState) -> Router {
         .route("/redirect", get(redirect))
         .route("/echo", get(echo))
         .route("/bytes", get(bytes))
+        .route("/empty-records", get(empty_records))
         .route("/stall", get(stall))
         .route("/lines", get(lines))
         .route("/accounts", get(list_accounts))
@@ -241,6 +242,38 @@ async fn echo(req: Request) -> Json<serde_json::Value> {
 async fn bytes(Query(params): Query<Params>) -> ApiResult<Vec<u8>> {
     let n = params.get("n").map(|v| v.parse::<usize>().map_err(|_| ApiError::bad_param("n", v, "a byte count")));
     Ok(vec![b'x'; n.transpose()?.unwrap_or(0).min(1 << 30)])
+}
+
+/// `GET /empty-records?n=N`: `{"data": [{}, {}, ...]}` with `N` empty records (at most 2^26),
+/// made as it is sent: the most records an answer of its size can hold, for tests of splitting.
+async fn empty_records(Query(params): Query<Params>) -> ApiResult<Response> {
+    let n = params.get("n").map(|v| v.parse::<usize>().map_err(|_| ApiError::bad_param("n", v, "a count")));
+    let mut left = n.transpose()?.unwrap_or(0).min(1 << 26);
+    let mut state = 0u8;
+    let chunks = futures_util::stream::poll_fn(move |_| {
+        let chunk = match state {
+            0 => {
+                state = 1;
+                Bytes::from_static(b"{\"data\":[")
+            }
+            1 if left > 0 => {
+                let count = left.min(65_536);
+                left -= count;
+                let mut piece = "{},".repeat(count);
+                if left == 0 {
+                    piece.pop();
+                }
+                Bytes::from(piece)
+            }
+            1 => {
+                state = 2;
+                Bytes::from_static(b"]}")
+            }
+            _ => return std::task::Poll::Ready(None),
+        };
+        std::task::Poll::Ready(Some(Ok::<_, std::io::Error>(chunk)))
+    });
+    Ok(axum::body::Body::from_stream(chunks).into_response())
 }
 
 /// `GET /lines?n=N&width=W`: `N` lines of `W` bytes (`l`), sent as they are made, a thousand a
