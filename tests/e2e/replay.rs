@@ -84,6 +84,7 @@ impl Lake {
                     prefix: object_store::path::Path::from(key),
                     uri: uri.to_string(),
                     local_dir: None,
+                    dir: None,
                 }
             }
         }

@@ -68,6 +68,15 @@ pub fn write(
         bail!("--name {name:?}: use letters, digits, - and _ (it becomes source-NAME and tap-NAME)");
     }
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    // Every file is written through a handle on the folder: a symlink planted in it (say
+    // NAME.wasm -> ~/.bashrc) is not followed out of it.
+    let dir = cap_std::fs::Dir::open_ambient_dir(out, cap_std::ambient_authority())
+        .with_context(|| format!("cannot open {}", out.display()))?;
+    let put = |file: &str, bytes: &[u8]| -> Result<PathBuf> {
+        let path = out.join(file);
+        dir.write(file, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(path)
+    };
     let declarative = crate::guest::manifest::is_manifest(plugin);
     let plugin_limit = format!("the limit of {max_plugin_bytes} bytes for a plugin (--max-plugin-mb)");
     let cap = match declarative {
@@ -77,15 +86,13 @@ pub fn write(
     let bytes = files::read_capped(plugin, cap)?;
     // A manifest goes with the engine that runs it, beside the host (where the host finds it).
     let file = if declarative { format!("{name}.yaml") } else { format!("{name}.wasm") };
-    let copy = out.join(&file);
-    std::fs::write(&copy, &bytes).with_context(|| format!("cannot write {}", copy.display()))?;
+    let copy = put(&file, &bytes)?;
     let policy_file = crate::run::policy::Policy::beside(&copy);
     let policy_text = serde_json::to_string_pretty(policy)?;
-    std::fs::write(&policy_file, &policy_text)?;
-    let policy_pin = Pinned {
-        file: policy_file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-        sha256: crate::storage::replay::manifest::sha256_hex(policy_text.as_bytes()),
-    };
+    let policy_name = policy_file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    put(&policy_name, policy_text.as_bytes())?;
+    let policy_pin =
+        Pinned { file: policy_name, sha256: crate::storage::replay::manifest::sha256_hex(policy_text.as_bytes()) };
     let mut written = vec![copy, policy_file];
     let engine = match declarative {
         false => None,
@@ -93,9 +100,7 @@ pub fn write(
             let engine = crate::guest::manifest::engine_path()?;
             let engine_bytes =
                 files::read_capped(&engine, Cap::new("the engine", max_plugin_bytes).said(&plugin_limit))?;
-            let target = out.join(crate::guest::manifest::ENGINE_FILE);
-            std::fs::write(&target, &engine_bytes).with_context(|| format!("cannot write {}", target.display()))?;
-            written.push(target);
+            written.push(put(crate::guest::manifest::ENGINE_FILE, &engine_bytes)?);
             let file = crate::guest::manifest::ENGINE_FILE.to_string();
             Some(Pinned { file, sha256: crate::storage::replay::manifest::sha256_hex(&engine_bytes) })
         }
@@ -108,24 +113,42 @@ pub fn write(
         engine,
         policy: Some(policy_pin),
     };
-    std::fs::write(manifest_path(out, name), serde_json::to_string_pretty(&manifest)?)?;
+    let manifest_file = manifest_path(out, name);
+    let manifest_name = manifest_file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    written.push(put(&manifest_name, serde_json::to_string_pretty(&manifest)?.as_bytes())?);
     let host = std::env::current_exe().context("cannot find the host executable to package")?;
-    written.push(manifest_path(out, name));
     for exe in [format!("source-{name}"), format!("tap-{name}")] {
-        let target = out.join(exe);
-        let _ = std::fs::remove_file(&target);
+        let target = out.join(&exe);
+        let _ = dir.remove_file(&exe);
         // A hard link costs nothing when the folder is on the host's filesystem; else a copy.
-        if std::fs::hard_link(&host, &target).is_err() {
-            std::fs::copy(&host, &target).with_context(|| format!("cannot write {}", target.display()))?;
+        if link_host(&host, &dir, &exe).is_err() {
+            let copied = || -> std::io::Result<()> {
+                use cap_std::fs::PermissionsExt;
+                let mut from = std::fs::File::open(&host)?;
+                let mut to = dir.create(&exe)?;
+                std::io::copy(&mut from, &mut to)?;
+                to.set_permissions(cap_std::fs::Permissions::from_mode(0o755))
+            };
+            copied().with_context(|| format!("cannot write {}", target.display()))?;
         }
         written.push(target);
     }
-    let meltano = out.join("meltano-plugin.yml");
     // Meltano runs plugins from its project folder: the executable's path must be absolute.
     let folder = std::fs::canonicalize(out).with_context(|| format!("cannot resolve {}", out.display()))?;
-    std::fs::write(&meltano, meltano_definition(name, &folder.join(format!("tap-{name}")), spec))?;
-    written.push(meltano);
+    written.push(put(
+        "meltano-plugin.yml",
+        meltano_definition(name, &folder.join(format!("tap-{name}")), spec).as_bytes(),
+    )?);
     Ok(written)
+}
+
+/// The host executable hard-linked into the package folder as `exe`.
+fn link_host(host: &Path, dir: &cap_std::fs::Dir, exe: &str) -> std::io::Result<()> {
+    let (Some(folder), Some(file)) = (host.parent(), host.file_name()) else {
+        return Err(std::io::Error::other("the host executable has no folder"));
+    };
+    let host_dir = cap_std::fs::Dir::open_ambient_dir(folder, cap_std::ambient_authority())?;
+    host_dir.hard_link(file, dir, exe)
 }
 
 /// A Meltano `extractors` entry: `meltano add --custom` asks the same, and a meltano.yml takes it
@@ -274,5 +297,26 @@ mod tests {
         assert!(text.contains("    - name: \"api_key\"\n      kind: string\n      sensitive: true\n"), "{text}");
         assert!(text.contains("    - name: \"page_size\"\n      kind: integer\n"), "{text}");
         assert!(text.contains("description: \"Where \\\"it\\\" is\""), "{text}");
+    }
+
+    /// The package folder is written through a handle on it: a symlink planted there is not
+    /// followed out of it, and what is written lands inside.
+    #[test]
+    fn a_symlink_planted_in_the_package_folder_is_not_followed_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let (out, outside) = (dir.path().join("pkg"), dir.path().join("victim"));
+        std::fs::create_dir(&out).unwrap();
+        std::fs::write(&outside, b"precious").unwrap();
+        let plugin = dir.path().join("demo.wasm");
+        std::fs::write(&plugin, b"\0asm component bytes").unwrap();
+        std::os::unix::fs::symlink(&outside, out.join("demo.wasm")).unwrap();
+        let spec = serde_json::json!({});
+        let err = write(&plugin, "demo", &serde_json::json!({}), &spec, &out, 1 << 20).unwrap_err();
+        assert!(format!("{err:#}").contains("cannot write"), "{err:#}");
+        assert_eq!(std::fs::read(&outside).unwrap(), b"precious", "nothing was written through the link");
+        std::fs::remove_file(out.join("demo.wasm")).unwrap();
+        let written = write(&plugin, "demo", &serde_json::json!({}), &spec, &out, 1 << 20).unwrap();
+        assert!(written.iter().all(|f| f.starts_with(&out) && f.exists()), "{written:?}");
+        assert_eq!(std::fs::read(out.join("demo.wasm")).unwrap(), b"\0asm component bytes");
     }
 }

@@ -1,5 +1,8 @@
 //! Where a lake lives: a URI (`file://`, a plain path, `s3://`, `gs://`, `az://`, `memory://`)
-//! turned into an object store and a prefix inside it.
+//! turned into an object store and a prefix inside it. A local folder is used through a
+//! capability handle rooted at it (`cap_std::fs::Dir`), not through paths: a name made from
+//! input (a stream's BATCH folder) or a symlink planted in the lake cannot reach outside the
+//! folder, and a file is checked to be a regular file before it is read.
 
 use anyhow::{Context, Result, bail};
 use object_store::path::Path;
@@ -18,6 +21,8 @@ pub struct Location {
     pub uri: String,
     /// For local files: the folder on disk (continual mode appends to files here directly).
     pub local_dir: Option<PathBuf>,
+    /// For local files: the folder itself, every file of it opened through this handle.
+    pub dir: Option<Arc<cap_std::fs::Dir>>,
 }
 
 impl std::fmt::Debug for Location {
@@ -74,7 +79,7 @@ impl Location {
             bail!("{uri} names no bucket");
         }
         let prefix = Path::parse(key).with_context(|| format!("invalid object path in {uri}"))?;
-        Ok(Location { store, prefix, uri: uri.to_string(), local_dir: None })
+        Ok(Location { store, prefix, uri: uri.to_string(), local_dir: None, dir: None })
     }
 
     fn local(dir: PathBuf) -> Result<Location> {
@@ -87,25 +92,49 @@ impl Location {
             .to_string()
             .trim_end_matches('/')
             .to_string();
-        Ok(Location { store: Arc::new(store), prefix: Path::default(), uri, local_dir: Some(dir) })
+        let handle = cap_std::fs::Dir::open_ambient_dir(&dir, cap_std::ambient_authority())
+            .with_context(|| format!("cannot open {}", dir.display()))?;
+        Ok(Location {
+            store: Arc::new(store),
+            prefix: Path::default(),
+            uri,
+            local_dir: Some(dir),
+            dir: Some(Arc::new(handle)),
+        })
     }
 
-    /// The folder `name` inside this one (created on disk for local files).
+    /// The folder `name` inside this one (created on disk for local files, inside this folder's
+    /// handle: a `..` or a symlink out of it is refused).
     pub fn child(&self, name: &str) -> Result<Location> {
-        let local_dir = match &self.local_dir {
-            Some(dir) => {
-                let dir = dir.join(name);
-                std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-                Some(dir)
+        let (local_dir, dir) = match (&self.local_dir, &self.dir) {
+            (Some(path), Some(dir)) => {
+                let shown = path.join(name);
+                let inside = || -> std::io::Result<cap_std::fs::Dir> {
+                    dir.create_dir_all(name)?;
+                    dir.open_dir(name)
+                };
+                let child =
+                    inside().with_context(|| format!("cannot create {} inside {}", shown.display(), path.display()))?;
+                (Some(shown), Some(Arc::new(child)))
             }
-            None => None,
+            _ => (None, None),
         };
         Ok(Location {
             store: self.store.clone(),
             prefix: self.path(name),
             uri: format!("{}/{name}", self.uri),
             local_dir,
+            dir,
         })
+    }
+
+    /// Runs `work` on the local folder's handle, off the async workers.
+    async fn on_disk<T: Send + 'static>(
+        dir: &Arc<cap_std::fs::Dir>,
+        work: impl FnOnce(&cap_std::fs::Dir) -> std::io::Result<T> + Send + 'static,
+    ) -> std::io::Result<T> {
+        let dir = dir.clone();
+        tokio::task::spawn_blocking(move || work(&dir)).await.map_err(std::io::Error::other)?
     }
 
     /// The object `name` in this folder.
@@ -121,6 +150,30 @@ impl Location {
     /// Creates `name`, first writer wins: an object that already exists is left alone and
     /// reported — unless it holds exactly these bytes (an earlier attempt of this very upload).
     pub async fn create(&self, name: &str, bytes: Vec<u8>) -> Result<()> {
+        if let Some(dir) = &self.dir {
+            let (file, tmp) = (name.to_string(), staging(name));
+            let (written, bytes) = Self::on_disk(dir, move |dir| {
+                dir.write(&tmp, &bytes)?;
+                // Linked under its name only if none is there: first writer wins, never a
+                // half-written object.
+                let linked = dir.hard_link(&tmp, dir, &file);
+                dir.remove_file(&tmp)?;
+                Ok((linked, bytes))
+            })
+            .await
+            .with_context(|| format!("cannot create {}", self.uri_of(name)))?;
+            return match written {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    if self.read(name).await? == bytes {
+                        Ok(())
+                    } else {
+                        bail!("{} already exists with other contents; not overwriting it", self.uri_of(name))
+                    }
+                }
+                Err(e) => Err(e).with_context(|| format!("cannot create {}", self.uri_of(name))),
+            };
+        }
         let path = self.path(name);
         let options = PutOptions { mode: PutMode::Create, ..Default::default() };
         match self.store.put_opts(&path, PutPayload::from(bytes.clone()), options).await {
@@ -139,6 +192,15 @@ impl Location {
 
     /// Writes `name`, replacing what is there (the manifest).
     pub async fn replace(&self, name: &str, bytes: Vec<u8>) -> Result<()> {
+        if let Some(dir) = &self.dir {
+            let (file, tmp) = (name.to_string(), staging(name));
+            return Self::on_disk(dir, move |dir| {
+                dir.write(&tmp, &bytes)?;
+                dir.rename(&tmp, dir, &file)
+            })
+            .await
+            .with_context(|| format!("cannot write {}", self.uri_of(name)));
+        }
         self.store
             .put(&self.path(name), PutPayload::from(bytes))
             .await
@@ -147,6 +209,26 @@ impl Location {
     }
 
     pub async fn read(&self, name: &str) -> Result<Vec<u8>> {
+        if let Some(dir) = &self.dir {
+            let file = name.to_string();
+            return Self::on_disk(dir, move |dir| {
+                use std::io::Read;
+                let mut options = cap_std::fs::OpenOptions::new();
+                options.read(true);
+                // Not waiting on a FIFO planted in the lake: its kind is checked next.
+                #[cfg(unix)]
+                cap_std::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+                let mut opened = dir.open_with(&file, &options)?;
+                if !opened.metadata()?.is_file() {
+                    return Err(std::io::Error::other("it is not a regular file"));
+                }
+                let mut bytes = Vec::new();
+                opened.read_to_end(&mut bytes)?;
+                Ok(bytes)
+            })
+            .await
+            .with_context(|| format!("cannot read {}", self.uri_of(name)));
+        }
         let got =
             self.store.get(&self.path(name)).await.with_context(|| format!("cannot read {}", self.uri_of(name)))?;
         Ok(got.bytes().await.with_context(|| format!("cannot read {}", self.uri_of(name)))?.to_vec())
@@ -154,6 +236,12 @@ impl Location {
 
     /// Whether `name` exists.
     pub async fn exists(&self, name: &str) -> Result<bool> {
+        if let Some(dir) = &self.dir {
+            let file = name.to_string();
+            return Self::on_disk(dir, move |dir| dir.try_exists(&file))
+                .await
+                .with_context(|| format!("cannot look at {}", self.uri_of(name)));
+        }
         match self.store.head(&self.path(name)).await {
             Ok(_) => Ok(true),
             Err(object_store::Error::NotFound { .. }) => Ok(false),
@@ -163,6 +251,29 @@ impl Location {
 
     /// The objects directly in this folder, and its subfolders, by name, sorted.
     pub async fn list(&self) -> Result<(Vec<String>, Vec<String>)> {
+        if let Some(dir) = &self.dir {
+            let (mut objects, mut folders) = Self::on_disk(dir, |dir| {
+                let (mut objects, mut folders) = (Vec::new(), Vec::new());
+                for entry in dir.entries()? {
+                    let entry = entry?;
+                    let Ok(name) = entry.file_name().into_string() else { continue };
+                    let kind = entry.file_type()?;
+                    if name.starts_with(STAGING) {
+                        continue;
+                    } else if kind.is_dir() {
+                        folders.push(name);
+                    } else if kind.is_file() {
+                        objects.push(name);
+                    }
+                }
+                Ok((objects, folders))
+            })
+            .await
+            .with_context(|| format!("cannot list {}", self.uri))?;
+            objects.sort();
+            folders.sort();
+            return Ok((objects, folders));
+        }
         let prefix = if self.prefix.as_ref().is_empty() { None } else { Some(&self.prefix) };
         let listed =
             self.store.list_with_delimiter(prefix).await.with_context(|| format!("cannot list {}", self.uri))?;
@@ -173,6 +284,13 @@ impl Location {
         folders.sort();
         Ok((objects, folders))
     }
+}
+
+/// Objects being written locally, before they are linked under their names; never listed.
+const STAGING: &str = ".staging-";
+
+fn staging(name: &str) -> String {
+    format!("{STAGING}{:016x}-{name}", fastrand::u64(..))
 }
 
 #[cfg(test)]
@@ -203,5 +321,51 @@ mod tests {
         assert!(err.to_string().contains("already exists"), "{err}");
         assert_eq!(lake.read("s.jsonl").await.unwrap(), b"one\n");
         assert_eq!(lake.list().await.unwrap().0, vec!["s.jsonl"]);
+    }
+
+    #[tokio::test]
+    async fn a_local_lake_is_first_writer_wins_too_and_lists_what_it_wrote() {
+        let dir = tempfile::tempdir().unwrap();
+        let lake = Location::parse(dir.path().to_str().unwrap()).unwrap().child("run").unwrap();
+        lake.create("s.jsonl", b"one\n".to_vec()).await.unwrap();
+        lake.create("s.jsonl", b"one\n".to_vec()).await.unwrap();
+        let err = lake.create("s.jsonl", b"two\n".to_vec()).await.unwrap_err();
+        assert!(err.to_string().contains("already exists"), "{err}");
+        lake.replace("manifest.json", b"{}".to_vec()).await.unwrap();
+        lake.replace("manifest.json", b"{\"a\":1}".to_vec()).await.unwrap();
+        assert_eq!(lake.read("manifest.json").await.unwrap(), b"{\"a\":1}");
+        lake.child("http").unwrap();
+        assert_eq!(lake.list().await.unwrap(), (vec!["manifest.json".into(), "s.jsonl".into()], vec!["http".into()]));
+        assert!(lake.exists("s.jsonl").await.unwrap() && !lake.exists("t.jsonl").await.unwrap());
+    }
+
+    /// The lake's folder is a capability: names with `..`, absolute names and symlinks planted
+    /// in it to elsewhere are refused, not followed.
+    #[tokio::test]
+    async fn nothing_reaches_outside_a_local_lake() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("secret"), b"s").unwrap();
+        let lake = Location::parse(dir.path().join("lake").to_str().unwrap()).unwrap();
+        let run = lake.child("run").unwrap();
+        assert!(lake.child("../escaped").is_err());
+        assert!(!dir.path().join("escaped").exists());
+        assert!(run.create("../../outside/planted", b"x".to_vec()).await.is_err());
+        assert!(run.read("../../outside/secret").await.is_err());
+        assert!(run.create("/tmp/planted-by-a-name", b"x".to_vec()).await.is_err());
+        // Symlinks planted in the lake: to a folder outside, to a file outside.
+        std::os::unix::fs::symlink(&outside, dir.path().join("lake/run/http")).unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), dir.path().join("lake/run/s.jsonl")).unwrap();
+        assert!(run.child("http").is_err(), "a folder linked outside is not entered");
+        assert!(run.read("s.jsonl").await.is_err(), "a file linked outside is not read");
+        assert!(run.create("http/x.jsonl", b"x".to_vec()).await.is_err());
+        assert!(!outside.join("x.jsonl").exists());
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1, "nothing was written outside");
+        // A FIFO in the lake is not a file to read.
+        let fifo = dir.path().join("lake/run/fifo.jsonl");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(run.read("fifo.jsonl").await.is_err());
     }
 }

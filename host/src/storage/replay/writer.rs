@@ -172,14 +172,13 @@ impl LakeWriter {
         let id = self.ids.generate().context("generate a segment ULID")?;
         let name = format!("{id}{}", if self.options.gzip { manifest::GZIP_SUFFIX } else { manifest::SEGMENT_SUFFIX });
         let sink = if self.continual {
-            let path = self.run.local_dir.as_ref().expect("continual means local").join(&name);
-            // First writer wins: never append to a segment someone else created.
-            let file = std::fs::OpenOptions::new()
-                .create_new(true)
-                .append(true)
-                .open(&path)
-                .with_context(|| format!("cannot create segment {}", path.display()))?;
-            Sink::File(file)
+            let dir = self.run.dir.as_ref().expect("continual means local");
+            // First writer wins: never append to a segment someone else created. Opened through
+            // the run folder's handle: nothing planted there leads elsewhere.
+            let file = dir
+                .open_with(&name, cap_std::fs::OpenOptions::new().create_new(true).append(true))
+                .with_context(|| format!("cannot create segment {}", self.run.uri_of(&name)))?;
+            Sink::File(file.into_std())
         } else {
             Sink::Memory(Vec::new())
         };
