@@ -71,7 +71,7 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
                 catalog::load(&args.catalog).map_err(|e| Fatal::config(format!("{e:#}"))).and_then(|selected| {
                     let action = Action::Read { selection: Selection::Catalog(selected), full_refresh: false };
                     let mut request = configured(&args.common, action)?;
-                    request.state = load_state(args.state.as_deref())?;
+                    request.state = load_state(args.state.as_deref(), &request)?;
                     read_options(&mut request, &args.options);
                     Ok(request)
                 });
@@ -93,9 +93,8 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
                     };
                     Action::Read { selection, full_refresh: args.full_refresh }
                 };
-                let state = load_state(args.state.as_deref())?;
                 let mut request = configured(&args.common, action)?;
-                request.state = state;
+                request.state = load_state(args.state.as_deref(), &request)?;
                 request.format = args.format;
                 read_options(&mut request, &args.options);
                 Ok(request)
@@ -552,7 +551,9 @@ const MAX_STATE_BYTES: u64 = 64 << 20;
 /// inlined is a few KiB).
 const MAX_CONFIG_BYTES: u64 = 16 << 20;
 
-fn load_state(path: Option<&std::path::Path>) -> Result<InputState, Fatal> {
+/// The state file, parsed under the run's `max_partition_cursors` (its partition cursors past
+/// it are folded as they are read: [`InputState::parse_with_limit`]).
+fn load_state(path: Option<&std::path::Path>, request: &RunRequest) -> Result<InputState, Fatal> {
     let Some(path) = path else { return Ok(InputState::default()) };
     // Bounded before it is read: a state file is parsed whole, and a hostile one of a million
     // partition cursors cost 12 GiB before it failed.
@@ -574,7 +575,8 @@ fn load_state(path: Option<&std::path::Path>) -> Result<InputState, Fatal> {
             printable(&path.display().to_string())
         );
     }
-    InputState::parse(&text).map_err(|e| Fatal::config(format!("invalid state {}: {e:#}", path.display())))
+    InputState::parse_with_limit(&text, request.policy.limits.max_partition_cursors)
+        .map_err(|e| Fatal::config(format!("invalid state {}: {e:#}", path.display())))
 }
 
 /// The config file, at most [`MAX_CONFIG_BYTES`] of it (it may be a pipe: `--config <(...)`).

@@ -7,6 +7,7 @@
 //! accepted as a floor for every partition.
 
 use anyhow::{Context, Result, anyhow, bail};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
@@ -15,20 +16,43 @@ use std::collections::{BTreeMap, HashMap};
 #[derive(Debug, Default, Clone)]
 pub struct InputState {
     pub streams: HashMap<String, Value>,
+    /// Streams whose partition cursors were folded as the file was parsed: the limit, and how
+    /// many entries the saved list had.
+    folded: HashMap<String, (usize, usize)>,
+    /// The limit the file was parsed with.
+    limit: usize,
 }
 
 impl InputState {
     /// Parses a state file: an array of Airbyte state messages (per-stream or global), one state
     /// message, a legacy `{stream: state}` object, or JSON lines of a previous run's output (the
-    /// last STATE per stream wins; other messages are ignored). Each stream's state is moved out
-    /// of what was parsed, never copied (a state file is up to 64 MiB of JSON, several times that
-    /// parsed).
+    /// last STATE per stream wins; other messages are ignored). Partition cursors past
+    /// [`DEFAULT_MAX_PARTITION_CURSORS`] are folded as they are read
+    /// ([`InputState::parse_with_limit`]).
     pub fn parse(text: &str) -> Result<Self> {
+        Self::parse_with_limit(text, DEFAULT_MAX_PARTITION_CURSORS)
+    }
+
+    /// [`InputState::parse`], folding each stream's partition cursors past `max_partition_cursors`
+    /// (a run's `max_partition_cursors`) as the list is read, before the next entry is parsed: the
+    /// first `max_partition_cursors` partitions are kept and one more, which carries the lowest
+    /// cursor of the list, and the low-water mark is lowered to that lowest. A run with that limit
+    /// or a lower one folds it as it would the whole list (every partition resumes from the lowest
+    /// cursor, [`StreamCursor::with_limit`]); one with a higher limit resumes the partitions kept
+    /// from their own cursors and every other from the lowest. No partition resumes past what it
+    /// read, and the file is never held as a tree of all its cursors (a 13.5 MB state of 200,000
+    /// of them was about 150 MiB parsed). Each stream's state is moved out of what was parsed,
+    /// never copied.
+    pub fn parse_with_limit(text: &str, max_partition_cursors: usize) -> Result<Self> {
         let mut state = InputState::default();
         if text.trim().is_empty() {
             return Ok(state);
         }
-        match serde_json::from_str::<Value>(text) {
+        let folds = std::cell::Cell::new(0);
+        let parser = Folding { limit: max_partition_cursors, place: Place::Top, depth: 0, folds: &folds };
+        let parsed = parser.parse(text);
+        state.limit = max_partition_cursors;
+        match parsed {
             Ok(Value::Array(messages)) => {
                 for (i, m) in messages.into_iter().enumerate() {
                     state.add_message(m).with_context(|| format!("state message {i}"))?;
@@ -49,7 +73,7 @@ impl InputState {
                 // Perhaps JSON lines (a previous run's output).
                 let content = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
                 for (seen, (n, line)) in content.enumerate() {
-                    let message: Value = serde_json::from_str(line).map_err(|e| {
+                    let message: Value = parser.parse(line).map_err(|e| {
                         if seen == 0 {
                             anyhow!("state is not valid JSON: {whole}")
                         } else {
@@ -62,14 +86,29 @@ impl InputState {
                 }
             }
         }
+        // A list folded where no stream's state was (a message's own keys) leaves its count.
+        if folds.get() > state.folded.len() {
+            state.streams.values_mut().for_each(strip_folded);
+        }
         Ok(state)
+    }
+
+    /// When the partition cursors of `stream` were folded as its state was parsed
+    /// ([`InputState::parse_with_limit`]): the limit they were folded past, and how many entries
+    /// the saved list had.
+    pub fn folded_partition_cursors(&self, stream: &str) -> Option<(usize, usize)> {
+        self.folded.get(stream).copied()
     }
 
     fn set(&mut self, stream: String, value: Value) -> Result<()> {
         match value {
             Value::Null => {}
-            Value::Object(_) => {
-                self.streams.insert(stream, value);
+            Value::Object(mut map) => {
+                match map.shift_remove(FOLDED_KEY).and_then(|n| n.as_u64()) {
+                    Some(entries) => drop(self.folded.insert(stream.clone(), (self.limit, entries as usize))),
+                    None => drop(self.folded.remove(&stream)),
+                }
+                self.streams.insert(stream, Value::Object(map));
             }
             other => bail!("the state of stream {stream:?} must be a JSON object, not {}", kind(&other)),
         }
@@ -142,6 +181,243 @@ fn kind(v: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
+    }
+}
+
+/// Where the parser of a state file is: what the value it reads may be.
+#[derive(Clone, Copy, PartialEq)]
+enum Place {
+    /// The file itself, a message in it, or one JSON line: its values may be messages, or (a
+    /// legacy `{stream: state}` object) stream states.
+    Top,
+    /// Perhaps a stream's state (or a message wrapping one): its `partitions` are folded.
+    Outer,
+    /// Singer's `bookmarks` or a LEGACY state's `data`: each value is a stream's state.
+    Streams,
+    /// Inside a stream's state: parsed as it is.
+    Plain,
+}
+
+impl Place {
+    /// Where the value under `key` of an object here is. Only the keys a state message is made
+    /// of lead further in, and never deeper than a GLOBAL state's stream states.
+    fn of(self, key: &str, depth: usize) -> Place {
+        if depth > 8 {
+            return Place::Plain;
+        }
+        match (self, key) {
+            (Place::Top | Place::Outer, "bookmarks" | "data") => Place::Streams,
+            (Place::Top | Place::Streams, _) => Place::Outer,
+            (Place::Outer, "stream_state" | "state" | "stream" | "global" | "stream_states" | "value") => Place::Outer,
+            _ => Place::Plain,
+        }
+    }
+}
+
+/// The key under which the parser leaves, in a stream's state whose partition cursors it folded,
+/// how many the list had; [`InputState::set`] takes it out. A key of the file's own with this
+/// name is dropped as it is read.
+const FOLDED_KEY: &str = "\u{0}sluice: partition cursors folded";
+
+/// Parses one JSON value of a state file, folding the partition cursors of every stream state
+/// in it past `limit` as they are read (see [`InputState::parse_with_limit`]).
+#[derive(Clone, Copy)]
+struct Folding<'a> {
+    limit: usize,
+    place: Place,
+    depth: usize,
+    /// Lists folded (each leaves a [`FOLDED_KEY`]).
+    folds: &'a std::cell::Cell<usize>,
+}
+
+/// A folded `partitions` list: how many entries it had, and the lowest cursor among them.
+struct Fold {
+    entries: usize,
+    lowest: Value,
+}
+
+impl<'a> Folding<'a> {
+    fn at(self, place: Place) -> Self {
+        Folding { place, depth: self.depth + 1, ..self }
+    }
+
+    fn parse(self, text: &str) -> serde_json::Result<Value> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let value = serde::de::DeserializeSeed::deserialize(self, &mut de)?;
+        de.end()?;
+        Ok(value)
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Folding<'_> {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        match self.place {
+            Place::Plain => Value::deserialize(d),
+            _ => d.deserialize_any(self),
+        }
+    }
+}
+
+/// A `partitions` list as it is read: the first `limit` partitions (a partition given again
+/// replaces its entry, as when the state is taken in), and past them one more entry, which
+/// carries the lowest cursor of the whole list; every other entry is dropped as soon as its
+/// cursor counted for the lowest. An entry that is not a partition cursor stops the folding:
+/// it and every entry after it are kept as they are (the state is refused when it is taken
+/// in, or is not in the host's form).
+struct Partitions {
+    limit: usize,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Partitions {
+    type Value = (Value, Option<Fold>);
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Partitions {
+    type Value = (Value, Option<Fold>);
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list of partition cursors")
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut kept: Vec<Value> = Vec::new();
+        let mut index: HashMap<String, usize> = HashMap::new();
+        let (mut entries, mut lowest, mut extra, mut foreign) = (0usize, None::<Value>, None::<usize>, false);
+        while let Some(entry) = seq.next_element::<Value>()? {
+            entries += 1;
+            let cursor = entry.get("cursor").filter(|v| is_cursor(v));
+            let Some(cursor) = cursor.filter(|_| !foreign) else {
+                foreign = true;
+                kept.push(entry);
+                continue;
+            };
+            let cursor = canonical(cursor.clone());
+            if lowest.as_ref().is_none_or(|l| greater(l, &cursor)) {
+                lowest = Some(cursor);
+            }
+            let key = entry.get("partition").map_or_else(|| "null".to_string(), Value::to_string);
+            if let Some(&i) = index.get(&key) {
+                kept[i] = entry;
+            } else if extra.is_none() {
+                if index.len() == self.limit {
+                    extra = Some(kept.len());
+                }
+                index.insert(key, kept.len());
+                kept.push(entry);
+            }
+        }
+        let (Some(extra), Some(lowest)) = (extra, lowest) else { return Ok((Value::Array(kept), None)) };
+        kept[extra]["cursor"] = lowest.clone();
+        Ok((Value::Array(kept), Some(Fold { entries, lowest })))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        Value::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(|v| (v, None))
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok((Value::Bool(v), None))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok((Value::from(v), None))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok((Value::from(v), None))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        Ok((Value::from(v), None))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok((Value::String(v.to_string()), None))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok((Value::String(v), None))
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok((Value::Null, None))
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Folding<'_> {
+    type Value = Value;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        let inner = Folding { depth: self.depth + 1, ..self };
+        while let Some(item) = seq.next_element_seed(inner)? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        let mut fold = None;
+        while let Some(key) = map.next_key::<String>()? {
+            // A number, as serde_json's arbitrary precision hands it to a visitor.
+            if object.is_empty() && key == "$serde_json::private::Number" {
+                let digits: String = map.next_value()?;
+                return digits.parse::<serde_json::Number>().map(Value::Number).map_err(serde::de::Error::custom);
+            }
+            if key == FOLDED_KEY {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                continue;
+            }
+            let value = if self.place == Place::Outer && key == "partitions" {
+                let (value, folded) = map.next_value_seed(Partitions { limit: self.limit })?;
+                fold = folded;
+                value
+            } else {
+                map.next_value_seed(self.at(self.place.of(&key, self.depth)))?
+            };
+            object.insert(key, value);
+        }
+        if let Some(Fold { entries, lowest }) = fold {
+            // Partitions the list no longer names resume from the low-water mark: it is lowered
+            // to the lowest cursor, so none resumes past what it read.
+            match object.get("low_water") {
+                None | Some(Value::Null) => drop(object.insert("low_water".into(), lowest)),
+                Some(lw) if is_cursor(lw) && greater(lw, &lowest) => drop(object.insert("low_water".into(), lowest)),
+                Some(_) => {}
+            }
+            object.insert(FOLDED_KEY.into(), Value::from(entries));
+            self.folds.set(self.folds.get() + 1);
+        }
+        Ok(Value::Object(object))
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+}
+
+/// Takes every [`FOLDED_KEY`] out of `value` (one left where no stream's state was).
+fn strip_folded(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.shift_remove(FOLDED_KEY);
+            map.values_mut().for_each(strip_folded);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_folded),
+        _ => {}
     }
 }
 
@@ -1151,6 +1427,55 @@ mod tests {
         bad["partitions"].as_array_mut().unwrap().push(json!({"partition": 1}));
         let error = StreamCursor::new("s", vec!["c".into()], Some(&bad)).unwrap_err().to_string();
         assert!(error.contains("partitions[200000] has no \"cursor\""), "{error}");
+    }
+
+    /// A state file's partition cursors past the limit are folded as the file is parsed, in
+    /// every form a state file takes: the first `limit` partitions and one more carrying the
+    /// lowest cursor are kept, the low-water mark is lowered to it, and the count is kept for
+    /// the WARN; a run with that limit folds it as it would the whole list.
+    #[test]
+    fn partition_cursors_are_folded_as_the_file_is_parsed() {
+        let partitions: Vec<Value> = (0..50).map(|p| json!({"partition": {"p": p}, "cursor": 100 - p})).collect();
+        let state = json!({"cursor_field": ["c"], "partitions": partitions, "low_water": 80});
+        let message = json!({"type": "STREAM", "stream": {"stream_descriptor": {"name": "s"}, "stream_state": state}});
+        let forms = [
+            json!([message]).to_string(),
+            json!({"type": "STATE", "state": message}).to_string(),
+            json!({"type": "GLOBAL", "global": {"stream_states": [{"stream_descriptor": {"name": "s"}, "stream_state": state}]}}).to_string(),
+            json!({"s": state}).to_string(),
+            json!({"bookmarks": {"s": state}}).to_string(),
+            json!({"type": "STATE", "value": {"bookmarks": {"s": state}}}).to_string(),
+            format!("{{\"type\":\"RECORD\"}}\n{}\n", json!({"type": "STATE", "state": message})),
+        ];
+        let whole = StreamCursor::with_limit("s", vec!["c".into()], Some(&state), 10).unwrap().to_state();
+        for text in forms {
+            let parsed = InputState::parse_with_limit(&text, 10).unwrap();
+            let saved = &parsed.streams["s"];
+            let list = saved["partitions"].as_array().unwrap();
+            assert_eq!(list.len(), 11, "{text}");
+            assert_eq!(list[10], json!({"partition": {"p": 10}, "cursor": 51}));
+            assert_eq!(saved["low_water"], 51);
+            assert!(saved.get(FOLDED_KEY).is_none());
+            assert_eq!(parsed.folded_partition_cursors("s"), Some((10, 50)));
+            let cursor = StreamCursor::with_limit("s", vec!["c".into()], Some(saved), 10).unwrap();
+            assert_eq!(cursor.to_state(), whole);
+        }
+        // Within the limit, or not a list of partition cursors: as written.
+        let parsed = InputState::parse_with_limit(&json!({"s": state}).to_string(), 50).unwrap();
+        assert_eq!((&parsed.streams["s"], parsed.folded_partition_cursors("s")), (&state, None));
+        let foreign = json!({"s": {"partitions": [{"partition": 1}, {"partition": 2}], "x": {"partitions": 1}}});
+        let parsed = InputState::parse_with_limit(&foreign.to_string(), 0).unwrap();
+        assert_eq!(parsed.streams["s"], foreign["s"]);
+        // A partition given twice counts once, the later entry winning; numbers keep their digits;
+        // a key of the file's own named like the marker is dropped.
+        let text = r#"{"s": {"partitions": [{"partition": 1, "cursor": 5}, {"partition": 1, "cursor": 7},
+            {"partition": 2, "cursor": 1.50}], "big": 123456789012345678901234567890, "\u0000sluice: partition cursors folded": 9}}"#;
+        let parsed = InputState::parse_with_limit(text, 2).unwrap();
+        let kept = r#"[{"partition":1,"cursor":7},{"partition":2,"cursor":1.50}]"#;
+        assert_eq!(parsed.streams["s"]["partitions"].to_string(), kept);
+        assert_eq!(parsed.streams["s"]["big"].to_string(), "123456789012345678901234567890");
+        assert_eq!(parsed.folded_partition_cursors("s"), None);
+        assert!(parsed.streams["s"].get(FOLDED_KEY).is_none());
     }
 
     #[test]

@@ -236,7 +236,7 @@ async fn act(runtime: &Runtime, out: &Output, request: RunRequest, record_http: 
             }
             let progress = Arc::new(Progress::new(progress));
             let mut report =
-                session::read(connector, out, resolved.streams, concurrency, progress, &state, &stop).await?;
+                session::read(connector, out, resolved.streams, concurrency, progress, state, &stop).await?;
             report.streams.extend(resolved.missing.into_iter().map(|name| StreamSummary {
                 name,
                 failed: true,

@@ -17,7 +17,7 @@ use crate::run::resume::{self, Checkpoint, Resumption};
 use crate::run::shape::Shaper;
 use crate::run::stop::Stop;
 use serde_json::Value;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tokio::sync::{Semaphore, mpsc};
@@ -55,9 +55,13 @@ pub struct Shared {
     resumable: Arc<HashSet<String>>,
     /// Shapes the states of the streams whose state the connector shapes ([`crate::run::shape`]).
     shaper: Arc<Shaper>,
+    /// Streams whose saved partition cursors were folded as the state file was parsed: the
+    /// limit, and how many the file had ([`crate::data::state::InputState::parse_with_limit`]).
+    folded: Arc<HashMap<String, (usize, usize)>>,
 }
 
 /// Reads every selected stream to the end, or as far as it can. Only a closed output stops early.
+#[allow(clippy::too_many_arguments)]
 pub async fn read_streams(
     connector: Arc<Connector>,
     out: Output,
@@ -65,6 +69,7 @@ pub async fn read_streams(
     progress: Arc<Progress>,
     concurrency: Concurrency,
     streams: Vec<SelectedStream>,
+    folded: HashMap<String, (usize, usize)>,
     stop: &Stop,
 ) -> Result<Vec<StreamSummary>, OutputClosed> {
     let answers = asked::ask(&connector, &out).await?;
@@ -93,6 +98,7 @@ pub async fn read_streams(
     let shared = Shared {
         resumable: Arc::new(resumable),
         shaper: Arc::new(Shaper::new(shaped, answers.instance)),
+        folded: Arc::new(folded),
         connector,
         out,
         limits: Arc::new(limits),
@@ -251,12 +257,27 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
     let cursor = match &selected.cursor_field {
         Some(field) => match StreamCursor::with_limit(&name, field.clone(), saved, max_cursors) {
             Ok(c) => {
-                if let Some(saved_cursors) = c.saved_fell_back() {
-                    let message = format!(
-                        "stream {name} has more than {max_cursors} partition cursors ({saved_cursors} in its saved \
-                         state): its state falls back to one stream-level cursor (the lowest of them), from which \
-                         every partition resumes"
-                    );
+                // Folded as the file was parsed (at most the limit and one more were kept), or
+                // here, or both: the count is the file's.
+                let at_parse = shared.folded.get(&name).copied();
+                let message = match (c.saved_fell_back(), at_parse) {
+                    (Some(kept), at_parse) => Some((max_cursors, at_parse.map_or(kept, |(_, n)| n), true)),
+                    (None, Some((limit, n))) => Some((limit, n, false)),
+                    (None, None) => None,
+                };
+                if let Some((limit, saved_cursors, all)) = message {
+                    let message = match all {
+                        true => format!(
+                            "stream {name} has more than {limit} partition cursors ({saved_cursors} in its saved \
+                             state): its state falls back to one stream-level cursor (the lowest of them), from \
+                             which every partition resumes"
+                        ),
+                        false => format!(
+                            "stream {name} has more than {limit} partition cursors ({saved_cursors} in its saved \
+                             state): the first {limit} keep their own, and every other partition resumes from the \
+                             lowest of them"
+                        ),
+                    };
                     out.log("WARN", &message).await?;
                 }
                 Some(c)

@@ -17,6 +17,7 @@ use crate::guest::engine::Plugin;
 use crate::net::{Egress, EgressPolicy, HostPort, HttpHooks, HttpOptions};
 use crate::storage::recording::{Cassette, Recorder};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -323,6 +324,9 @@ pub fn select(
         };
         let saved = state.streams.get(&stream.name);
         let saved_state = match &cursor_field {
+            // A copy: the input's states go whole to the run's whole-tap STATE (`read`). Its
+            // partition cursors were folded as the file was parsed, so it is at most the limit
+            // of them (`InputState::parse_with_limit`).
             Some(_) => saved.cloned(),
             // A stream read in full keeps no cursor, but what a previous read left unfinished is
             // resumed: its report jobs in flight (polled, or aborted when not needed), and, for
@@ -372,18 +376,31 @@ pub async fn read(
     selected: Vec<SelectedStream>,
     concurrency: Concurrency,
     progress: Arc<Progress>,
-    state: &InputState,
+    state: InputState,
     stop: &Stop,
 ) -> Result<ReadReport, RunError> {
     let started = Instant::now();
+    let folded: HashMap<String, (usize, usize)> = selected
+        .iter()
+        .filter_map(|s| Some((s.stream.name.clone(), state.folded_partition_cursors(&s.stream.name)?)))
+        .collect();
     // Singer's whole-tap STATE starts from the input: streams not read now keep their state,
-    // and one a run does not change (no new records) is still in the run's last STATE.
-    out.seed_states(state.streams.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).await?;
+    // and one a run does not change (no new records) is still in the run's last STATE. Moved
+    // there, not copied.
+    out.seed_states(state.streams.into_iter().collect()).await?;
     let connector = Arc::new(connector);
     let limits = connector.limits.clone();
-    let streams =
-        schedule::read_streams(connector.clone(), out.clone(), limits, progress.clone(), concurrency, selected, stop)
-            .await?;
+    let streams = schedule::read_streams(
+        connector.clone(),
+        out.clone(),
+        limits,
+        progress.clone(),
+        concurrency,
+        selected,
+        folded,
+        stop,
+    )
+    .await?;
     progress.finish();
     let report = ReadReport { usage: RunUsage::of(&connector, &streams), streams, elapsed: started.elapsed() };
     out.log(if report.ok() { "INFO" } else { "ERROR" }, &report.summary_line()).await?;
