@@ -1296,4 +1296,30 @@ fn a_saved_page_token_past_the_token_limit_is_refused() {
     );
     assert!(run.ids("account_items").is_empty());
     assert_eq!(run.statuses("account_items").last().unwrap(), "INCOMPLETE");
+    // The operator may allow longer tokens: the same state resumes the partition from it.
+    let run = host(&["run", "--streams", "account_items", "--max-token-kib", "128", "--state"])
+        .arg(files.json("state.json", &state))
+        .demo_source(&api, files.json("config.json", &demo_config(&api, 5)))
+        .run();
+    assert!(!run.errors().iter().any(|e| e.to_string().contains("a token may have")), "{}", run.explain());
+}
+
+/// A connector handing back a page token of 1 MiB (finding 6: 100 MB tokens made two 100 MB
+/// STATE lines, four partitions with 30 MB tokens 780 MB of output for 12 records): its
+/// partition fails at the token (its page delivered), no STATE carries it; `--max-token-kib` is the operator's.
+#[test]
+fn a_page_token_past_its_bound_fails_its_partition_and_reaches_no_state() {
+    let run = hostile("big-token", json!({"count": 1 << 20}), &[]);
+    assert!(!run.success());
+    // The page that came with the token is delivered; the partition stops at its token.
+    assert_eq!(sorted(run.ids("numbers")), [0, 2, 100], "{}", run.explain());
+    let errors = run.errors();
+    assert_eq!(errors.len(), 1, "{}", run.explain());
+    let message = errors[0]["message"].as_str().unwrap();
+    assert!(message.contains("next token is 1048578 bytes, more than the 65536 a token may have"), "{message}");
+    let longest = run.stdout().lines().filter(|l| l.contains("\"STATE\"")).map(str::len).max().unwrap_or(0);
+    assert!(longest < 4096, "a STATE line of {longest} bytes");
+    let run = hostile("big-token", json!({"count": 100 << 10}), &["--max-token-kib", "128"]);
+    assert!(run.success(), "{}", run.explain());
+    assert!(run.ids("numbers").contains(&100), "the page with the token was read: {}", run.explain());
 }

@@ -189,6 +189,10 @@ pub struct SandboxArgs {
     /// a saved state's too, and partitions in progress taken from a saved state [default: 10000].
     #[arg(long, value_name = "N")]
     pub max_partition_cursors: Option<usize>,
+    /// Longest page or listing token a connector may hand back, KiB of JSON, at most 16384; a
+    /// saved state's tokens too (each travels in every STATE of its stream) [default: 64].
+    #[arg(long, value_name = "KIB", value_parser = clap::value_parser!(u64).range(1..=16384))]
+    pub max_token_kib: Option<u64>,
     /// Longest log message kept, bytes; longer ones are cut [default: 65536].
     #[arg(long, value_name = "BYTES")]
     pub max_log_bytes: Option<usize>,
@@ -617,6 +621,7 @@ impl SandboxArgs {
         set(self.max_listing_calls_per_stream, &mut limits.max_listing_calls_per_stream);
         set(self.max_log_bytes, &mut limits.max_log_bytes);
         set(self.max_partition_cursors, &mut limits.max_partition_cursors);
+        set(self.max_token_kib.map(|kib| (kib as usize) << 10), &mut limits.max_token_bytes);
         set(self.wasm_stack_kib.map(|kib| (kib as usize) << 10), &mut limits.wasm_stack_bytes);
         limits.check().map_err(|e| anyhow::anyhow!("{e}"))?;
         let flags = [
@@ -634,6 +639,7 @@ impl SandboxArgs {
             self.max_listing_calls_per_stream.is_some(),
             self.max_log_bytes.is_some(),
             self.max_partition_cursors.is_some(),
+            self.max_token_kib.is_some(),
             self.wasm_stack_kib.is_some(),
         ];
         if flags.contains(&true) {

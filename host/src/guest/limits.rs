@@ -4,6 +4,12 @@
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
+/// The longest page or listing token by default, bytes: 100 MB tokens made 100 MB STATE lines,
+/// and real APIs' cursors and next URLs are well under a kilobyte to a few.
+pub const DEFAULT_MAX_TOKEN_BYTES: usize = 64 << 10;
+/// The most `max_token_bytes` may be set to.
+pub const MAX_TOKEN_BYTES: usize = 16 << 20;
+
 /// Limits for every guest instance of one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -37,6 +43,9 @@ pub struct Limits {
     /// state with more is folded so as it is taken in, and its partitions in progress past this
     /// many are dropped (read again from their start).
     pub max_partition_cursors: usize,
+    /// Longest page or listing token, bytes of JSON: a partition's token travels in every STATE
+    /// of its stream while the partition is read, and platforms persist those states.
+    pub max_token_bytes: usize,
     /// The WebAssembly stack of a guest, bytes. An engine setting: the same for every run an
     /// engine serves (a runtime refuses runs that ask for another).
     pub wasm_stack_bytes: usize,
@@ -75,6 +84,7 @@ impl Default for Limits {
             max_partitions_per_stream: 1_000_000,
             max_listing_calls_per_stream: 1_000_000,
             max_partition_cursors: crate::data::state::DEFAULT_MAX_PARTITION_CURSORS,
+            max_token_bytes: DEFAULT_MAX_TOKEN_BYTES,
             wasm_stack_bytes: 512 << 10,
             throttle: Throttle::WhenContended,
             steps_at_once: None,
@@ -93,6 +103,13 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 impl Limits {
     /// Refuses limits the host cannot honour, naming the limit.
     pub fn check(&self) -> Result<(), String> {
+        if !(2..=MAX_TOKEN_BYTES).contains(&self.max_token_bytes) {
+            return Err(format!(
+                "max_token_bytes {} is not from 2 to {MAX_TOKEN_BYTES} (16 MiB: a token is saved in every STATE of \
+                 its stream)",
+                self.max_token_bytes
+            ));
+        }
         if !(1..=MAX_RECORD_DEPTH).contains(&self.max_record_depth) {
             return Err(format!(
                 "max_record_depth {} is not from 1 to {MAX_RECORD_DEPTH} (the host's own parser reads records \

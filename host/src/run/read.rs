@@ -157,7 +157,7 @@ pub async fn list_partitions(
     };
     let state = selected.saved_state.as_ref().map(Value::to_string);
     let mut token: Option<String> = None;
-    let mut seen = TokenGuard::default();
+    let mut seen = TokenGuard::new(limits.max_token_bytes);
     let mut keys = KeyGuard::default();
     for _ in 0..limits.max_listing_calls_per_stream {
         let result = instance.partitions(&connector.config, name, state.as_ref(), token.as_ref()).await;
@@ -281,7 +281,7 @@ pub async fn read_partition(
     if let Some((_, cursor)) = resuming.from {
         done.max_cursor = cursor.cloned();
     }
-    let mut seen = TokenGuard::default();
+    let mut seen = TokenGuard::new(limits.max_token_bytes);
     let mut on_first_records = Some(on_first_records);
     // The previous page is checked and rendered on a blocking thread while the guest fetches
     // the next one; pages are still sent in order, each before anything after it.
@@ -504,8 +504,9 @@ fn contract(message: String) -> CallError {
 /// caught); after that Brent's cycle detection keeps one token, which catches a loop of any
 /// period within two periods of its start. A token sequence that never repeats is stopped by the
 /// page limit.
-#[derive(Default)]
 pub(crate) struct TokenGuard {
+    /// The longest token, bytes (`Limits::max_token_bytes`).
+    max_bytes: usize,
     exact: HashSet<u64>,
     /// Brent's checkpoint: a token, and how many more tokens to compare with it before the next
     /// checkpoint (twice as many each time).
@@ -514,21 +515,30 @@ pub(crate) struct TokenGuard {
     power: u64,
 }
 
-/// The longest page or listing token, bytes: tokens of partitions in flight travel in every
-/// STATE of their stream (100 MB tokens made 100 MB STATE lines). Real APIs' cursors and next
-/// URLs are well under a kilobyte to a few.
-pub const MAX_TOKEN_BYTES: usize = 64 << 10;
+/// The longest page or listing token by default (`--max-token-kib`, policy `max_token_bytes`).
+pub const MAX_TOKEN_BYTES: usize = crate::guest::limits::DEFAULT_MAX_TOKEN_BYTES;
+
+impl Default for TokenGuard {
+    fn default() -> Self {
+        TokenGuard::new(MAX_TOKEN_BYTES)
+    }
+}
 
 /// Tokens remembered exactly: 64 KiB of hashes per partition or listing.
 const EXACT_TOKENS: usize = 4096;
 
 impl TokenGuard {
+    pub(crate) fn new(max_bytes: usize) -> Self {
+        TokenGuard { max_bytes, exact: HashSet::new(), checkpoint: None, left: 0, power: 0 }
+    }
+
     pub(crate) fn check(&mut self, token: &str) -> Result<(), CallError> {
-        if token.len() > MAX_TOKEN_BYTES {
+        if token.len() > self.max_bytes {
             return Err(contract(format!(
-                "next token is {} bytes, more than the {MAX_TOKEN_BYTES} a token may have (a partition's token is \
-                 saved in every STATE of its stream while the partition is read)",
-                token.len()
+                "next token is {} bytes, more than the {} a token may have (a partition's token is saved in every \
+                 STATE of its stream while the partition is read; --max-token-kib)",
+                token.len(),
+                self.max_bytes
             )));
         }
         // Parsed whole, not skimmed: a string the host could not read back (a lone surrogate,
@@ -607,6 +617,15 @@ mod tests {
         let long = format!("\"{}\"", "a".repeat(MAX_TOKEN_BYTES));
         assert!(g.check(&long).unwrap_err().message().contains("more than the 65536"));
         assert!(g.check(&format!("\"{}\"", "a".repeat(MAX_TOKEN_BYTES - 2))).is_ok());
+        // The operator's cap.
+        let mut wide = TokenGuard::new(1 << 20);
+        assert!(wide.check(&long).is_ok());
+        assert!(
+            wide.check(&format!("\"{}\"", "b".repeat(1 << 20)))
+                .unwrap_err()
+                .message()
+                .contains("more than the 1048576")
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! dropped, each such partition read again from its start (nothing is lost; its records may be
 //! written again), which the run says in a WARN.
 
+#[cfg(test)]
 use crate::run::read::MAX_TOKEN_BYTES;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -72,11 +73,11 @@ impl Resumption {
     /// passes its own limit.
     #[cfg(test)]
     pub fn from_state(stream: &str, saved: Option<&Value>, full_read: bool) -> anyhow::Result<Self> {
-        Self::with_limit(stream, saved, full_read, crate::data::state::DEFAULT_MAX_PARTITION_CURSORS)
+        Self::with_limit(stream, saved, full_read, crate::data::state::DEFAULT_MAX_PARTITION_CURSORS, MAX_TOKEN_BYTES)
     }
 
     /// The checkpoints in a saved state. `full_read` streams also keep their finished
-    /// partitions. A token longer than [`MAX_TOKEN_BYTES`] is refused (a run never accepts one
+    /// partitions. A token longer than `max_token_bytes` is refused (a run never accepts one
     /// from a connector, and every STATE of the stream would carry it); past `max_in_progress`
     /// in-progress entries the rest are dropped and counted ([`Resumption::dropped`]): each such
     /// partition is read again from its start, which loses nothing.
@@ -85,6 +86,7 @@ impl Resumption {
         saved: Option<&Value>,
         full_read: bool,
         max_in_progress: usize,
+        max_token_bytes: usize,
     ) -> anyhow::Result<Self> {
         let mut resumption = Resumption { full_read, ..Default::default() };
         let Some(saved) = saved else { return Ok(resumption) };
@@ -96,10 +98,10 @@ impl Resumption {
                     return Err(fail(format!("in_progress[{i}] needs a \"partition\" and a \"token\"")));
                 };
                 let size = json_len(token);
-                if size > MAX_TOKEN_BYTES {
+                if size > max_token_bytes {
                     return Err(fail(format!(
-                        "the token of partition {} (in_progress[{i}]) is {size} bytes, more than the {MAX_TOKEN_BYTES} \
-                         a token may have",
+                        "the token of partition {} (in_progress[{i}]) is {size} bytes, more than the {max_token_bytes} \
+                         a token may have (--max-token-kib)",
                         crate::data::protocol::preview(&key.to_string())
                     )));
                 }
@@ -224,7 +226,7 @@ mod tests {
             error,
             format!(
                 "state of stream \"items\": the token of partition {{\"p\":7}} (in_progress[0]) is {} bytes, more than \
-                 the {MAX_TOKEN_BYTES} a token may have",
+                 the {MAX_TOKEN_BYTES} a token may have (--max-token-kib)",
                 MAX_TOKEN_BYTES + 1
             )
         );
@@ -242,7 +244,7 @@ mod tests {
             .map(|p| json!({"partition": {"p": p}, "start": 1, "token": {"page": p}, "cursor": null}))
             .collect();
         let saved = json!({"in_progress": entries});
-        let r = Resumption::with_limit("s", Some(&saved), false, 3).unwrap();
+        let r = Resumption::with_limit("s", Some(&saved), false, 3, MAX_TOKEN_BYTES).unwrap();
         assert_eq!(r.dropped(), 2);
         assert_eq!(r.entries(), 3);
         for p in 0..3 {
@@ -253,6 +255,6 @@ mod tests {
         let mut state = None;
         r.add_to(&mut state);
         assert_eq!(state.unwrap()["in_progress"].as_array().unwrap().len(), 3);
-        assert_eq!(Resumption::with_limit("s", Some(&saved), false, 5).unwrap().dropped(), 0);
+        assert_eq!(Resumption::with_limit("s", Some(&saved), false, 5, MAX_TOKEN_BYTES).unwrap().dropped(), 0);
     }
 }

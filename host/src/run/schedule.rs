@@ -336,7 +336,8 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
     };
     if stream.shared.resumable.contains(&stream.name) && !stream.through_jobs {
         let full_read = stream.cursor.is_none();
-        match Resumption::with_limit(&stream.name, saved, full_read, max_cursors) {
+        match Resumption::with_limit(&stream.name, saved, full_read, max_cursors, stream.shared.limits.max_token_bytes)
+        {
             Ok(resumption) => {
                 if resumption.dropped() > 0 {
                     let message = format!(

@@ -380,6 +380,12 @@ impl Source for Hostile {
                 let n = token.as_ref().and_then(Value::as_u64).unwrap_or(0);
                 return Ok(Page { records: vec![json!({"id": 100 + n}).to_string()], next_token: Some(json!(n + 1)) });
             }
+            // A record, then a page token of `count` bytes (and, on the next page, the end): tokens
+            // travel in every STATE of their stream while the partition is read.
+            "big-token" => {
+                let next_token = token.is_none().then(|| json!("t".repeat(config.count as usize)));
+                return Ok(Page { records: vec![json!({"id": 100}).to_string()], next_token });
+            }
             "big-record" => format!("{{\"id\": 1, \"blob\": \"{}\"}}", "x".repeat(100 << 20)),
             "invalid-utf8" => {
                 // SAFETY: deliberately not; the host must refuse it, not trust it.
