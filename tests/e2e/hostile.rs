@@ -14,12 +14,34 @@ fn hostile(mode: &str, extra: Value, args: &[&str]) -> HostRun {
     let mut config = json!({"mode": mode});
     config.as_object_mut().unwrap().extend(extra.as_object().cloned().unwrap_or_default());
     let defaults = LIMITS.iter().filter(|(flag, _)| !args.contains(flag)).flat_map(|(f, v)| [*f, *v]);
-    host(&["run"])
+    let run = host(&["run"])
         .args(defaults.chain(args.iter().copied()).map(|s| s.to_string()))
         .arg(plugin("hostile"))
         .arg("--config")
         .arg(files.json("config.json", &config))
-        .run()
+        .run();
+    within_the_memory_bound(args, 64);
+    run
+}
+
+/// What the host may hold beyond its guests' memory limit, MiB (this unoptimised build): its
+/// own code and wasmtime's, the output queue (32 MiB), an answer whole (a response cap of 64
+/// MiB) and the logs of a call (1 MiB); docs/sandbox.md, "Host memory on a guest's behalf".
+const HOST_OVERHEAD_MIB: i64 = 160;
+
+/// Every hostile run of a test stays under its guest's memory limit plus the host's overhead:
+/// the property #28 asks of every hostile input, checked after each run (the peak is the
+/// largest of this test's host runs, so the largest limit asked for counts).
+fn within_the_memory_bound(args: &[&str], default_mib: i64) {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    static LARGEST_LIMIT: AtomicI64 = AtomicI64::new(0);
+    let limit = args.iter().position(|a| *a == "--memory-mb").map_or(default_mib, |i| args[i + 1].parse().unwrap());
+    let largest = LARGEST_LIMIT.fetch_max(limit, Ordering::Relaxed).max(limit);
+    let peak = children_peak_rss_mib();
+    if std::env::var_os("SLUICE_PRINT_PEAK").is_some() {
+        eprintln!("PEAK {peak} MiB, limit {largest} MiB");
+    }
+    assert!(peak <= largest + HOST_OVERHEAD_MIB, "the host held {peak} MiB for a guest limited to {largest} MiB");
 }
 
 /// The well-behaved partitions 0 and 2 completed; partition 1 failed with one error, returned.
@@ -497,12 +519,15 @@ fn hostile_plugin_with(files: &Files, name: &str, modules: &[Vec<u8>]) -> std::p
 
 fn run_plugin(path: &std::path::Path, config: Value, args: &[&str]) -> HostRun {
     let files = Files::new();
-    host(&["run"])
+    let run = host(&["run"])
         .args(args.iter().map(|s| s.to_string()))
         .arg(path)
         .arg("--config")
         .arg(files.json("c.json", &config))
-        .run()
+        .run();
+    // The host's own default limit.
+    within_the_memory_bound(args, 256);
+    run
 }
 
 /// Guest work between import calls that return at once (here a request denied with no I/O) is
