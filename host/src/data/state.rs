@@ -868,7 +868,10 @@ impl StreamCursor {
         cursor.floor = cursor.low_water.clone();
         if let Some(list) = saved.get("completed") {
             let list = list.as_array().ok_or_else(|| fail("\"completed\" must be an array".into()))?;
-            for (i, range) in list.iter().enumerate() {
+            // At most as many finished ranges as partition cursors: each is merged into the
+            // sorted list (a hostile 64 MiB state of 10 million ranges cost hours). Dropping a
+            // finished range loses nothing: it is read again.
+            for (i, range) in list.iter().enumerate().take(max_partitions.max(1)) {
                 match range.as_array().map(Vec::as_slice) {
                     Some([a, b]) if is_cursor(a) && is_cursor(b) && !greater(a, b) => {
                         cursor.complete_range(Some(a), b, None)
@@ -883,6 +886,16 @@ impl StreamCursor {
                     }
                 }
             }
+        }
+        // A finished range starting at the mark raises it to the range's end; a folded state's
+        // mark must stay at or below its lowest partition cursor (a partition folded at 10 with
+        // a range [0, 100] finished would resume from 100 and lose (10, 100]): re-read, never
+        // skipped.
+        if cursor.folded_saved.is_some()
+            && let (Some(l), Some(lw)) = (lowest.as_ref(), cursor.low_water.as_ref())
+            && greater(lw, l)
+        {
+            cursor.low_water = Some(l.clone());
         }
         // As when a run falls back: the stream-level cursor rises to the lowest cursor the
         // partitions reach once every one finished. A stream with finished ranges (bounded
@@ -1029,24 +1042,21 @@ impl StreamCursor {
             return;
         }
         let (mut a, mut b, mut n) = (start.clone(), end.clone(), newest);
-        // Merge with every range it overlaps or touches.
-        let mut kept = Vec::with_capacity(self.completed.len() + 1);
-        for (x, y, m) in self.completed.drain(..) {
-            if greater(&x, &b) || greater(&a, &y) {
-                kept.push((x, y, m));
-            } else {
-                if greater(&a, &x) {
-                    a = x;
-                }
-                if greater(&y, &b) {
-                    b = y;
-                }
-                n = newer(n, m);
+        // The ranges are sorted and disjoint, so those it overlaps or touches are one run of
+        // them, found by binary search (a scan and a sort per range made a saved state of many
+        // ranges cost the square of their number).
+        let first = self.completed.partition_point(|(_, y, _)| greater(&a, y));
+        let last = self.completed.partition_point(|(x, _, _)| !greater(x, &b)).max(first);
+        for (x, y, m) in self.completed.drain(first..last) {
+            if greater(&a, &x) {
+                a = x;
             }
+            if greater(&y, &b) {
+                b = y;
+            }
+            n = newer(n, m);
         }
-        kept.push((a, b, n));
-        kept.sort_by(|x, y| compare(&x.0, &y.0));
-        self.completed = kept;
+        self.completed.insert(first, (a, b, n));
     }
 
     /// Everything up to `value` is finished, its records' newest cursor being `newest`; absorbs
@@ -1057,17 +1067,20 @@ impl StreamCursor {
             _ => value,
         };
         let mut n = newer(self.newest.take(), newest);
-        // Absorbs the ranges it reaches, in order (they are sorted), each reaching further.
-        while let Some((a, _, _)) = self.completed.first() {
+        // Absorbs the ranges it reaches, in order (they are sorted), each reaching further;
+        // taken out together at the end, not one shift of the list each.
+        let mut reached = 0;
+        for (a, b, m) in &self.completed {
             if greater(a, &lw) {
                 break;
             }
-            let (_, b, m) = self.completed.remove(0);
-            if greater(&b, &lw) {
-                lw = b;
+            if greater(b, &lw) {
+                lw = b.clone();
             }
-            n = newer(n, m);
+            n = newer(n, m.clone());
+            reached += 1;
         }
+        self.completed.drain(..reached);
         self.low_water = Some(lw);
         self.newest = n;
     }
@@ -1408,6 +1421,14 @@ mod tests {
         assert_eq!(folded.to_state(), json!({"cursor_field": ["c"], "low_water": 10, "completed": [[30, 40]]}));
         folded.stream_finished(true);
         assert_eq!(folded.to_state()["low_water"], 10);
+        // A finished range from below the lowest cursor does not lift the mark past a
+        // partition's own cursor (a partition at 10 and a range [0, 100] resumed from 100).
+        let mut below = low.clone();
+        below["completed"] = json!([[0, 100]]);
+        below.as_object_mut().unwrap().remove("low_water");
+        let folded = StreamCursor::with_limit("s", vec!["c".into()], Some(&below), 3).unwrap();
+        assert_eq!(folded.start_for(&json!({"p": 4})), Some(&json!(10)), "{}", folded.to_state());
+        assert_eq!(folded.start_for(&json!({"p": 99})), Some(&json!(10)));
     }
 
     /// 200,000 saved partition cursors under the default limit: folded in one pass, the

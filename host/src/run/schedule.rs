@@ -253,7 +253,13 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
     };
     // The saved state is taken in under the run's bounds: partition cursors past the limit are
     // folded into one stream-level cursor as they are read, as the run itself falls back.
-    let max_cursors = shared.limits.max_partition_cursors;
+    // A state folded as it was parsed under a lower limit than this run's is folded again
+    // under that one: its kept cursors are not the whole list, and the partitions it no longer
+    // names may resume only from the lowest of them, as in a run's own fallback.
+    let max_cursors = match shared.folded.get(&name) {
+        Some(&(parse_limit, _)) => shared.limits.max_partition_cursors.min(parse_limit),
+        None => shared.limits.max_partition_cursors,
+    };
     let cursor = match &selected.cursor_field {
         Some(field) => match StreamCursor::with_limit(&name, field.clone(), saved, max_cursors) {
             Ok(c) => {
