@@ -176,6 +176,9 @@ static STATE_FILE: Target = Target {
         "\"type\":\"GLOBAL\"",
         "\"shared_state\":",
         "\n",
+        "\"completed\":[[0,1],[2,3]]",
+        "[4,5],",
+        "\"done\":[",
     ],
     max_len: MIB,
     bound: |n| Bound { time: time(500, 5_000, n), memory: 2 * MIB + JSON_BYTES_PER_BYTE * 2 * n },
@@ -192,8 +195,11 @@ static STATE_FILE: Target = Target {
         let partitions = String::from_utf8(list("[", partition, size(rng, 200_000), "]")).expect("text");
         let progress = "{\"partition\":{\"id\":8},\"token\":{\"page\":2}}";
         let progress = String::from_utf8(list("[", progress, size(rng, 200_000), "]")).expect("text");
+        // Finished ranges in reverse order, each merged into the sorted list.
+        let ranges: Vec<String> = (0..size(rng, 200_000)).rev().map(|i| format!("[{},{}]", 2 * i, 2 * i + 1)).collect();
+        let ranges = ranges.join(",");
         format!(
-            "{{\"s\":{{\"cursor_field\":[\"updated_at\"],\"partitions\":{partitions},\"in_progress\":{progress}}}}}"
+            "{{\"s\":{{\"cursor_field\":[\"updated_at\"],\"partitions\":{partitions},\"in_progress\":{progress},\"completed\":[{ranges}]}}}}"
         )
         .into_bytes()
     },
