@@ -93,6 +93,20 @@ pub struct Orchestrator {
     creating: RwLock<bool>,
 }
 
+/// Why a job handle cannot be kept, if it cannot: it goes into every STATE of its stream as
+/// JSON, as a page token does, so it is bounded as one, and parsed whole (a lone surrogate,
+/// `"\ud800"`, skims as JSON but reads back as nothing, and the job would be lost on resume).
+fn refused_handle(handle: &str, max: usize) -> Option<String> {
+    if handle.len() > max {
+        return Some(format!(
+            "the job handle is {} bytes, more than the {max} a token may have (--max-token-kib)",
+            handle.len()
+        ));
+    }
+    let invalid = serde_json::from_str::<serde_json::Value>(handle).err();
+    invalid.map(|e| format!("the job handle is not valid JSON ({e}): {}", crate::data::protocol::preview(handle)))
+}
+
 /// A job that completed: what to read.
 pub struct CompletedJob {
     id: u64,
@@ -202,10 +216,7 @@ impl Orchestrator {
             Ok(handle) => handle,
             Err(e) => return Ok(Err(e)),
         };
-        // The handle goes into the state as JSON: one that is not JSON would be lost on resume.
-        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&handle) {
-            let message =
-                format!("the job handle is not valid JSON ({e}): {}", crate::data::protocol::preview(&handle));
+        if let Some(message) = refused_handle(&handle, self.connector.limits.max_token_bytes) {
             return Ok(Err(CallError::Guest(crate::bindings::GuestError::System(message))));
         }
         Ok(Ok((self.register(partition, &handle), handle)))
@@ -398,5 +409,17 @@ fn classify(e: CallError, doing: &str) -> Attempt {
     match e.failure_type() {
         crate::data::protocol::FailureType::Config => Attempt::Fatal(e),
         _ => Attempt::Retry(format!("{doing}: {}", e.message())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_job_handle_is_kept_only_when_it_reads_back_whole_within_the_token_bound() {
+        assert_eq!(super::refused_handle(r#"{"id":"job-1"}"#, 64), None);
+        let lone = super::refused_handle(r#""\ud800x""#, 64).unwrap();
+        assert!(lone.contains("not valid JSON"), "{lone}");
+        let long = super::refused_handle(&format!("\"{}\"", "j".repeat(100)), 64).unwrap();
+        assert!(long.contains("102 bytes, more than the 64"), "{long}");
     }
 }
