@@ -227,8 +227,13 @@ fn layer(package: &Path, name: &str, file: &Path) -> Result<(String, u64)> {
 /// that comes out shorter is refused.
 fn add_file(tar: &mut Layer, path: &Path, inside: &str, mode: u32) -> Result<String> {
     use std::io::Read;
-    // Links followed: the image holds the files themselves.
-    let file = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    // Links followed: the image holds the files themselves. Opened without waiting (a FIFO in
+    // the folder does not hang the writer), then checked to be a regular file.
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options.open(path).with_context(|| format!("cannot read {}", path.display()))?;
     let meta = file.metadata()?;
     if !meta.is_file() {
         bail!("cannot pack {}: it is not a regular file", path.display());

@@ -72,9 +72,16 @@ pub fn write(
     // NAME.wasm -> ~/.bashrc) is not followed out of it.
     let dir = cap_std::fs::Dir::open_ambient_dir(out, cap_std::ambient_authority())
         .with_context(|| format!("cannot open {}", out.display()))?;
+    // Written aside and renamed over the name: a hard link planted under it is replaced, not
+    // written through.
     let put = |file: &str, bytes: &[u8]| -> Result<PathBuf> {
         let path = out.join(file);
-        dir.write(file, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+        let staged = format!(".{file}.partial");
+        let written = dir.write(&staged, bytes).and_then(|()| dir.rename(&staged, &dir, file));
+        if written.is_err() {
+            let _ = dir.remove_file(&staged);
+        }
+        written.with_context(|| format!("cannot write {}", path.display()))?;
         Ok(path)
     };
     let declarative = crate::guest::manifest::is_manifest(plugin);
@@ -299,24 +306,29 @@ mod tests {
         assert!(text.contains("description: \"Where \\\"it\\\" is\""), "{text}");
     }
 
-    /// The package folder is written through a handle on it: a symlink planted there is not
-    /// followed out of it, and what is written lands inside.
+    /// The package folder is written through a handle on it, each file aside and renamed over
+    /// its name: a symlink or a hard link planted there is replaced, never written through.
     #[test]
-    fn a_symlink_planted_in_the_package_folder_is_not_followed_out() {
+    fn links_planted_in_the_package_folder_are_replaced_not_written_through() {
         let dir = tempfile::tempdir().unwrap();
-        let (out, outside) = (dir.path().join("pkg"), dir.path().join("victim"));
+        let (out, outside, linked) = (dir.path().join("pkg"), dir.path().join("victim"), dir.path().join("linked"));
         std::fs::create_dir(&out).unwrap();
         std::fs::write(&outside, b"precious").unwrap();
+        std::fs::write(&linked, b"also precious").unwrap();
         let plugin = dir.path().join("demo.wasm");
         std::fs::write(&plugin, b"\0asm component bytes").unwrap();
         std::os::unix::fs::symlink(&outside, out.join("demo.wasm")).unwrap();
+        std::fs::hard_link(&linked, out.join("demo.policy.json")).unwrap();
         let spec = serde_json::json!({});
-        let err = write(&plugin, "demo", &serde_json::json!({}), &spec, &out, 1 << 20).unwrap_err();
-        assert!(format!("{err:#}").contains("cannot write"), "{err:#}");
-        assert_eq!(std::fs::read(&outside).unwrap(), b"precious", "nothing was written through the link");
-        std::fs::remove_file(out.join("demo.wasm")).unwrap();
         let written = write(&plugin, "demo", &serde_json::json!({}), &spec, &out, 1 << 20).unwrap();
+        assert_eq!(std::fs::read(&outside).unwrap(), b"precious", "nothing was written through the symlink");
+        assert_eq!(std::fs::read(&linked).unwrap(), b"also precious", "nor through the hard link");
         assert!(written.iter().all(|f| f.starts_with(&out) && f.exists()), "{written:?}");
+        assert!(std::fs::symlink_metadata(out.join("demo.wasm")).unwrap().is_file());
         assert_eq!(std::fs::read(out.join("demo.wasm")).unwrap(), b"\0asm component bytes");
+        let staged = std::fs::read_dir(&out)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".partial"));
+        assert_eq!(staged.count(), 0, "no staged file is left");
     }
 }

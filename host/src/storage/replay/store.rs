@@ -153,7 +153,7 @@ impl Location {
         if let Some(dir) = &self.dir {
             let (file, tmp) = (name.to_string(), staging(name));
             let (written, bytes) = Self::on_disk(dir, move |dir| {
-                dir.write(&tmp, &bytes)?;
+                stage(dir, &tmp, &bytes)?;
                 // Linked under its name only if none is there: first writer wins, never a
                 // half-written object.
                 let linked = dir.hard_link(&tmp, dir, &file);
@@ -195,8 +195,8 @@ impl Location {
         if let Some(dir) = &self.dir {
             let (file, tmp) = (name.to_string(), staging(name));
             return Self::on_disk(dir, move |dir| {
-                dir.write(&tmp, &bytes)?;
-                dir.rename(&tmp, dir, &file)
+                stage(dir, &tmp, &bytes)?;
+                dir.rename(&tmp, dir, &file).inspect_err(|_| drop(dir.remove_file(&tmp)))
             })
             .await
             .with_context(|| format!("cannot write {}", self.uri_of(name)));
@@ -288,6 +288,21 @@ impl Location {
 
 /// Objects being written locally, before they are linked under their names; never listed.
 const STAGING: &str = ".staging-";
+
+/// Writes `bytes` to the staging file `tmp` and syncs it, so the name it is linked or renamed to
+/// never holds less after a power loss; a failed write leaves no staging file behind.
+fn stage(dir: &cap_std::fs::Dir, tmp: &str, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let written = (|| {
+        let mut file = dir.open_with(tmp, cap_std::fs::OpenOptions::new().write(true).create_new(true))?;
+        file.write_all(bytes)?;
+        file.sync_all()
+    })();
+    if written.is_err() {
+        let _ = dir.remove_file(tmp);
+    }
+    written
+}
 
 fn staging(name: &str) -> String {
     format!("{STAGING}{:016x}-{name}", fastrand::u64(..))
