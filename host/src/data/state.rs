@@ -267,6 +267,10 @@ impl<'de> serde::de::DeserializeSeed<'de> for Folding<'_> {
 /// in, or is not in the host's form).
 struct Partitions {
     limit: usize,
+    /// False for the other lists of a stream's state (`in_progress`, `done`, `completed`):
+    /// they keep their first `limit` entries and drop the rest as they are read (each dropped
+    /// entry's partition or range is read again: nothing is lost).
+    fold: bool,
 }
 
 impl<'de> serde::de::DeserializeSeed<'de> for Partitions {
@@ -283,6 +287,14 @@ impl<'de> serde::de::Visitor<'de> for Partitions {
     }
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut kept: Vec<Value> = Vec::new();
+        if !self.fold {
+            while kept.len() < self.limit.max(1) {
+                let Some(entry) = seq.next_element::<Value>()? else { return Ok((Value::Array(kept), None)) };
+                kept.push(entry);
+            }
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            return Ok((Value::Array(kept), None));
+        }
         let mut index: HashMap<String, usize> = HashMap::new();
         let (mut entries, mut lowest, mut extra, mut foreign) = (0usize, None::<Value>, None::<usize>, false);
         while let Some(entry) = seq.next_element::<Value>()? {
@@ -365,9 +377,11 @@ impl<'de> serde::de::Visitor<'de> for Folding<'_> {
                 continue;
             }
             let value = if self.place == Place::Outer && key == "partitions" {
-                let (value, folded) = map.next_value_seed(Partitions { limit: self.limit })?;
+                let (value, folded) = map.next_value_seed(Partitions { limit: self.limit, fold: true })?;
                 fold = folded;
                 value
+            } else if self.place == Place::Outer && matches!(key.as_str(), "in_progress" | "done" | "completed") {
+                map.next_value_seed(Partitions { limit: self.limit, fold: false })?.0
             } else {
                 map.next_value_seed(self.at(self.place.of(&key, self.depth)))?
             };
@@ -1497,6 +1511,27 @@ mod tests {
         assert_eq!(parsed.streams["s"]["big"].to_string(), "123456789012345678901234567890");
         assert_eq!(parsed.folded_partition_cursors("s"), None);
         assert!(parsed.streams["s"].get(FOLDED_KEY).is_none());
+    }
+
+    /// The other lists of a stream's state keep their first `limit` entries as the file is
+    /// parsed, the rest dropped unbuilt (each dropped partition or range is read again): a
+    /// hostile state of a million in-progress entries is never a tree of a million values.
+    #[test]
+    fn the_other_lists_of_a_saved_state_are_capped_as_the_file_is_parsed() {
+        let progress: Vec<Value> = (0..50).map(|p| json!({"partition": {"p": p}, "token": p})).collect();
+        let done: Vec<Value> = (0..50).map(|p| json!({"p": p})).collect();
+        let ranges: Vec<Value> = (0..50).map(|i| json!([2 * i, 2 * i + 1])).collect();
+        let state = json!({"cursor_field": ["c"], "in_progress": progress, "done": done, "completed": ranges});
+        let parsed = InputState::parse_with_limit(&json!({"s": state}).to_string(), 10).unwrap();
+        for list in ["in_progress", "done", "completed"] {
+            assert_eq!(
+                parsed.streams["s"][list],
+                Value::Array(state[list].as_array().unwrap()[..10].to_vec()),
+                "{list}"
+            );
+        }
+        let parsed = InputState::parse_with_limit(&json!({"s": state}).to_string(), 50).unwrap();
+        assert_eq!(parsed.streams["s"], state, "within the limit: as written");
     }
 
     #[test]
