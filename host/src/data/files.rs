@@ -22,11 +22,19 @@ pub struct Cap<'a> {
     /// How the limit is said when the file is past it: `it is larger than LIMIT`. By default
     /// `MAX, the most a WHAT file may be`.
     pub limit: Option<&'a str>,
+    /// A FIFO is opened as any reader opens it, waiting for its writer (a plugin written into a
+    /// named pipe as it is loaded: the load runs on a thread of its own), not read as empty.
+    pub wait_for_writer: bool,
 }
 
 impl<'a> Cap<'a> {
     pub fn new(what: &'a str, max: u64) -> Self {
-        Cap { what, max, regular: false, limit: None }
+        Cap { what, max, regular: false, limit: None, wait_for_writer: false }
+    }
+
+    /// A FIFO waits for its writer.
+    pub fn waiting(self) -> Self {
+        Cap { wait_for_writer: true, ..self }
     }
 
     /// Only a regular file.
@@ -101,9 +109,11 @@ fn open(path: &Path, cap: &Cap) -> Result<(std::fs::File, Option<u64>)> {
     let cannot = || format!("cannot read {} {}", cap.what, path.display());
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
-    // Opening a FIFO for reading waits for a writer; this open does not.
+    // Opening a FIFO for reading waits for a writer; this open does not, unless asked to.
     #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    if !cap.wait_for_writer {
+        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    }
     let file = options.open(path).with_context(cannot)?;
     let meta = file.metadata().with_context(cannot)?;
     if meta.is_file() {
@@ -213,6 +223,14 @@ mod tests {
         assert!(error.ends_with("it is not a regular file (a FIFO)"), "{error}");
         assert_eq!(read_capped(&fifo, Cap::new("config", 1 << 20)).unwrap(), b"");
         assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+        // Where the caller waits for the writer (a plugin written into a pipe as it is loaded),
+        // the open waits for it and the bytes it writes are read, however late it comes.
+        let writer = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::write(fifo, b"written late"))
+        };
+        assert_eq!(read_capped(&fifo, Cap::new("plugin", 1 << 20).waiting()).unwrap(), b"written late");
+        writer.join().unwrap().unwrap();
     }
 
     /// A pipe with a writer is read as it fills (the open does not wait, the reads do).

@@ -179,7 +179,7 @@ impl Engine {
     pub fn read(&self, path: &Path) -> Result<Vec<u8>> {
         let max = self.compile.max_component_bytes;
         let limit = format!("the limit of {max} bytes for a plugin (--max-plugin-mb)");
-        crate::data::files::read_capped(path, crate::data::files::Cap::new("plugin", max).said(&limit))
+        crate::data::files::read_capped(path, crate::data::files::Cap::new("plugin", max).said(&limit).waiting())
     }
 
     /// [`Engine::load`] of bytes read already (with [`Engine::read`]) from `path`, the load
