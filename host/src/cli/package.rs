@@ -76,12 +76,8 @@ pub fn write(
     // written through.
     let put = |file: &str, bytes: &[u8]| -> Result<PathBuf> {
         let path = out.join(file);
-        let staged = format!(".{file}.partial");
-        let written = dir.write(&staged, bytes).and_then(|()| dir.rename(&staged, &dir, file));
-        if written.is_err() {
-            let _ = dir.remove_file(&staged);
-        }
-        written.with_context(|| format!("cannot write {}", path.display()))?;
+        crate::storage::replay::write_replacing(&dir, file, bytes)
+            .with_context(|| format!("cannot write {}", path.display()))?;
         Ok(path)
     };
     let declarative = crate::guest::manifest::is_manifest(plugin);
@@ -328,7 +324,7 @@ mod tests {
         assert_eq!(std::fs::read(out.join("demo.wasm")).unwrap(), b"\0asm component bytes");
         let staged = std::fs::read_dir(&out)
             .unwrap()
-            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".partial"));
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with(".staging-"));
         assert_eq!(staged.count(), 0, "no staged file is left");
     }
 }

@@ -12,7 +12,7 @@ mod writer;
 pub use batch::{BatchWriter, Compression};
 pub use manifest::{HTTP_FOLDER, Manifest, PluginInfo, Segment};
 pub use reader::{ReplayOptions, ReplayReport, current_manifest, rebuild_manifest, replay};
-pub use store::Location;
+pub use store::{Location, write_replacing};
 pub(crate) use writer::Runtime as BlockingRuntime;
 pub use writer::{Cadence, LakeOptions, LakeWriter};
 

@@ -193,13 +193,10 @@ impl Location {
     /// Writes `name`, replacing what is there (the manifest).
     pub async fn replace(&self, name: &str, bytes: Vec<u8>) -> Result<()> {
         if let Some(dir) = &self.dir {
-            let (file, tmp) = (name.to_string(), staging(name));
-            return Self::on_disk(dir, move |dir| {
-                stage(dir, &tmp, &bytes)?;
-                dir.rename(&tmp, dir, &file).inspect_err(|_| drop(dir.remove_file(&tmp)))
-            })
-            .await
-            .with_context(|| format!("cannot write {}", self.uri_of(name)));
+            let file = name.to_string();
+            return Self::on_disk(dir, move |dir| write_replacing(dir, &file, &bytes))
+                .await
+                .with_context(|| format!("cannot write {}", self.uri_of(name)));
         }
         self.store
             .put(&self.path(name), PutPayload::from(bytes))
@@ -302,6 +299,15 @@ fn stage(dir: &cap_std::fs::Dir, tmp: &str, bytes: &[u8]) -> std::io::Result<()>
         let _ = dir.remove_file(tmp);
     }
     written
+}
+
+/// Writes `name` in `dir` whole: staged, synced, then renamed over the name, so a reader sees the
+/// old file or the new one, and a link planted under the name is replaced, never written
+/// through (the lake's manifest, the files of `host package`).
+pub fn write_replacing(dir: &cap_std::fs::Dir, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = staging(name);
+    stage(dir, &tmp, bytes)?;
+    dir.rename(&tmp, dir, name).inspect_err(|_| drop(dir.remove_file(&tmp)))
 }
 
 fn staging(name: &str) -> String {
