@@ -265,6 +265,18 @@ fn an_epoch_cursor_reads_late_records_as_the_cdk_does() {
     );
 }
 
+/// An API that answers XML: the XmlDecoder's records are xmltodict's dicts in both engines.
+#[test]
+fn an_xml_api_reads_as_the_cdk_reads_it() {
+    let base = now() - 86_400;
+    three_syncs(
+        "cdk/xml.yaml",
+        &["xml_events"],
+        |api| json!({"base_url": api.base_url(), "start_date": iso(base - 30 * 86_400)}),
+        waves(base, 1),
+    );
+}
+
 #[test]
 fn windows_with_offsets_read_as_the_cdk_reads_them() {
     let base = now() - 86_400;

@@ -20,6 +20,7 @@ pub mod requester;
 pub mod retrieve;
 pub mod slicing;
 pub mod state;
+pub mod xml;
 
 use engine::{Engine, Scope, kind};
 use serde_json::value::RawValue;

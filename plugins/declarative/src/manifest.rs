@@ -246,6 +246,7 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
     ("JsonDecoder", &["name", "primary_key"]),
     ("JsonlDecoder", &["name", "primary_key"]),
     ("IterableDecoder", &["name", "primary_key"]),
+    ("XmlDecoder", &["name", "primary_key"]),
     ("CsvDecoder", &["encoding", "delimiter", "set_values_to_none", "name", "primary_key"]),
     ("GzipDecoder", &["decoder", "name", "primary_key"]),
     ("ConcurrencyLevel", &["default_concurrency", "max_concurrency"]),
@@ -657,7 +658,6 @@ fn check_parents(node: &Value, path: &str, warnings: &mut Vec<String>) {
 /// Every component in the tree (outside data fields and definitions) must be one this engine
 /// runs, with only fields it knows.
 fn check_supported(node: &Value, path: &str, ignored: &mut Vec<String>) -> Result<(), String> {
-    let here = |field: &str| if path.is_empty() { field.to_string() } else { format!("{path}.{field}") };
     match node {
         Value::Object(map) => {
             if map.contains_key("class_name") {
@@ -683,6 +683,7 @@ fn check_supported(node: &Value, path: &str, ignored: &mut Vec<String>) -> Resul
                 };
                 // Parameters become fields of every component below: only the component's own count.
                 let params = map.get("$parameters").and_then(Value::as_object);
+                let mut outside = Vec::new();
                 for field in map.keys() {
                     let from_params = params.is_some_and(|p| p.contains_key(field));
                     if field == "type" || field == "$parameters" || from_params || fields.contains(&field.as_str()) {
@@ -697,16 +698,13 @@ fn check_supported(node: &Value, path: &str, ignored: &mut Vec<String>) -> Resul
                         return Err(format!("{}: the field {field:?} of {kind} is not supported", display_path(path)));
                     }
                     ignored.push(format!("{}: {field:?} is not a field of {kind}", display_path(path)));
+                    outside.push(field.as_str());
                 }
+                // What the CDK ignores it does not build either: a component under a field
+                // outside the schema (a paginator misplaced in a record selector) is never run.
+                return check_fields(map, path, ignored, &outside);
             }
-            for (k, v) in map {
-                let nested = v.is_object() || v.is_array();
-                if !nested || DATA_FIELDS.contains(&k.as_str()) || k == "definitions" || k == "$parameters" {
-                    continue;
-                }
-                check_supported(v, &here(k), ignored)?;
-            }
-            Ok(())
+            check_fields(map, path, ignored, &[])
         }
         Value::Array(items) => {
             for (i, v) in items.iter().enumerate().filter(|(_, v)| v.is_object() || v.is_array()) {
@@ -718,6 +716,29 @@ fn check_supported(node: &Value, path: &str, ignored: &mut Vec<String>) -> Resul
     }
 }
 
+/// The components nested in an object's fields, but for data and the `skipped` fields.
+fn check_fields(
+    map: &Map<String, Value>,
+    path: &str,
+    ignored: &mut Vec<String>,
+    skipped: &[&str],
+) -> Result<(), String> {
+    let here = |field: &str| if path.is_empty() { field.to_string() } else { format!("{path}.{field}") };
+    for (k, v) in map {
+        let nested = v.is_object() || v.is_array();
+        if !nested
+            || DATA_FIELDS.contains(&k.as_str())
+            || k == "definitions"
+            || k == "$parameters"
+            || skipped.contains(&k.as_str())
+        {
+            continue;
+        }
+        check_supported(v, &here(k), ignored)?;
+    }
+    Ok(())
+}
+
 fn display_path(path: &str) -> &str {
     if path.is_empty() { "the manifest" } else { path }
 }
@@ -726,6 +747,23 @@ fn display_path(path: &str) -> &str {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A component under a field outside the schema is ignored with the field, as the CDK ignores
+    /// it (source-fullstory puts a paginator of an unknown type in its record selector).
+    #[test]
+    fn a_component_under_a_field_outside_the_schema_is_ignored() {
+        let manifest = json!({"streams": [{"type": "DeclarativeStream", "name": "s", "retriever": {"type": "SimpleRetriever",
+            "requester": {"type": "HttpRequester", "url_base": "http://x"},
+            "record_selector": {"type": "RecordSelector", "extractor": {"type": "DpathExtractor", "field_path": []},
+                "paginator": {"type": "DefaultPaginator", "pagination_strategy": {"type": "TokenBased"}}}}}]});
+        let loaded = Manifest::load(&manifest).expect("the misplaced paginator is ignored");
+        assert!(loaded.refused.is_empty());
+        assert!(
+            loaded.ignored.iter().any(|w| w.contains("\"paginator\" is not a field of RecordSelector")),
+            "{:?}",
+            loaded.ignored
+        );
+    }
 
     /// An unsupported field set to false or null asks for nothing: accepted; set, refused.
     #[test]

@@ -1,4 +1,4 @@
-//! From a response to records: decoders (JSON, JSON lines, CSV, gzip), the record selector
+//! From a response to records: decoders (JSON, JSON lines, CSV, XML, gzip), the record selector
 //! (DpathExtractor, RecordFilter) and the transformations (AddFields, RemoveFields).
 
 use crate::engine::{Engine, Scope, kind};
@@ -37,6 +37,14 @@ pub fn decode(decoder: Option<&Value>, body: &[u8], url: &str) -> Result<Vec<Val
             }
             Ok(text.split("\r\n").flat_map(|l| l.split(['\n', '\r'])).map(|line| json!({"record": line})).collect())
         }
+        // As the CDK's: a body that is not XML is one empty document, and a warning.
+        "XmlDecoder" => match crate::xml::parse(body) {
+            Ok(doc) => Ok(vec![doc]),
+            Err(why) => {
+                sluice_guest::log::warn(format!("{url} answered with a body that is not XML ({why}): read as {{}}"));
+                Ok(vec![Value::Object(Map::new())])
+            }
+        },
         "GzipDecoder" => {
             let inner = decoder.and_then(|d| d.get("decoder"));
             let looks_gzip = body.starts_with(&[0x1f, 0x8b]);

@@ -9,6 +9,8 @@
 //!   is within `[S, U]` (each bound optional; an integer of epoch seconds, or a date-time, with an
 //!   offset, `Z`, or none for UTC, `T` or a space between date and time; a bare date is its
 //!   midnight), of account `A` when given; `{"data": [...], "next_page": P + 1 | null}`.
+//!   With `format=xml` the page is XML: `<events next_page="P"><event id="1">` and an element a
+//!   field (what the XmlDecoder reads).
 //! - `GET /v2/event_accounts`: `{"data": [{"id": A}, ...]}`, the accounts the events name.
 //! - `PUT /v2/events` with a JSON array: the events served from now on (as
 //!   [`DemoApi::set_events`](super::DemoApi::set_events), for a server in another process).
@@ -16,7 +18,8 @@
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::data::parse_rfc3339;
@@ -25,7 +28,7 @@ use super::routes::{ApiError, ApiResult, AppState, Params};
 pub(super) async fn events(
     State(shared): State<AppState>,
     q: Result<Query<Params>, QueryRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
     let Query(q) = q?;
     let bound = |name: &str| -> ApiResult<Option<i64>> {
         match q.get(name).map(|v| v.trim()).filter(|v| !v.is_empty()) {
@@ -61,7 +64,47 @@ pub(super) async fn events(
     let skip = (page - 1).saturating_mul(per_page) as usize;
     let data: Vec<Value> = matching.iter().skip(skip).take(per_page as usize).cloned().collect();
     let more = matching.len() > skip.saturating_add(per_page as usize);
-    Ok(Json(json!({"data": data, "next_page": if more { json!(page + 1) } else { Value::Null }})))
+    let next = if more { json!(page + 1) } else { Value::Null };
+    if q.get("format").map(String::as_str) == Some("xml") {
+        return Ok(xml_page(&data, &next).into_response());
+    }
+    Ok(Json(json!({"data": data, "next_page": next})).into_response())
+}
+
+/// A page as XML: `<events next_page="P"><event id="1"><created>..</created>...</event></events>`,
+/// a field an element (a null one empty, an object's fields nested, a list's items repeated).
+fn xml_page(events: &[Value], next: &Value) -> Response {
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<events");
+    if !next.is_null() {
+        out.push_str(&format!(" next_page=\"{next}\""));
+    }
+    out.push('>');
+    for event in events {
+        out.push_str(&format!("<event id=\"{}\">", escape(&plain(&event["id"]))));
+        for (key, value) in event.as_object().into_iter().flatten().filter(|(k, _)| *k != "id") {
+            xml_element(&mut out, key, value);
+        }
+        out.push_str("</event>");
+    }
+    out.push_str("</events>\n");
+    ([(header::CONTENT_TYPE, "application/xml")], out).into_response()
+}
+
+fn xml_element(out: &mut String, name: &str, value: &Value) {
+    match value {
+        Value::Null => out.push_str(&format!("<{name}/>")),
+        Value::Array(items) => items.iter().for_each(|item| xml_element(out, name, item)),
+        Value::Object(fields) => {
+            out.push_str(&format!("<{name}>"));
+            fields.iter().for_each(|(k, v)| xml_element(out, k, v));
+            out.push_str(&format!("</{name}>"));
+        }
+        other => out.push_str(&format!("<{name}>{}</{name}>", escape(&plain(other)))),
+    }
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 pub(super) async fn set_events(State(shared): State<AppState>, body: axum::body::Bytes) -> ApiResult<StatusCode> {
