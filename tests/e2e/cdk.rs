@@ -388,3 +388,60 @@ fn a_legacy_state_is_migrated_as_the_cdk_migrates_it() {
         "the final state (Sluice's on the left)"
     );
 }
+
+/// The deprecated LegacySessionTokenAuthenticator: a login when the config has no session token
+/// or one the API no longer accepts, none when it has a valid one; the same records as the CDK's
+/// each time, and a clear error without a token or credentials.
+#[test]
+fn a_legacy_session_token_is_validated_or_renewed_as_in_the_cdk() {
+    let api = demo_api(DemoApiConfig { records: 100, accounts: 2, ..Default::default() });
+    let files = Files::new();
+    let catalog = catalog(&[("legacy_session_items", "full_refresh")]);
+    let login = json!({"base_url": api.base_url(), "username": "demo", "password": "demo-password"});
+    let sync = |config: Value| Sync {
+        manifest: "cdk/legacy_session.yaml",
+        api: &api,
+        config,
+        catalog: catalog.clone(),
+        files: &files,
+    };
+    let logins = || api.stats().sessions_created;
+
+    let theirs = sync(login.clone()).cdk(None);
+    let before = logins();
+    let ours = sync(login.clone()).sluice(None);
+    same_records("legacy_session_items", &ours, &theirs, "with a login");
+    assert_eq!(ours.ids("legacy_session_items"), (1..=100).collect::<Vec<_>>());
+    assert_eq!(logins(), before + 1, "one login for Sluice's read");
+
+    // A stale token: validated (401), then a login.
+    let mut stale = login.clone();
+    stale["session_token"] = json!("expired-token");
+    let theirs = sync(stale.clone()).cdk(None);
+    let before = logins();
+    let ours = sync(stale).sluice(None);
+    same_records("legacy_session_items", &ours, &theirs, "with a stale token");
+    assert_eq!(logins(), before + 1, "a stale token means a login");
+
+    // A valid token and no credentials: no login at all.
+    let token = api.create_session_token();
+    let given = json!({"base_url": api.base_url(), "session_token": token});
+    let theirs = sync(given.clone()).cdk(None);
+    let before = logins();
+    let ours = sync(given).sluice(None);
+    same_records("legacy_session_items", &ours, &theirs, "with a valid token");
+    assert_eq!(logins(), before, "a valid token needs no login");
+
+    // Neither: the stream fails, naming why.
+    let config = files.json("config-none.json", &json!({"base_url": api.base_url(), "session_token": "stale"}));
+    let run = host(&["read"])
+        .arg(manifest("cdk/legacy_session.yaml"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--catalog")
+        .arg(files.json("catalog-none.json", &catalog))
+        .arg("--allow-host")
+        .arg(grant(&api))
+        .run();
+    assert!(run.stdout().contains("username and password are not given"), "{}", run.explain());
+}

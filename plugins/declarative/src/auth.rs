@@ -18,7 +18,18 @@ pub struct Credentials {
 /// Refresh a token this long before it expires.
 const EXPIRY_MARGIN_SECS: i64 = 60;
 
-pub fn credentials(engine: &Engine, auth: Option<&Value>, path: &str) -> Result<Credentials> {
+/// What the authenticator of `requester` adds to its requests (`ctx`: the request's context).
+pub fn credentials(engine: &Engine, requester: &Value, ctx: &Value, path: &str) -> Result<Credentials> {
+    authenticate(engine, requester.get("authenticator"), requester, ctx, path)
+}
+
+fn authenticate(
+    engine: &Engine,
+    auth: Option<&Value>,
+    requester: &Value,
+    request_ctx: &Value,
+    path: &str,
+) -> Result<Credentials> {
     let Some(auth) = auth.filter(|a| !a.is_null() && kind(a) != "NoAuth") else { return Ok(Credentials::default()) };
     let ctx = engine.context(auth, &Scope::default(), Vec::new());
     let mut out = Credentials::default();
@@ -92,7 +103,22 @@ pub fn credentials(engine: &Engine, auth: Option<&Value>, path: &str) -> Result<
                     "{path}: the config selects authenticator {name:?}, which the manifest does not define"
                 ))
             })?;
-            return credentials(engine, Some(chosen), &format!("{path}.authenticators.{name}"));
+            return authenticate(
+                engine,
+                Some(chosen),
+                requester,
+                request_ctx,
+                &format!("{path}.authenticators.{name}"),
+            );
+        }
+        "LegacySessionTokenAuthenticator" => {
+            // The CDK's api_url is the requester's `url`, else its `url_base`.
+            let api_url = match engine.text(requester.get("url"), request_ctx)? {
+                url if url.is_empty() => engine.text(requester.get("url_base"), request_ctx)?,
+                url => url,
+            };
+            let token = legacy_session_token(engine, auth, &ctx, &api_url, path)?;
+            out.headers.push((engine.text(auth.get("header"), &ctx)?, token));
         }
         other => return Err(Error::config(format!("{path}: {other} is not supported"))),
     }
@@ -242,6 +268,67 @@ fn session_token(engine: &Engine, auth: &Value, path: &str) -> Result<String> {
         }
     };
     engine.tokens.borrow_mut().insert(path.to_string(), (token.clone(), expires));
+    Ok(token)
+}
+
+/// The CDK's LegacySessionTokenAuthenticator: the config's `session_token` while
+/// `validate_session_url` accepts it (a 401 there means log in instead, any other failure is an
+/// error), else a login, `POST` of `{"username", "password"}` as JSON to `login_url`, the token
+/// the answer's `session_token_response_key`. Both URLs are the requester's base with the path
+/// appended as written. The token is kept for the instance (the CDK keeps a login a day).
+fn legacy_session_token(engine: &Engine, auth: &Value, ctx: &Value, api_url: &str, path: &str) -> Result<String> {
+    if let Some(token) = cached(engine, path) {
+        return Ok(token);
+    }
+    let header = engine.text(auth.get("header"), ctx)?;
+    let given = engine.text(auth.get("session_token"), ctx)?;
+    let mut token = None;
+    if !given.is_empty() {
+        let url = format!("{api_url}{}", engine.text(auth.get("validate_session_url"), ctx)?);
+        let response = sluice_guest::http::get(url.clone()).header(&header, &given).send()?;
+        match response.status {
+            200..=299 => token = Some(given),
+            401 => {}
+            status => {
+                return Err(Error::config(format!(
+                    "{path}: error while validating the session token at {url}: it answered {status}"
+                )));
+            }
+        }
+    }
+    let token = match token {
+        Some(token) => token,
+        None => {
+            let username = engine.text(auth.get("username"), ctx)?;
+            let password = engine.text(auth.get("password"), ctx)?;
+            if username.is_empty() || password.is_empty() {
+                return Err(Error::config(format!(
+                    "{path}: invalid credentials: the session token is not valid, or username and password are not given"
+                )));
+            }
+            let url = format!("{api_url}{}", engine.text(auth.get("login_url"), ctx)?);
+            let body = serde_json::json!({"username": username, "password": password}).to_string();
+            let response = sluice_guest::http::post(url.clone())
+                .header("content-type", "application/json")
+                .body(body.into_bytes())
+                .send()?;
+            if !response.is_success() {
+                return Err(Error::config(format!(
+                    "{path}: the login at {url} answered {}: failed to retrieve a new session token",
+                    response.status
+                )));
+            }
+            let answer: Value = response.json()?;
+            let key = engine.text(auth.get("session_token_response_key"), ctx)?;
+            match answer.get(&key) {
+                None | Some(Value::Null) => {
+                    return Err(Error::system(format!("{path}: the login answer at {url} has no {key:?}")));
+                }
+                Some(value) => crate::interpolation::py_str_json(value),
+            }
+        }
+    };
+    engine.tokens.borrow_mut().insert(path.to_string(), (token.clone(), None));
     Ok(token)
 }
 

@@ -207,6 +207,18 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "LegacySessionTokenAuthenticator",
+        &[
+            "header",
+            "login_url",
+            "session_token",
+            "session_token_response_key",
+            "username",
+            "password",
+            "validate_session_url",
+        ],
+    ),
+    (
         "SessionTokenAuthenticator",
         &[
             "login_requester",

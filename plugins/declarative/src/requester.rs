@@ -190,7 +190,7 @@ pub fn build(
     params.extend(options.params.iter().cloned());
     let mut headers = pairs(engine.inputs(requester.get("request_headers"), ctx, Inputs::Headers)?);
     headers.extend(options.headers.iter().cloned());
-    let auth = auth::credentials(engine, requester.get("authenticator"), &format!("{path}.authenticator"))?;
+    let auth = auth::credentials(engine, requester, ctx, &format!("{path}.authenticator"))?;
     params.extend(auth.params);
     headers.extend(auth.headers);
     if !params.is_empty() {

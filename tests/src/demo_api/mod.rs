@@ -39,6 +39,8 @@
 //! - `GET /v2/linked_items?page=P&per_page=K` → `[item]`, while more remain with
 //!   `Link: <http://HOST/v2/linked_items?page=P+1&per_page=K>; rel="next"` (HOST: the request's)
 //! - `POST /v2/session` `{"username", "password"}` → `{"token": T, "expires_in": 3600}`;
+//!   `GET /v2/session/current` with `X-Session-Token: T` → 200 `{"username"}` while T is valid,
+//!   else 401;
 //!   `GET /v2/session/items?page=P&per_page=K` with `X-Session-Token: T` →
 //!   `{"data": [item], "has_more": bool}`
 //! - `POST /v2/oauth/token`, form-encoded or JSON (`grant_type=refresh_token`, `client_id`,
@@ -271,6 +273,12 @@ impl DemoApi {
     /// A snapshot of the counters.
     pub fn stats(&self) -> Stats {
         self.shared.stats()
+    }
+
+    /// A session token as `POST /v2/session` issues one (counted as a login), for a client that
+    /// is handed a token rather than credentials.
+    pub fn create_session_token(&self) -> String {
+        self.shared.create_session(std::time::Duration::from_secs(v2::SESSION_EXPIRES_IN_SECS))
     }
 
     /// Replaces what `/v2/events` serves: each a JSON object with an integer `id` and `created`

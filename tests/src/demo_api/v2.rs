@@ -54,6 +54,7 @@ pub(super) fn router() -> Router<AppState> {
         .route("/v2/linked_items", get(linked_items))
         .route("/v2/session", post(create_session))
         .route("/v2/session/items", get(session_items))
+        .route("/v2/session/current", get(current_session))
         .route("/v2/oauth/token", post(oauth_token))
         .route("/v2/oauth/items", get(oauth_items))
         .route("/v2/keyed/items", get(keyed_items))
@@ -180,6 +181,16 @@ async fn create_session(State(shared): State<AppState>, body: Bytes) -> ApiResul
     }
     let token = shared.create_session(Duration::from_secs(SESSION_EXPIRES_IN_SECS));
     Ok(Json(Session { token, expires_in: SESSION_EXPIRES_IN_SECS }))
+}
+
+/// `GET /v2/session/current` with a session token: 200 `{"username"}` while the token is valid,
+/// else 401 (what a legacy session authenticator validates a given token with).
+async fn current_session(State(shared): State<AppState>, headers: HeaderMap) -> ApiResult<Json<serde_json::Value>> {
+    let token = headers.get(SESSION_TOKEN_HEADER).and_then(|t| t.to_str().ok());
+    if !token.is_some_and(|t| shared.session_valid(t)) {
+        return Err(unauthorized("missing or unknown session token: log in at POST /v2/session"));
+    }
+    Ok(Json(serde_json::json!({"username": SESSION_USERNAME})))
 }
 
 #[derive(Serialize)]
