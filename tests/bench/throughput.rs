@@ -34,6 +34,9 @@
 //!     `tests/fixtures/manifests/partitions.yaml` (the accounts a config list, as a
 //!     ListPartitionRouter's), and the Airbyte CDK on the same manifest when `just setup-cdk`
 //!     installed it; seconds, the ratio to native, and milliseconds per partition.
+//! 15. The same manifest in Sluice and in the Airbyte CDK (when `just setup-cdk` installed it):
+//!     the demo manifest's `items`, 100k records in pages of 1000, and `account_items`, 20
+//!     accounts x 1000 records in pages of 100; records/s and each process's peak RSS.
 //! 7. Replay storage: a 100k-record Singer run with `--replay-to file://…` (continual, and
 //!    batched with gzip) vs without; then `host replay` of that run.
 
@@ -75,7 +78,7 @@ fn main() {
     };
     // `cargo bench --bench throughput -- 1 7` runs only cases 1 and 7.
     let only: Vec<String> = std::env::args().skip(1).filter(|a| a.parse::<u32>().is_ok()).collect();
-    let cases: [(&str, Measure); 14] = [
+    let cases: [(&str, Measure); 15] = [
         ("1", throughput),
         ("2", latency_bound),
         ("3", peak_rss),
@@ -90,6 +93,7 @@ fn main() {
         ("12", scale),
         ("13", declarative),
         ("14", partition_cost),
+        ("15", against_the_cdk),
     ];
     for (case, measure) in cases {
         if only.is_empty() || only.iter().any(|c| c == case) {
@@ -373,6 +377,93 @@ fn partition_cost(bench: &Bench) {
         println!(
             "    {partitions:>6} partitions: the manifest in Sluice {:.1}x the CDK",
             took.as_secs_f64() / manifest_took.as_secs_f64()
+        );
+    }
+}
+
+fn against_the_cdk(bench: &Bench) {
+    let Some(host) = release_host("[15] the manifest against the CDK") else { return };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let manifest = root.join("tests/fixtures/manifests/demo.yaml");
+    let cdk = root.join("target/tools/airbyte-cdk/bin/source-declarative-manifest");
+    if !cdk.exists() {
+        println!("\n[15] skipped: {} is missing (run `just setup-cdk`)", cdk.display());
+        return;
+    }
+    println!("\n[15] the demo manifest in Sluice vs the Airbyte CDK 7.39.1: records/s and peak RSS (median of 3)");
+    let cases = [
+        (
+            "items, 100k records in pages of 1000",
+            DemoApiConfig { records: 100_000, accounts: 1, ..Default::default() },
+            1000,
+            "items",
+        ),
+        (
+            "account_items, 20 accounts x 1000 records in pages of 100",
+            DemoApiConfig { records: 20_000, accounts: 20, ..Default::default() },
+            100,
+            "account_items",
+        ),
+    ];
+    for (name, api_config, page_size, stream) in cases {
+        let records = api_config.records;
+        let api = DemoApi::start_background(api_config).unwrap();
+        let config = bench.config("against-cdk.json", &api, page_size);
+        let catalog = bench.work.path().join("against-cdk-catalog.json");
+        let entry = serde_json::json!({"stream": {"name": stream, "json_schema": {}, "supported_sync_modes": ["full_refresh"]},
+            "sync_mode": "full_refresh", "destination_sync_mode": "overwrite"});
+        std::fs::write(&catalog, serde_json::json!({"streams": [entry]}).to_string()).unwrap();
+        let sluice = || {
+            let mut command = std::process::Command::new(&host);
+            command
+                .arg("run")
+                .arg(&manifest)
+                .args(["--no-progress", "--streams", stream, "--config"])
+                .arg(&config)
+                .arg("--allow-host")
+                .arg(format!("http://{}", api.addr()))
+                .arg("--cache-dir")
+                .arg(bench.cache.path());
+            measured_child(&mut command)
+        };
+        let airbyte = || {
+            measured_child(
+                std::process::Command::new(&cdk)
+                    .args(["read", "--config"])
+                    .arg(&config)
+                    .arg("--catalog")
+                    .arg(&catalog)
+                    .arg("--manifest-path")
+                    .arg(&manifest)
+                    .env("DO_NOT_TRACK", "1"),
+            )
+        };
+        sluice();
+        let (mut ours, mut theirs, mut our_rss, mut their_rss) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..3 {
+            let (took, rss, n) = sluice();
+            assert_eq!(n, records, "{name}: Sluice reads every record");
+            ours.push(took);
+            our_rss.push(rss);
+            let (took, rss, n) = airbyte();
+            assert_eq!(n, records, "{name}: the CDK reads every record");
+            theirs.push(took);
+            their_rss.push(rss);
+        }
+        let (ours, theirs) = (median(&mut ours), median(&mut theirs));
+        let mid = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let (our_rss, their_rss) = (mid(&mut our_rss), mid(&mut their_rss));
+        let rate = |took: Duration| records as f64 / took.as_secs_f64();
+        println!(
+            "    {name}: Sluice {:.0} records/s, {our_rss:.0} MiB; the CDK {:.0} records/s, {their_rss:.0} MiB; \
+             throughput {:.1}x the CDK's, memory {:.2}x",
+            rate(ours),
+            rate(theirs),
+            theirs.as_secs_f64() / ours.as_secs_f64(),
+            our_rss / their_rss
         );
     }
 }

@@ -445,3 +445,45 @@ fn a_legacy_session_token_is_validated_or_renewed_as_in_the_cdk() {
         .run();
     assert!(run.stdout().contains("username and password are not given"), "{}", run.explain());
 }
+
+/// The transformations that rename keys and lift nested fields give the CDK's records: mixed
+/// case, camel case, digits, non-ASCII letters, nested objects and lists of objects, a key that
+/// clashes when flattened.
+#[test]
+fn key_and_nesting_transformations_give_the_cdks_records() {
+    let base = now() - 86_400;
+    let api = demo_api(DemoApiConfig::default());
+    let files = Files::new();
+    let events: Vec<Value> = (1..=6i64)
+        .map(|i| {
+            let mut e = event(i, base - i * 3600, 1);
+            e["CamelCaseKey"] = json!(i);
+            e["1stPlace"] = json!("gold");
+            e["Größe Maß"] = json!(i * 2);
+            e["Nested"] = json!({"InnerKey": format!("v{i}"), "id": i * 100, "List": [{"A": 1}, {"B": [2, 3]}]});
+            e["HTTPResponseCode"] = json!(200);
+            e
+        })
+        .collect();
+    api.set_events(events);
+    let streams = ["lower_events", "snake_events", "replaced_events", "flat_events", "dpath_flat_events"];
+    let catalog = catalog(&streams.iter().map(|s| (*s, "full_refresh")).collect::<Vec<_>>());
+    let sync = Sync {
+        manifest: "cdk/shapes.yaml",
+        api: &api,
+        config: json!({"base_url": api.base_url()}),
+        catalog,
+        files: &files,
+    };
+    let theirs = sync.cdk(None);
+    let ours = sync.sluice(None);
+    for stream in streams {
+        same_records(stream, &ours, &theirs, stream);
+        assert_eq!(ours.ids(stream), (1..=6).collect::<Vec<_>>(), "{stream}");
+    }
+    // Each transformation did something (so equal records are not two untouched copies).
+    assert!(ours.records("lower_events")[0].get("camelcasekey").is_some());
+    assert!(ours.records("snake_events")[0].get("camel_case_key").is_some());
+    assert!(ours.records("replaced_events")[0].get("CamelCase_k_").is_some());
+    assert!(ours.records("dpath_flat_events")[0].get("Nested").is_none());
+}
