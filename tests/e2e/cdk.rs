@@ -487,3 +487,19 @@ fn key_and_nesting_transformations_give_the_cdks_records() {
     assert!(ours.records("replaced_events")[0].get("CamelCase_k_").is_some());
     assert!(ours.records("dpath_flat_events")[0].get("Nested").is_none());
 }
+
+/// StateDelegatingStream: the full-refresh stream without a state, the incremental one with a
+/// state, and the full-refresh one again for a state past `api_retention_period`
+/// (`retained_events` at sync 2: its newest record of sync 1 is five days old, two are kept).
+/// The records say which stream read them, so both engines choose the same at every sync, from
+/// their own state and from each other's.
+#[test]
+fn a_state_delegating_stream_chooses_its_stream_as_the_cdk_does() {
+    let base = now() - 86_400;
+    three_syncs(
+        "cdk/delegating.yaml",
+        &["delegated_events", "retained_events"],
+        |api| json!({"base_url": api.base_url(), "start_date": iso(base - 30 * 86_400)}),
+        waves(base, 1),
+    );
+}

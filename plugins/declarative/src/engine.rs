@@ -5,8 +5,9 @@
 use crate::config::Config;
 use crate::interpolation::Interpolator;
 use crate::manifest::Manifest;
+use crate::slicing::Cursor;
 use serde_json::{Map, Value, json};
-use sluice_guest::{Error, Result};
+use sluice_guest::{Error, Partition, Result};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -18,6 +19,9 @@ pub const REACH_CHECK_KEY: &str = "__sluice_reach_check";
 /// Where `source-declarative-manifest` takes the manifest from.
 pub const MANIFEST_KEY: &str = "__injected_declarative_manifest";
 
+/// A stream's name, and whether it is a `StateDelegatingStream`'s full-refresh stream.
+type CursorKey = (String, bool);
+
 pub struct Engine {
     pub manifest: Manifest,
     /// The operator's config, without the manifest (it is the `config` of every template).
@@ -27,7 +31,7 @@ pub struct Engine {
     /// the manifest, with when they expire (Unix seconds).
     pub tokens: RefCell<HashMap<String, (String, Option<i64>)>>,
     /// Each stream's cursor, read from the manifest once (its templates evaluated once).
-    cursors: RefCell<HashMap<String, Option<Rc<crate::slicing::Cursor>>>>,
+    cursors: RefCell<HashMap<CursorKey, Option<Rc<Cursor>>>>,
     /// Each stream's reading plan (see `retrieve::Plan`), by stream name.
     plans: RefCell<HashMap<String, Rc<crate::retrieve::Plan>>>,
     /// Templates that depend on the config alone (`{{ config['base_url'] }}`), by how they were
@@ -134,6 +138,8 @@ impl Scope {
 }
 
 impl Engine {
+    /// A stream of the manifest; a `StateDelegatingStream`'s incremental stream (the one its
+    /// state belongs to).
     pub fn stream(&self, name: &str) -> Result<&Value> {
         if let Some(why) = self.manifest.refusal(name) {
             return Err(Error::config(format!("stream {name} cannot be read: {why}")));
@@ -145,13 +151,38 @@ impl Engine {
             .ok_or_else(|| Error::config(format!("the manifest has no stream {name:?}")))
     }
 
+    /// A stream, or with `full_refresh` its `StateDelegatingStream`'s full-refresh stream.
+    pub fn stream_for(&self, name: &str, full_refresh: bool) -> Result<&Value> {
+        match self.manifest.delegating(name).filter(|_| full_refresh) {
+            Some(delegating) => Ok(&delegating.full_refresh),
+            None => self.stream(name),
+        }
+    }
+
+    /// The stream a partition reads (see [`crate::delegation`]).
+    pub fn stream_read(&self, partition: &Partition) -> Result<&Value> {
+        self.stream_for(&partition.stream, crate::delegation::is_full_refresh(partition))
+    }
+
     /// The cursor of a stream of the manifest, read once.
-    pub fn cursor(&self, name: &str) -> Result<Option<Rc<crate::slicing::Cursor>>> {
-        if let Some(cursor) = self.cursors.borrow().get(name) {
+    pub fn cursor(&self, name: &str) -> Result<Option<Rc<Cursor>>> {
+        self.cursor_for(name, false)
+    }
+
+    /// The cursor of the stream a partition reads.
+    pub fn cursor_read(&self, partition: &Partition) -> Result<Option<Rc<Cursor>>> {
+        self.cursor_for(&partition.stream, crate::delegation::is_full_refresh(partition))
+    }
+
+    /// The cursor of [`Engine::stream_for`], read once.
+    pub fn cursor_for(&self, name: &str, full_refresh: bool) -> Result<Option<Rc<Cursor>>> {
+        let full_refresh = full_refresh && self.manifest.delegating(name).is_some();
+        let key = (name.to_string(), full_refresh);
+        if let Some(cursor) = self.cursors.borrow().get(&key) {
             return Ok(cursor.clone());
         }
-        let cursor = crate::slicing::Cursor::of(self, self.stream(name)?)?.map(Rc::new);
-        self.cursors.borrow_mut().insert(name.to_string(), cursor.clone());
+        let cursor = Cursor::of(self, self.stream_for(name, full_refresh)?)?.map(Rc::new);
+        self.cursors.borrow_mut().insert(key, cursor.clone());
         Ok(cursor)
     }
 

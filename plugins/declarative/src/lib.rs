@@ -11,6 +11,7 @@ pub mod auth;
 pub mod config;
 pub mod config_check;
 pub mod datetime;
+pub mod delegation;
 pub mod engine;
 pub mod interpolation;
 pub mod jobs;
@@ -107,6 +108,9 @@ impl Source for Declarative {
         let engine = engine::for_config(&config.0)?;
         let mut hosts = Vec::new();
         collect_hosts(&engine, &engine.manifest.root, &mut hosts);
+        for delegating in &engine.manifest.delegating {
+            collect_hosts(&engine, &delegating.full_refresh, &mut hosts);
+        }
         hosts.sort();
         hosts.dedup();
         Ok(hosts)
@@ -136,13 +140,28 @@ impl Source for Declarative {
         for ignored in &engine.manifest.ignored {
             sluice_guest::log::warn(format!("the manifest: {ignored}"));
         }
-        let mut streams: Vec<Stream> =
-            engine.manifest.streams().iter().map(|s| stream_of(&engine, s)).collect::<Result<_>>()?;
+        let mut streams = Vec::new();
+        for node in engine.manifest.streams() {
+            let name = node.get("name").and_then(Value::as_str).unwrap_or_default();
+            streams.push(match engine.manifest.delegating(name) {
+                // Discovered as the CDK discovers it, with no state: the full-refresh stream, whose
+                // cursor is the incremental one's when it has none of its own.
+                Some(delegating) => {
+                    let mut stream = stream_of(&engine, &delegating.full_refresh)?;
+                    if stream.cursor_field.is_none() {
+                        stream.cursor_field = stream_of(&engine, node)?.cursor_field;
+                    }
+                    stream
+                }
+                None => stream_of(&engine, node)?,
+            });
+        }
         // A refused stream is discovered (a catalog may name it) and fails alone when read.
         for (name, node, why) in &engine.manifest.refused {
             sluice_guest::log::warn(format!("the manifest: stream {name} cannot be read: {why}"));
             let schema = node
                 .get("schema_loader")
+                .or_else(|| node.get("full_refresh_stream").and_then(|s| s.get("schema_loader")))
                 .filter(|l| kind(l) == "InlineSchemaLoader")
                 .and_then(|l| l.get("schema"))
                 .cloned()
@@ -195,12 +214,16 @@ impl Source for Declarative {
             .streams()
             .iter()
             .filter(|s| {
-                let p = &s["retriever"]["paginator"];
-                let strategy = kind(&p["pagination_strategy"]);
-                kind(&s["retriever"]) == "SimpleRetriever"
-                    && (p.is_null()
-                        || kind(p) == "NoPagination"
-                        || matches!(strategy, "OffsetIncrement" | "PageIncrement"))
+                let name = s.get("name").and_then(Value::as_str).unwrap_or_default();
+                let full_refresh = engine.manifest.delegating(name).map(|d| &d.full_refresh);
+                std::iter::once(*s).chain(full_refresh).all(|s| {
+                    let p = &s["retriever"]["paginator"];
+                    let strategy = kind(&p["pagination_strategy"]);
+                    kind(&s["retriever"]) == "SimpleRetriever"
+                        && (p.is_null()
+                            || kind(p) == "NoPagination"
+                            || matches!(strategy, "OffsetIncrement" | "PageIncrement"))
+                })
             })
             .filter_map(|s| s.get("name").and_then(Value::as_str).map(str::to_string))
             .collect())

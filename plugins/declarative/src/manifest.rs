@@ -6,6 +6,8 @@
 //! A manifest is untrusted input: references can expand it exponentially, so the resolved tree is
 //! bounded in size and depth.
 
+use crate::delegation::Delegating;
+use crate::engine::kind;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 
@@ -48,6 +50,7 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
             "state_migrations",
         ],
     ),
+    ("StateDelegatingStream", &["name", "full_refresh_stream", "incremental_stream", "api_retention_period"]),
     (
         "SimpleRetriever",
         &[
@@ -302,6 +305,8 @@ const DEFAULT_TYPES: &[(&str, &str)] = &[
     ("DeclarativeSource.streams", "DeclarativeStream"),
     ("DeclarativeStream.retriever", "SimpleRetriever"),
     ("DeclarativeStream.schema_loader", "JsonFileSchemaLoader"),
+    ("StateDelegatingStream.full_refresh_stream", "DeclarativeStream"),
+    ("StateDelegatingStream.incremental_stream", "DeclarativeStream"),
     ("DefaultErrorHandler.response_filters", "HttpResponseFilter"),
     ("DefaultPaginator.decoder", "JsonDecoder"),
     ("DefaultPaginator.page_size_option", "RequestOption"),
@@ -348,6 +353,9 @@ pub struct Manifest {
     /// Streams that need a component or field this engine does not run, each with why: they
     /// are discovered, and reading one fails that stream alone (the others read).
     pub refused: Vec<(String, Value, String)>,
+    /// The full-refresh sides of the `StateDelegatingStream`s, whose incremental streams are
+    /// among the streams (see [`crate::delegation`]).
+    pub delegating: Vec<Delegating>,
 }
 
 impl Manifest {
@@ -367,6 +375,7 @@ impl Manifest {
         }
         let mut root = propagate(("", ""), resolved, &Map::new());
         resolve_request_bodies(&mut root);
+        parents_read_in_full(&mut root);
         let mut ignored = Vec::new();
         // What is not a stream must all be supported; a stream that is not is refused alone.
         let streams = match root.as_object_mut().and_then(|r| r.remove("streams")) {
@@ -377,9 +386,19 @@ impl Manifest {
         check_supported(&root, "", &mut ignored)?;
         let mut kept = Vec::new();
         let mut refused = Vec::new();
+        let mut delegating = Vec::new();
         for (i, stream) in streams.into_iter().enumerate() {
-            match check_supported(&stream, &format!("streams[{i}]"), &mut ignored) {
-                Ok(()) => kept.push(stream),
+            let at = format!("streams[{i}]");
+            let checked = check_supported(&stream, &at, &mut ignored).and_then(|()| match kind(&stream) {
+                "StateDelegatingStream" => crate::delegation::split(stream.clone(), &at),
+                _ => Ok((Value::Null, None)),
+            });
+            match checked {
+                Ok((_, None)) => kept.push(stream),
+                Ok((incremental, Some(side))) => {
+                    kept.push(incremental);
+                    delegating.push(side);
+                }
                 Err(why) => {
                     let name = stream.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
                     refused.push((name, stream, why));
@@ -393,16 +412,25 @@ impl Manifest {
         }
         root["streams"] = Value::Array(kept);
         check_streams(&root, &mut ignored)?;
+        for (i, side) in delegating.iter().enumerate() {
+            check_stream(&side.full_refresh, &format!("{}.full_refresh_stream", side.name), &mut ignored)
+                .map_err(|e| format!("streams[{i}]: {e}"))?;
+        }
         let streams = root.get("streams").and_then(Value::as_array).map_or(0, Vec::len);
         if streams == 0 {
             return Err("streams: a manifest needs at least one stream".into());
         }
-        Ok(Manifest { root, ignored, refused })
+        Ok(Manifest { root, ignored, refused, delegating })
     }
 
     /// The streams the engine reads (not the refused ones).
     pub fn streams(&self) -> &[Value] {
         self.root["streams"].as_array().map_or(&[], Vec::as_slice)
+    }
+
+    /// The full-refresh side of a `StateDelegatingStream`.
+    pub fn delegating(&self, name: &str) -> Option<&Delegating> {
+        self.delegating.iter().find(|d| d.name == name)
     }
 
     /// Why a stream is refused, when it is.
@@ -614,29 +642,57 @@ fn check_streams(root: &Value, warnings: &mut Vec<String>) -> Result<(), String>
         if !names.insert(name.to_string()) {
             return Err(format!("{at}: the stream name {name:?} is used twice"));
         }
-        let retriever = stream
-            .get("retriever")
-            .filter(|r| r.is_object())
-            .ok_or_else(|| format!("{at}: the stream {name} has no retriever"))?;
-        let requesters: &[&str] = match retriever.get("type").and_then(Value::as_str) {
-            Some("AsyncRetriever") => &["creation_requester", "polling_requester", "download_requester"],
-            _ => &["requester"],
-        };
-        for field in requesters {
-            if !retriever.get(*field).is_some_and(Value::is_object) {
-                return Err(format!("{at}.retriever: the stream {name} has no {field}"));
-            }
-        }
-        if let Some(cursor) = stream.get("incremental_sync").filter(|c| c.is_object()) {
-            for field in ["cursor_field", "datetime_format", "start_datetime"] {
-                if cursor.get(field).is_none_or(Value::is_null) {
-                    return Err(format!("{at}.incremental_sync: a DatetimeBasedCursor needs {field}"));
-                }
-            }
-        }
-        check_parents(retriever, &format!("{at}.retriever"), warnings);
+        check_stream(stream, &at, warnings)?;
     }
     Ok(())
+}
+
+fn check_stream(stream: &Value, at: &str, warnings: &mut Vec<String>) -> Result<(), String> {
+    let name = stream.get("name").and_then(Value::as_str).unwrap_or_default();
+    let retriever = stream
+        .get("retriever")
+        .filter(|r| r.is_object())
+        .ok_or_else(|| format!("{at}: the stream {name} has no retriever"))?;
+    let requesters: &[&str] = match retriever.get("type").and_then(Value::as_str) {
+        Some("AsyncRetriever") => &["creation_requester", "polling_requester", "download_requester"],
+        _ => &["requester"],
+    };
+    for field in requesters {
+        if !retriever.get(*field).is_some_and(Value::is_object) {
+            return Err(format!("{at}.retriever: the stream {name} has no {field}"));
+        }
+    }
+    if let Some(cursor) = stream.get("incremental_sync").filter(|c| c.is_object()) {
+        for field in ["cursor_field", "datetime_format", "start_datetime"] {
+            if cursor.get(field).is_none_or(Value::is_null) {
+                return Err(format!("{at}.incremental_sync: a DatetimeBasedCursor needs {field}"));
+            }
+        }
+    }
+    check_parents(retriever, &format!("{at}.retriever"), warnings);
+    Ok(())
+}
+
+/// A parent that is a `StateDelegatingStream` is read as its full-refresh stream: the CDK reads
+/// the incremental one only with a parent state, which the engine does not follow (parents are
+/// read in full), and reading all parents lists every child partition.
+fn parents_read_in_full(node: &mut Value) {
+    match node {
+        Value::Object(map) => {
+            if map.get("type").and_then(Value::as_str) == Some("ParentStreamConfig")
+                && let Some(stream) = map.get_mut("stream")
+                && kind(stream) == "StateDelegatingStream"
+                && let Some(full) = stream.get_mut("full_refresh_stream").map(Value::take)
+            {
+                *stream = full;
+            }
+            map.iter_mut()
+                .filter(|(k, _)| !DATA_FIELDS.contains(&k.as_str()))
+                .for_each(|(_, v)| parents_read_in_full(v));
+        }
+        Value::Array(items) => items.iter_mut().for_each(parents_read_in_full),
+        _ => {}
+    }
 }
 
 /// A parent stream is read in full to list a substream's partitions: with `incremental_dependency`
@@ -759,6 +815,43 @@ fn display_path(path: &str) -> &str {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn side(name: &str, retriever: &str) -> Value {
+        json!({"type": "DeclarativeStream", "name": name, "retriever": {"type": retriever,
+            "requester": {"type": "HttpRequester", "url_base": "http://x", "path": "/p"}}})
+    }
+
+    /// A StateDelegatingStream keeps its incremental stream among the streams and its
+    /// full-refresh one beside; a parent that is one is read as its full-refresh stream; names
+    /// that differ, and report jobs on either side, are refused with the stream alone.
+    #[test]
+    fn a_state_delegating_stream_splits_into_its_two_streams() {
+        let delegating = |full: Value, incremental: Value| {
+            json!({"type": "StateDelegatingStream", "$parameters": {"name": "d"}, "api_retention_period": "P30D",
+                "full_refresh_stream": full, "incremental_stream": incremental})
+        };
+        let mut child = side("child", "SimpleRetriever");
+        child["retriever"]["partition_router"] = json!({"type": "SubstreamPartitionRouter", "parent_stream_configs": [
+            {"type": "ParentStreamConfig", "parent_key": "id", "partition_field": "p",
+             "stream": delegating(side("", "SimpleRetriever"), side("", "SimpleRetriever"))}]});
+        let mut full = side("", "SimpleRetriever");
+        full["retriever"]["requester"]["path"] = json!("/full");
+        let manifest = json!({"streams": [delegating(full, side("", "SimpleRetriever")), child,
+            delegating(side("d", "SimpleRetriever"), side("other", "SimpleRetriever")),
+            delegating(side("", "SimpleRetriever"), side("", "AsyncRetriever"))]});
+        let loaded = Manifest::load(&manifest).expect("loads");
+        assert_eq!(loaded.streams().len(), 2);
+        assert_eq!(loaded.streams()[0]["type"], "DeclarativeStream");
+        assert_eq!(loaded.streams()[0]["retriever"]["requester"]["path"], "/p");
+        let side = loaded.delegating("d").expect("the full-refresh side is kept");
+        assert_eq!(side.full_refresh["retriever"]["requester"]["path"], "/full");
+        assert_eq!(side.retention.as_deref(), Some("P30D"));
+        let parent = &loaded.streams()[1]["retriever"]["partition_router"]["parent_stream_configs"][0]["stream"];
+        assert_eq!(parent["type"], "DeclarativeStream", "the parent is its full-refresh stream");
+        let why: Vec<&str> = loaded.refused.iter().map(|(_, _, why)| why.as_str()).collect();
+        assert!(why[0].contains("must have equal names. Instead has d, d and other"), "{why:?}");
+        assert!(why[1].contains("incremental_stream: a StateDelegatingStream read through report jobs"), "{why:?}");
+    }
 
     /// A component under a field outside the schema is ignored with the field, as the CDK ignores
     /// it (source-fullstory puts a paginator of an unknown type in its record selector).

@@ -79,7 +79,7 @@ pub fn scope_of(partition: &Partition) -> Scope {
 
 /// Reads one page of a partition of a SimpleRetriever stream.
 pub fn read_page(engine: &Engine, partition: &Partition, token: Option<Value>) -> Result<Page> {
-    let stream = engine.stream(&partition.stream)?;
+    let stream = engine.stream_read(partition)?;
     let retriever = &stream["retriever"];
     if kind(retriever) != "SimpleRetriever" {
         return Err(Error::system(format!(
@@ -95,7 +95,7 @@ pub fn read_page(engine: &Engine, partition: &Partition, token: Option<Value>) -
         )));
     }
     let mut scope = scope_of(partition);
-    let cursor = engine.cursor(&partition.stream)?;
+    let cursor = engine.cursor_read(partition)?;
     // The window to read: the token's, else the partition's first.
     if let Some(cursor) = &cursor {
         let window = match position.window {

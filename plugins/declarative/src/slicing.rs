@@ -266,6 +266,15 @@ impl Cursor {
 
 /// The partitions of a stream, given the state the host was handed for it.
 pub fn partitions(engine: &Engine, stream_name: &str, state: Option<&Value>) -> Result<Vec<Partition>> {
+    // A StateDelegatingStream without a state (or with one past the API's retention) reads its
+    // full-refresh stream, from nothing.
+    if let Some(delegating) = engine.manifest.delegating(stream_name)
+        && crate::delegation::reads_in_full(engine, delegating, state)?
+    {
+        let mut partitions = partitions_of(engine, &delegating.full_refresh, stream_name, None)?;
+        partitions.iter_mut().for_each(crate::delegation::mark_full_refresh);
+        return Ok(partitions);
+    }
     partitions_of(engine, engine.stream(stream_name)?, stream_name, state)
 }
 

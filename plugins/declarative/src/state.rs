@@ -87,6 +87,13 @@ pub fn to_host(engine: &Engine, stream: &str, state: &Value) -> Result<Option<Va
     if HOST_KEYS.iter().any(|k| object.contains_key(*k)) {
         return Ok(None);
     }
+    // Past the API's retention, a StateDelegatingStream's state is dropped as the CDK drops it
+    // (the sync reads in full, see `crate::delegation`).
+    if let Some(delegating) = engine.manifest.delegating(stream)
+        && crate::delegation::past_retention(engine, delegating, state)?
+    {
+        return Ok(Some(json!({})));
+    }
     let cursor = cursor_of(engine, stream)?;
     let migrated = migrated(engine, stream, state, &cursor.field)?;
     let object = migrated.as_ref().and_then(Value::as_object).unwrap_or(object);
@@ -215,7 +222,7 @@ pub fn from_host(engine: &Engine, stream: &str, state: &Value) -> Result<Value> 
 }
 
 /// A cursor value (a record's, the host's, or a state's) as a date-time.
-fn read_value(cursor: &Cursor, value: &Value, stream: &str) -> Result<DateTime> {
+pub(crate) fn read_value(cursor: &Cursor, value: &Value, stream: &str) -> Result<DateTime> {
     let text = match value {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),
