@@ -503,3 +503,32 @@ fn a_state_delegating_stream_chooses_its_stream_as_the_cdk_does() {
         waves(base, 1),
     );
 }
+
+/// `lazy_read_pointer`: in a sync without state, a partition's first page is the one its parent
+/// record carries (no request for it), the rest requested from page 2; with a state, every page
+/// is requested. Both engines send the same requests for the same records, and their states
+/// move between them.
+#[test]
+fn a_first_page_carried_by_the_parent_is_read_as_the_cdk_reads_it() {
+    let base = now() - 86_400;
+    let config = |api: &DemoApi| json!({"base_url": api.base_url(), "start_date": iso(base - 30 * 86_400)});
+    // The first sync, alone, counting the requests for children: three accounts of four events,
+    // two of them embedded in each account.
+    let api = demo_api(DemoApiConfig::default());
+    let files = Files::new();
+    let streams = ["embedding_accounts", "lazy_events"];
+    let catalog = catalog(&streams.iter().map(|s| (*s, "incremental")).collect::<Vec<_>>());
+    let sync = Sync { manifest: "cdk/lazy.yaml", api: &api, config: config(&api), catalog, files: &files };
+    api.set_events(waves(base, 3)[0].clone());
+    let children = || api.stats().requests_by_path.get("/v2/events").copied().unwrap_or(0);
+    let theirs = sync.cdk(None);
+    let by_cdk = children();
+    let ours = sync.sluice(None);
+    let by_sluice = children() - by_cdk;
+    for stream in streams {
+        same_records(stream, &ours, &theirs, "sync 1");
+    }
+    assert_eq!(ours.records("lazy_events").len(), 12);
+    assert_eq!((by_sluice, by_cdk), (3, 3), "one request per account (page 2), Sluice's on the left");
+    three_syncs("cdk/lazy.yaml", &streams, config, waves(base, 3));
+}

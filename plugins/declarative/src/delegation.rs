@@ -70,12 +70,20 @@ pub fn split(stream: Value, at: &str) -> std::result::Result<(Value, Option<Dele
 /// stream_state`; the host's resume data beside a shaped state does not count), or with a
 /// cursor past the API's retention.
 pub fn reads_in_full(engine: &Engine, delegating: &Delegating, state: Option<&Value>) -> Result<bool> {
-    let empty = match state {
+    Ok(match state {
+        Some(state) if !is_empty(Some(state)) => past_retention(engine, delegating, state)?,
+        _ => true,
+    })
+}
+
+/// Whether a stream has no saved state, as the CDK tells (`not stream_state`); the host's
+/// resume data beside a shaped state does not count.
+pub fn is_empty(state: Option<&Value>) -> bool {
+    match state {
         None | Some(Value::Null) => true,
         Some(Value::Object(map)) => map.keys().all(|k| k.starts_with("__sluice")),
         Some(_) => false,
-    };
-    Ok(empty || past_retention(engine, delegating, state.expect("not empty"))?)
+    }
 }
 
 /// Whether a saved state's cursor is older than `api_retention_period` allows (a cursor that

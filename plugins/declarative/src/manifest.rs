@@ -159,6 +159,7 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
             "request_option",
             "incremental_dependency",
             "extra_fields",
+            "lazy_read_pointer",
             "name",
             "primary_key",
         ],
@@ -288,7 +289,6 @@ const UNSUPPORTED_FIELDS: &[(&str, &[&str])] = &[
     ("HttpRequester", &["fetch_properties_from_endpoint", "query_properties"]),
     ("DpathExtractor", &["record_expander"]),
     ("DatetimeBasedCursor", &["allow_catalog_defined_cursor_field", "clamping"]),
-    ("ParentStreamConfig", &["lazy_read_pointer"]),
     ("OAuthAuthenticator", &["profile_assertion", "use_profile_assertion"]),
 ];
 

@@ -21,7 +21,12 @@ pub fn decode(decoder: Option<&Value>, body: &[u8], url: &str) -> Result<Vec<Val
             }
             let doc: Value = serde_json::from_slice(body)
                 .map_err(|e| Error::system(format!("{url} answered with a body that is not JSON: {e}")))?;
-            Ok(vec![doc])
+            // As the CDK's JsonParser: a list is a document per item, and none is one `{}`.
+            Ok(match doc {
+                Value::Array(items) if items.is_empty() => vec![Value::Object(Map::new())],
+                Value::Array(items) => items,
+                doc => vec![doc],
+            })
         }
         "JsonlDecoder" => {
             let text = std::str::from_utf8(body).map_err(|e| Error::system(format!("{url}: not UTF-8 text: {e}")))?;
@@ -132,7 +137,11 @@ fn dig(node: Value, path: &[String], out: &mut Vec<Value>) {
     let Some((first, rest)) = path.split_first() else {
         match node {
             Value::Array(items) => out.extend(items),
-            Value::Null => {}
+            // What Python takes as false (`{}`, `""`, `0`) is no record, as in the CDK's extractor.
+            Value::Null | Value::Bool(false) => {}
+            Value::Object(map) if map.is_empty() => {}
+            Value::String(s) if s.is_empty() => {}
+            Value::Number(n) if n.as_f64() == Some(0.0) => {}
             other => out.push(other),
         }
         return;
@@ -580,6 +589,22 @@ mod tests {
             dug(json!({"groups": [{"items": {"x": 1}}, {"items": {"x": 2}}]}), &["groups", "*", "items"]),
             vec![json!({"x": 1}), json!({"x": 2})]
         );
+    }
+
+    /// As the CDK's JsonParser and DpathExtractor: a list body is a document per item (none: one
+    /// `{}`, which the paginator sees as `response`), and what Python takes as false is no record.
+    #[test]
+    fn json_lists_and_false_values_read_as_in_the_cdk() {
+        let docs = |body: &[u8]| decode(None, body, "u").unwrap();
+        assert_eq!(docs(b"[{\"a\": 1}, {\"a\": 2}]"), [json!({"a": 1}), json!({"a": 2})]);
+        assert_eq!(docs(b"[]"), [json!({})]);
+        assert_eq!(docs(b"  "), [json!({})]);
+        assert_eq!(docs(b"{\"data\": []}"), [json!({"data": []})]);
+        for falsy in [json!({}), json!(""), json!(0), json!(false), json!(null)] {
+            assert!(dug(json!({"data": falsy.clone()}), &["data"]).is_empty(), "{falsy}");
+            assert!(dug(falsy.clone(), &[]).is_empty(), "{falsy}");
+        }
+        assert_eq!(dug(json!({"data": [{}, 0]}), &["data"]), [json!({}), json!(0)], "items of a list are all kept");
     }
 
     #[test]

@@ -95,6 +95,10 @@ pub fn read_page(engine: &Engine, partition: &Partition, token: Option<Value>) -
         )));
     }
     let mut scope = scope_of(partition);
+    // The parent record's first page is the partition's first page only.
+    if position.page > 0 {
+        scope.extra.remove(slicing::CHILD_RESPONSE);
+    }
     let cursor = engine.cursor_read(partition)?;
     // The window to read: the token's, else the partition's first.
     if let Some(cursor) = &cursor {
@@ -219,6 +223,11 @@ pub fn read_slice(
     let requester = &retriever["requester"];
     let paginator = retriever.get("paginator").filter(|p| !p.is_null() && kind(p) != "NoPagination");
     let mut scope = scope.clone();
+    // A first page the parent record carried (`lazy_read_pointer`) is not requested.
+    let given = match next {
+        None => scope.extra.get(slicing::CHILD_RESPONSE).cloned(),
+        Some(_) => None,
+    };
     let next = next.or_else(|| paginator.and_then(|p| initial_token(engine, p)));
     scope.next_page_token = next.as_ref().map(|v| json!({"next_page_token": v}));
     let mut options = Options::default();
@@ -235,9 +244,17 @@ pub fn read_slice(
         inject_paginator(engine, p, &scope, next.as_ref(), &mut options)?;
     }
     let path = format!("streams.{name}.retriever.requester");
-    let response = match requester::send(engine, requester, &scope, &options, &path, &[])? {
-        Answer::Ok(r) => r,
-        Answer::Ignored => return Ok(Paged { records: Vec::new(), next: None }),
+    let response = match given {
+        Some(children) => sluice_guest::http::Response {
+            url: String::new(),
+            status: 200,
+            headers: Vec::new(),
+            body: serde_json::to_vec(&children).map_err(|e| Error::system(e.to_string()))?,
+        },
+        None => match requester::send(engine, requester, &scope, &options, &path, &[])? {
+            Answer::Ok(r) => r,
+            Answer::Ignored => return Ok(Paged { records: Vec::new(), next: None }),
+        },
     };
     let decoder = retriever.get("decoder");
     let selector = &retriever["record_selector"];

@@ -16,6 +16,10 @@ use chrono::FixedOffset;
 use serde_json::{Map, Value, json};
 use sluice_guest::{CursorRange, CursorValue, Error, Partition, Result};
 
+/// The extra field of a partition that carries its first page, read from the parent record
+/// (`lazy_read_pointer`), as the CDK names it.
+pub const CHILD_RESPONSE: &str = "child_response";
+
 /// Parent records a substream router lists partitions from, at most.
 const MAX_PARENT_RECORDS: usize = 1_000_000;
 
@@ -316,7 +320,12 @@ pub fn partitions_of(
             }
             Ok(out)
         }
-        (Some(slices), cursor) => {
+        (Some(mut slices), cursor) => {
+            // The CDK reads a first page from the parent record only in a sync without state
+            // (its LazySimpleRetriever); with one, every page is requested.
+            if !crate::delegation::is_empty(state) {
+                slices.iter_mut().for_each(|(_, extra)| drop(extra.remove(CHILD_RESPONSE)));
+            }
             // A routed partition's start is the first value it reads (as the CDK reads a
             // partition's saved cursor again): `start_datetime` when nothing is saved.
             let start = match &cursor {
@@ -396,6 +405,22 @@ fn router_slices(engine: &Engine, router: &Value, stream: &str, index: usize) ->
                             .collect()
                     })
                     .unwrap_or_default();
+                // `lazy_read_pointer`: where in a parent record its first page of children is.
+                let lazy: Option<Vec<String>> = match parent.get("lazy_read_pointer") {
+                    Some(Value::Array(path)) if !path.is_empty() => {
+                        let path: Vec<String> =
+                            path.iter().map(|p| engine.text(Some(p), &ctx)).collect::<Result<_>>()?;
+                        if path.iter().any(|p| p.contains('*')) {
+                            // The CDK's own words.
+                            return Err(Error::config(format!(
+                                "stream {stream}: The '*' wildcard in 'lazy_read_pointer' is not supported — only \
+                                 direct paths are allowed."
+                            )));
+                        }
+                        Some(path)
+                    }
+                    _ => None,
+                };
                 let parent_stream = &parent["stream"];
                 let records = retrieve::read_all(engine, parent_stream, MAX_PARENT_RECORDS)?;
                 for (parent_slice, record) in records {
@@ -408,6 +433,11 @@ fn router_slices(engine: &Engine, router: &Value, stream: &str, index: usize) ->
                         if let Some(v) = path.iter().try_fold(&record, |node, k| node.get(k)) {
                             extra.insert(path.join("."), v.clone());
                         }
+                    }
+                    if let Some(path) = &lazy {
+                        // dpath's default: no children there is an empty list.
+                        let children = path.iter().try_fold(&record, |node, k| node.get(k)).cloned();
+                        extra.insert(CHILD_RESPONSE.into(), children.unwrap_or_else(|| json!([])));
                     }
                     slices.push((partition, extra));
                 }

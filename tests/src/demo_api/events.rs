@@ -11,7 +11,10 @@
 //!   midnight), of account `A` when given; `{"data": [...], "next_page": P + 1 | null}`.
 //!   With `format=xml` the page is XML: `<events next_page="P"><event id="1">` and an element a
 //!   field (what the XmlDecoder reads).
-//! - `GET /v2/event_accounts`: `{"data": [{"id": A}, ...]}`, the accounts the events name.
+//! - `GET /v2/event_accounts?embed=K`: `{"data": [{"id": A}, ...]}`, the accounts the events
+//!   name; with `embed`, each carries its first page of events as `/v2/events?account_id=A&per_page=K`
+//!   answers it, under `events` (what a `lazy_read_pointer` reads, as Stripe embeds an invoice's
+//!   first lines in the invoice).
 //! - `PUT /v2/events` with a JSON array: the events served from now on (as
 //!   [`DemoApi::set_events`](super::DemoApi::set_events), for a server in another process).
 
@@ -114,16 +117,42 @@ pub(super) async fn set_events(State(shared): State<AppState>, body: axum::body:
     Ok(StatusCode::NO_CONTENT)
 }
 
-pub(super) async fn event_accounts(State(shared): State<AppState>) -> Json<Value> {
+pub(super) async fn event_accounts(
+    State(shared): State<AppState>,
+    q: Result<Query<Params>, QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let Query(q) = q?;
+    let embed = match q.get("embed") {
+        None => None,
+        Some(v) => {
+            Some(v.parse::<usize>().ok().filter(|n| (1..=super::MAX_PAGE_SIZE as usize).contains(n)).ok_or_else(
+                || ApiError::new(StatusCode::BAD_REQUEST, "embed must be a positive integer, a page size"),
+            )?)
+        }
+    };
+    let events = shared.events();
     let mut ids: Vec<Value> = Vec::new();
-    for e in shared.events() {
+    for e in &events {
         let id = e["account_id"].clone();
         if !id.is_null() && !ids.contains(&id) {
             ids.push(id);
         }
     }
     ids.sort_by_key(|v| v.as_i64());
-    Json(json!({"data": ids.into_iter().map(|id| json!({"id": id})).collect::<Vec<_>>()}))
+    let accounts = ids
+        .into_iter()
+        .map(|id| match embed {
+            None => json!({"id": id}),
+            Some(per_page) => {
+                let mut own: Vec<&Value> = events.iter().filter(|e| e["account_id"] == id).collect();
+                own.sort_by_key(|e| e["id"].as_i64());
+                let next = if own.len() > per_page { json!(2) } else { Value::Null };
+                let data: Vec<Value> = own.into_iter().take(per_page).cloned().collect();
+                json!({"id": id, "events": {"data": data, "next_page": next}})
+            }
+        })
+        .collect::<Vec<_>>();
+    Ok(Json(json!({"data": accounts})))
 }
 
 fn plain(v: &Value) -> String {
