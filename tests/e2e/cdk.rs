@@ -532,3 +532,32 @@ fn a_first_page_carried_by_the_parent_is_read_as_the_cdk_reads_it() {
     assert_eq!((by_sluice, by_cdk), (3, 3), "one request per account (page 2), Sluice's on the left");
     three_syncs("cdk/lazy.yaml", &streams, config, waves(base, 3));
 }
+
+/// `pagination_reset`: an API that refuses pages past the second (RESET_PAGINATION) is read
+/// again from page 1 from the newest cursor value read, as is one read 3 records at a time
+/// (`limits`); both engines send the same requests and read the same records (the boundary
+/// records twice, as the CDK reads them), over three syncs with states crossed.
+#[test]
+fn a_pagination_reset_splits_the_window_as_the_cdk_does() {
+    let base = now() - 86_400;
+    let config = |api: &DemoApi| json!({"base_url": api.base_url(), "start_date": iso(base - 30 * 86_400)});
+    let api = demo_api(DemoApiConfig::default());
+    let files = Files::new();
+    let streams = ["reset_events", "limited_events"];
+    let catalog = catalog(&streams.iter().map(|s| (*s, "incremental")).collect::<Vec<_>>());
+    let sync = Sync { manifest: "cdk/reset.yaml", api: &api, config: config(&api), catalog, files: &files };
+    api.set_events(waves(base, 1)[0].clone());
+    let requests = || api.stats().requests_by_path.get("/v2/events").copied().unwrap_or(0);
+    let theirs = sync.cdk(None);
+    let by_cdk = requests();
+    let ours = sync.sluice(None);
+    assert_eq!(requests() - by_cdk, by_cdk, "the same requests (Sluice's on the left)");
+    for stream in streams {
+        same_records(stream, &ours, &theirs, "sync 1");
+        let ids = ours.ids(stream);
+        let unique: std::collections::BTreeSet<_> = ids.iter().collect();
+        assert_eq!(unique.len(), 12, "{stream}: every event read");
+        assert!(ids.len() > 12, "{stream}: the window was split (its boundary records read again): {ids:?}");
+    }
+    three_syncs("cdk/reset.yaml", &streams, config, waves(base, 1));
+}

@@ -245,6 +245,7 @@ fn session_token(engine: &Engine, auth: &Value, path: &str) -> Result<String> {
     )? {
         Answer::Ok(r) => r,
         Answer::Ignored => return Err(Error::config(format!("{path}: the login answer was ignored"))),
+        Answer::ResetPagination(error) => return Err(error),
     };
     let answer: Value = response.json()?;
     let mut token = &answer;

@@ -43,6 +43,8 @@ fn send(
     match requester::send(engine, requester, scope, &Options::default(), &path, &more)? {
         Answer::Ok(r) => Ok(Some(r)),
         Answer::Ignored => Ok(None),
+        // A job's requests are not paginated: nothing to reset.
+        Answer::ResetPagination(error) => Err(error),
     }
 }
 

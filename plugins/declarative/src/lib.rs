@@ -16,6 +16,7 @@ pub mod engine;
 pub mod interpolation;
 pub mod jobs;
 pub mod manifest;
+pub mod pagination_reset;
 pub mod records;
 pub mod requester;
 pub mod retrieve;

@@ -60,10 +60,13 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
             "partition_router",
             "ignore_stream_slicer_parameters_on_paginated_requests",
             "decoder",
+            "pagination_reset",
             "name",
             "primary_key",
         ],
     ),
+    ("PaginationReset", &["action", "limits"]),
+    ("PaginationResetLimits", &["number_of_records"]),
     (
         "AsyncRetriever",
         &[
@@ -284,7 +287,6 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
 const UNSUPPORTED_FIELDS: &[(&str, &[&str])] = &[
     ("CheckStream", &["config_overrides"]),
     ("DeclarativeStream", &["file_uploader"]),
-    ("SimpleRetriever", &["pagination_reset"]),
     ("AsyncRetriever", &["failed_retry_wait_time_in_seconds"]),
     ("HttpRequester", &["fetch_properties_from_endpoint", "query_properties"]),
     ("DpathExtractor", &["record_expander"]),
@@ -318,6 +320,8 @@ const DEFAULT_TYPES: &[(&str, &str)] = &[
     ("RecordSelector.extractor", "DpathExtractor"),
     ("RecordSelector.record_filter", "RecordFilter"),
     ("SimpleRetriever.paginator", "NoPagination"),
+    ("SimpleRetriever.pagination_reset", "PaginationReset"),
+    ("PaginationReset.limits", "PaginationResetLimits"),
     ("SimpleRetriever.record_selector", "RecordSelector"),
     ("SimpleRetriever.requester", "HttpRequester"),
     ("SubstreamPartitionRouter.parent_stream_configs", "ParentStreamConfig"),
@@ -728,7 +732,13 @@ fn check_parents(node: &Value, path: &str, warnings: &mut Vec<String>) {
 fn check_supported(node: &Value, path: &str, ignored: &mut Vec<String>) -> Result<(), String> {
     match node {
         Value::Object(map) => {
-            if map.contains_key("class_name") {
+            // `class_name` names a custom component's Python class; on a built-in type (source-
+            // freshdesk's HttpRequester has `class_name: SimpleRetriever`) the CDK ignores it.
+            let custom = match map.get("type").and_then(Value::as_str) {
+                None => true,
+                Some(kind) => kind.starts_with("Custom"),
+            };
+            if custom && map.contains_key("class_name") {
                 let kind = map.get("type").and_then(Value::as_str).unwrap_or("a custom component");
                 return Err(format!(
                     "{}: {kind} ({}) is a custom Python component (components.py), which Sluice does not run: \
@@ -851,6 +861,25 @@ mod tests {
         let why: Vec<&str> = loaded.refused.iter().map(|(_, _, why)| why.as_str()).collect();
         assert!(why[0].contains("must have equal names. Instead has d, d and other"), "{why:?}");
         assert!(why[1].contains("incremental_stream: a StateDelegatingStream read through report jobs"), "{why:?}");
+    }
+
+    /// `class_name` makes a custom component only of a Custom type (or one without a type); on a
+    /// built-in one the CDK ignores it (source-freshdesk).
+    #[test]
+    fn a_class_name_on_a_built_in_type_is_ignored() {
+        let mut stream = side("s", "SimpleRetriever");
+        stream["retriever"]["requester"]["class_name"] = json!("SimpleRetriever");
+        let loaded = Manifest::load(&json!({"streams": [stream]})).expect("loads");
+        assert!(loaded.refused.is_empty());
+        assert!(
+            loaded.ignored.iter().any(|w| w.contains("\"class_name\" is not a field of HttpRequester")),
+            "{:?}",
+            loaded.ignored
+        );
+        let mut custom = side("s", "SimpleRetriever");
+        custom["retriever"]["requester"] = json!({"type": "CustomRequester", "class_name": "source.components.R"});
+        let loaded = Manifest::load(&json!({"streams": [custom, side("t", "SimpleRetriever")]})).expect("loads");
+        assert!(loaded.refused[0].2.contains("source.components.R"), "{:?}", loaded.refused);
     }
 
     /// A component under a field outside the schema is ignored with the field, as the CDK ignores

@@ -98,6 +98,9 @@ pub enum Answer {
     Ok(Response),
     /// IGNORE: no records, and no next page.
     Ignored,
+    /// RESET_PAGINATION: read the slice again from its first page (see `pagination_reset`); the
+    /// error is the answer's, for when no reset is allowed.
+    ResetPagination(Error),
 }
 
 /// Sends the request the requester describes with these options, applying its authenticator
@@ -120,6 +123,7 @@ pub fn send(
         match decide(engine, handler, &response, scope)? {
             Action::Success => return Ok(Answer::Ok(response)),
             Action::Ignore => return Ok(Answer::Ignored),
+            Action::Reset(error) => return Ok(Answer::ResetPagination(error)),
             Action::Fail(error) => return Err(error),
             // The host already waited out 429s and 5xxs; what is left is re-sent at once, a
             // bounded number of times.
@@ -243,6 +247,7 @@ fn pairs(inputs: Map<String, Value>) -> Vec<(String, String)> {
 enum Action {
     Success,
     Ignore,
+    Reset(Error),
     Retry(Error),
     Fail(Error),
 }
@@ -339,9 +344,11 @@ fn matches(engine: &Engine, filter: &Value, response: &Response, scope: &Scope) 
         "IGNORE" => Action::Ignore,
         "RETRY" | "RATE_LIMITED" => Action::Retry(error),
         "FAIL" => Action::Fail(error),
+        "RESET_PAGINATION" => Action::Reset(error),
         other => {
             return Err(Error::config(format!(
-                "an HttpResponseFilter action {other:?} is not one of SUCCESS, IGNORE, RETRY, RATE_LIMITED, FAIL"
+                "an HttpResponseFilter action {other:?} is not one of SUCCESS, IGNORE, RETRY, RATE_LIMITED, FAIL, \
+                 RESET_PAGINATION"
             )));
         }
     }))

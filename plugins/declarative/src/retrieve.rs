@@ -4,6 +4,7 @@
 
 use crate::datetime::DateTime;
 use crate::engine::{Engine, Scope, kind};
+use crate::pagination_reset::{Policy, Tracker};
 use crate::records::{self, Shaper};
 use crate::requester::{self, Answer, Options};
 use crate::slicing::{self, Cursor};
@@ -19,6 +20,8 @@ pub struct Paged {
     pub records: Vec<String>,
     /// The next page token value, or `None` at the end.
     pub next: Option<Value>,
+    /// The API asked for the pagination to be reset (RESET_PAGINATION).
+    pub reset: bool,
 }
 
 /// Where a partition is being read: the page token, with date-times as Unix microseconds (read
@@ -30,6 +33,8 @@ struct Position {
     /// Where an open-ended partition's windows end (the cursor's end when the partition began).
     until: Option<DateTime>,
     page: u64,
+    /// What `pagination_reset` tracks.
+    tracker: Tracker,
 }
 
 impl Position {
@@ -50,7 +55,8 @@ impl Position {
             _ => None,
         };
         let page = token.get("page").and_then(Value::as_u64).unwrap_or(0);
-        Ok(Position { next, window, until, page })
+        let tracker = Tracker::parse(&token).unwrap_or_default();
+        Ok(Position { next, window, until, page, tracker })
     }
 
     fn token(&self) -> Value {
@@ -61,6 +67,7 @@ impl Position {
         if let Some(until) = &self.until {
             t["until"] = json!(until.timestamp_micros());
         }
+        self.tracker.write(&mut t);
         t
     }
 }
@@ -156,6 +163,27 @@ pub fn read_page(engine: &Engine, partition: &Partition, token: Option<Value>) -
     }
     let records = paged.records;
     position.page += 1;
+    let tracked = retriever.get("pagination_reset").is_some_and(|r| !r.is_null());
+    if tracked || paged.reset {
+        let policy = Policy::of(engine, retriever, cursor.as_deref(), &partition.stream)?;
+        let newest = cursor.as_ref().and_then(|c| records.iter().filter_map(|r| c.of_record(r)).max());
+        position.tracker.observe(records.len(), newest);
+        if paged.reset || position.tracker.reached_limit(&policy) {
+            let start = position.window.map(|(start, _)| start);
+            if let (Some(window), Some(moved)) =
+                (position.window.as_mut(), position.tracker.reset(&policy, start, &partition.stream)?)
+            {
+                window.0 = moved;
+            }
+            position.next = None;
+            sluice_guest::log::info(format!(
+                "stream {}: a pagination reset: the slice is read again from its first page{}",
+                partition.stream,
+                position.window.map(|(start, _)| format!(", from {}", start.to_rfc3339())).unwrap_or_default()
+            ));
+            return Ok(Page { records, next_token: Some(position.token()) });
+        }
+    }
     let next_token = match paged.next {
         Some(next) => {
             position.next = Some(next);
@@ -253,7 +281,8 @@ pub fn read_slice(
         },
         None => match requester::send(engine, requester, &scope, &options, &path, &[])? {
             Answer::Ok(r) => r,
-            Answer::Ignored => return Ok(Paged { records: Vec::new(), next: None }),
+            Answer::Ignored => return Ok(Paged { records: Vec::new(), next: None, reset: false }),
+            Answer::ResetPagination(_) => return Ok(Paged { records: Vec::new(), next: None, reset: true }),
         },
     };
     let decoder = retriever.get("decoder");
@@ -306,7 +335,7 @@ pub fn read_slice(
             next_token(engine, p, &scope, next.as_ref(), response_doc, headers, last_record, page_size)?
         }
     };
-    Ok(Paged { records, next })
+    Ok(Paged { records, next, reset: false })
 }
 
 /// What the engine works out once per stream about reading its pages.
@@ -571,6 +600,11 @@ pub fn read_all(engine: &Engine, stream: &Value, max: usize) -> Result<Vec<(Map<
         let mut next = None;
         for _ in 0..MAX_PAGES {
             let paged = read_slice(engine, stream, cursor.as_ref(), &scope, next, name)?;
+            if paged.reset {
+                return Err(Error::system(format!(
+                    "the parent stream {name}: the API asked for a pagination reset, which a parent stream does not follow"
+                )));
+            }
             for r in paged.records {
                 if out.len() >= max {
                     return Err(Error::system(format!("the parent stream {name} has more than {max} records")));

@@ -11,6 +11,9 @@
 //!   midnight), of account `A` when given; `{"data": [...], "next_page": P + 1 | null}`.
 //!   With `format=xml` the page is XML: `<events next_page="P"><event id="1">` and an element a
 //!   field (what the XmlDecoder reads).
+//!   With `order=created` they are in `created` order (then `id`); with `page_limit=N` a page
+//!   past the N-th is refused, `400 {"errors": "You cannot access events beyond the N-th page"}`
+//!   (as Freshdesk refuses tickets past the 300th page).
 //! - `GET /v2/event_accounts?embed=K`: `{"data": [{"id": A}, ...]}`, the accounts the events
 //!   name; with `embed`, each carries its first page of events as `/v2/events?account_id=A&per_page=K`
 //!   answers it, under `events` (what a `lazy_read_pointer` reads, as Stripe embeds an invoice's
@@ -63,7 +66,25 @@ pub(super) async fn events(
                 && account.as_deref().is_none_or(|a| plain(&e["account_id"]) == a)
         })
         .collect();
-    matching.sort_by_key(|e| e["id"].as_i64());
+    match q.get("order").map(String::as_str) {
+        None | Some("id") => matching.sort_by_key(|e| e["id"].as_i64()),
+        Some("created") => matching.sort_by_key(|e| (e["created"].as_i64(), e["id"].as_i64())),
+        Some(other) => {
+            return Err(ApiError::new(StatusCode::BAD_REQUEST, format!("order: {other:?} is not id or created")));
+        }
+    }
+    if let Some(limit) = q.get("page_limit") {
+        let limit: u64 = limit
+            .parse()
+            .map_err(|_| ApiError::new(StatusCode::BAD_REQUEST, "page_limit must be a positive integer"))?;
+        if page > limit {
+            return Ok((
+                StatusCode::BAD_REQUEST,
+                Json(json!({"errors": format!("You cannot access events beyond the {limit}-th page")})),
+            )
+                .into_response());
+        }
+    }
     let skip = (page - 1).saturating_mul(per_page) as usize;
     let data: Vec<Value> = matching.iter().skip(skip).take(per_page as usize).cloned().collect();
     let more = matching.len() > skip.saturating_add(per_page as usize);
