@@ -561,3 +561,34 @@ fn a_pagination_reset_splits_the_window_as_the_cdk_does() {
     }
     three_syncs("cdk/reset.yaml", &streams, config, waves(base, 1));
 }
+
+/// `dynamic_streams` with a ConfigComponentsResolver: a stream per account in the config and one
+/// from the resolver's defaults, each reading its account's events, as the CDK makes them; over
+/// three syncs with states crossed.
+#[test]
+fn dynamic_streams_from_the_config_are_the_cdks() {
+    let base = now() - 86_400;
+    let config = |api: &DemoApi| {
+        json!({"base_url": api.base_url(), "start_date": iso(base - 30 * 86_400),
+               "accounts": [{"id": 1, "name": "First Account"}, {"id": 2, "name": "Second Account"}]})
+    };
+    let streams = ["all_events", "first_account_events", "second_account_events", "third_account_events"];
+    // Each made stream reads its own account's events, marked with its name.
+    let api = demo_api(DemoApiConfig::default());
+    let files = Files::new();
+    let catalog = catalog(&streams.iter().map(|s| (*s, "incremental")).collect::<Vec<_>>());
+    let sync = Sync { manifest: "cdk/dynamic.yaml", api: &api, config: config(&api), catalog, files: &files };
+    api.set_events(waves(base, 3)[0].clone());
+    let ours = sync.sluice(None);
+    assert_eq!(ours.records("all_events").len(), 12);
+    for (stream, account, report) in [
+        ("first_account_events", 1, "First Account"),
+        ("second_account_events", 2, "Second Account"),
+        ("third_account_events", 3, "Third Account"),
+    ] {
+        let records = ours.records(stream);
+        assert_eq!(records.len(), 4, "{stream}");
+        assert!(records.iter().all(|r| r["account_id"] == account && r["report"] == report), "{stream}: {records:?}");
+    }
+    three_syncs("cdk/dynamic.yaml", &streams, config, waves(base, 3));
+}

@@ -76,7 +76,9 @@ fn load(text: &str, check_config: bool) -> Result<Rc<Engine>> {
             )));
         }
     };
-    let manifest = Manifest::load(&manifest).map_err(|e| Error::config(format!("the manifest: {e}")))?;
+    let interp = Interpolator::with_config(&config);
+    let manifest = Manifest::load_with(&manifest, Some((&interp, config.value())))
+        .map_err(|e| Error::config(format!("the manifest: {e}")))?;
     // As source-declarative-manifest does before any command: the config against the spec.
     // `host manifests check` discovers without a config: nothing to check against the spec.
     let reach_check = config.get(REACH_CHECK_KEY) == Some(&Value::Bool(true));
@@ -86,7 +88,6 @@ fn load(text: &str, check_config: bool) -> Result<Rc<Engine>> {
     {
         crate::config_check::check(spec, config.value()).map_err(|e| Error::config(format!("the config: {e}")))?;
     }
-    let interp = Interpolator::with_config(&config);
     let engine = Rc::new(Engine {
         manifest,
         config,

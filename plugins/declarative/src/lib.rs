@@ -12,6 +12,7 @@ pub mod config;
 pub mod config_check;
 pub mod datetime;
 pub mod delegation;
+pub mod dynamic;
 pub mod engine;
 pub mod interpolation;
 pub mod jobs;

@@ -8,6 +8,7 @@
 
 use crate::delegation::Delegating;
 use crate::engine::kind;
+use crate::interpolation::Interpolator;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 
@@ -363,17 +364,54 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    /// Resolves and checks a manifest (the JSON form of its YAML).
+    /// Resolves and checks a manifest (the JSON form of its YAML) that has no dynamic streams.
     pub fn load(manifest: &Value) -> Result<Manifest, String> {
+        Manifest::load_with(manifest, None)
+    }
+
+    /// Resolves and checks a manifest, its `dynamic_streams` made with the config
+    /// (`crate::dynamic`): they join the streams after the manifest's own, as in the CDK.
+    pub fn load_with(manifest: &Value, dynamic: Option<(&Interpolator, &Value)>) -> Result<Manifest, String> {
         if !manifest.is_object() {
             return Err("the manifest must be an object (a DeclarativeSource)".into());
-        }
-        if manifest.get("dynamic_streams").is_some() {
-            return Err("dynamic_streams: DynamicDeclarativeStream is not supported".into());
         }
         let mut budget = MAX_NODES;
         let mut resolved =
             Resolver { root: manifest, budget: &mut budget, visiting: HashSet::new() }.node(manifest, 0)?;
+        let definitions = resolved.as_object_mut().and_then(|r| r.remove("dynamic_streams"));
+        match definitions {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(definitions)) => {
+                let mut made = Vec::new();
+                for (i, definition) in definitions.iter().enumerate() {
+                    let streams = match dynamic {
+                        Some((interp, config)) => crate::dynamic::expand(definition, i, interp, config, &mut budget)?,
+                        None => {
+                            return Err(
+                                "dynamic_streams: the streams are made from the config, which is not here".into()
+                            );
+                        }
+                    };
+                    let mut seen = HashSet::new();
+                    for stream in streams {
+                        let name = stream.get("name").and_then(Value::as_str).map(str::to_string).ok_or_else(|| {
+                            format!("dynamic_streams[{i}]: Expected stream name {} to be a string", stream["name"])
+                        })?;
+                        if !seen.insert(name.clone()) {
+                            return Err(format!(
+                                "Dynamic streams list contains a duplicate name: {name}. Please check your configuration."
+                            ));
+                        }
+                        made.push(stream);
+                    }
+                }
+                match resolved.get_mut("streams") {
+                    Some(Value::Array(streams)) => streams.extend(made),
+                    _ => resolved["streams"] = Value::Array(made),
+                }
+            }
+            Some(_) => return Err("dynamic_streams: must be a list of DynamicDeclarativeStream".into()),
+        }
         if resolved.get("type").is_none() {
             resolved["type"] = Value::from("DeclarativeSource");
         }

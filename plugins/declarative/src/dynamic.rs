@@ -1,0 +1,338 @@
+//! `dynamic_streams` (DynamicDeclarativeStream) with a `ConfigComponentsResolver`, as the CDK
+//! 7.39 expands them: a stream template copied once per entry of a list in the config (each
+//! `stream_config`'s `configs_pointer`, its `default_values` after it; several stream configs
+//! give their product), each copy changed by the `components_mapping`: the value template
+//! evaluated with `components_values` (the entry) and set at `field_path` (`*` matches any key
+//! or index), created there only with `create_or_update`. The streams join the manifest's own
+//! before anything else runs, so they are read as any stream is.
+//!
+//! The config is untrusted as much as the manifest: the streams a definition may make and the
+//! values they hold are bounded before they are built.
+
+use crate::engine::kind;
+use crate::interpolation::{Interpolator, PyType};
+use serde_json::{Map, Value, json};
+
+/// Streams all dynamic definitions may make together.
+pub const MAX_DYNAMIC_STREAMS: usize = 10_000;
+
+/// The streams of one `DynamicDeclarativeStream` (its template resolved, not yet given types
+/// and parameters). `budget`: the values the streams may hold, taken from as they are made.
+pub fn expand(
+    definition: &Value,
+    index: usize,
+    interp: &Interpolator,
+    config: &Value,
+    budget: &mut usize,
+) -> Result<Vec<Value>, String> {
+    let at = format!("dynamic_streams[{index}]");
+    let resolver = definition
+        .get("components_resolver")
+        .filter(|r| r.is_object())
+        .ok_or_else(|| format!("{at}: Missing 'components_resolver' in dynamic definition"))?;
+    match kind(resolver) {
+        "ConfigComponentsResolver" => {}
+        "" => return Err(format!("{at}.components_resolver: Missing 'type' in components resolver configuration")),
+        other => {
+            return Err(format!(
+                "{at}.components_resolver: {other} is not supported (ConfigComponentsResolver is: the streams listed \
+                 in the config)"
+            ));
+        }
+    }
+    let template = definition
+        .get("stream_template")
+        .filter(|t| t.is_object())
+        .ok_or_else(|| format!("{at}: a DynamicDeclarativeStream needs a stream_template"))?;
+    let entries = stream_configs(resolver, config, &at)?;
+    let params = resolver.get("$parameters").cloned().unwrap_or_else(|| json!({}));
+    let mappings = resolver.get("components_mapping").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    let size = nodes(template);
+    let mut streams = Vec::with_capacity(entries.len());
+    for values in entries {
+        *budget = budget.checked_sub(size).ok_or_else(|| {
+            format!("{at}: the dynamic streams hold more than the manifest may once expanded (too many in the config?)")
+        })?;
+        let mut stream = template.clone();
+        for (m, mapping) in mappings.iter().enumerate() {
+            let here = format!("{at}.components_resolver.components_mapping[{m}]");
+            let mut own = params.clone();
+            if let (Some(own), Some(Value::Object(more))) = (own.as_object_mut(), mapping.get("$parameters")) {
+                own.extend(more.clone());
+            }
+            let ctx = json!({"parameters": own, "components_values": values, "stream_template_config": template});
+            if let Some(Value::String(condition)) = mapping.get("condition")
+                && !condition.is_empty()
+                && !interp.eval_bool(condition, &ctx).map_err(|e| format!("{here}.condition: {e}"))?
+            {
+                continue;
+            }
+            let Some(Value::String(template_value)) = mapping.get("value") else {
+                return Err(format!("{here}: Expected a string for value in mapping"));
+            };
+            let types: &[PyType] = match mapping.get("value_type").and_then(Value::as_str) {
+                Some("string") => &[PyType::Str],
+                Some("integer") => &[PyType::Int],
+                Some("number") => &[PyType::Float, PyType::Int],
+                Some("boolean") => &[PyType::Bool],
+                _ => &[],
+            };
+            let value = interp
+                .eval_with(template_value, &ctx, Some(template_value), types)
+                .map_err(|e| format!("{here}.value: {e}"))?;
+            let value = match value {
+                Value::String(s) if types != [PyType::Str] => yaml_scalar(s),
+                other => other,
+            };
+            let path: Vec<String> = mapping
+                .get("field_path")
+                .and_then(Value::as_array)
+                .ok_or_else(|| format!("{here}: a ComponentMappingDefinition needs a field_path"))?
+                .iter()
+                .map(|p| match p {
+                    Value::String(t) => interp.render(t, &ctx).map_err(|e| format!("{here}.field_path: {e}")),
+                    other => Ok(crate::engine::plain(other)),
+                })
+                .collect::<Result<_, _>>()?;
+            if path.iter().any(|p| p == "**") {
+                return Err(format!("{here}.field_path: the '**' wildcard is not supported"));
+            }
+            let updated = set(&mut stream, &path, &value);
+            let create = mapping.get("create_or_update").and_then(Value::as_bool) == Some(true);
+            if updated == 0 && create && !is_false(&value) {
+                create_at(&mut stream, &path, value);
+            }
+        }
+        streams.push(stream);
+    }
+    Ok(streams)
+}
+
+/// The entries of the config the streams are made from: each stream config's list (a single
+/// value is one entry) and its defaults, their product merged into one mapping each.
+fn stream_configs(resolver: &Value, config: &Value, at: &str) -> Result<Vec<Value>, String> {
+    let configs: Vec<&Value> = match resolver.get("stream_config") {
+        Some(Value::Array(list)) => list.iter().collect(),
+        Some(one @ Value::Object(_)) => vec![one],
+        _ => return Err(format!("{at}.components_resolver: a ConfigComponentsResolver needs a stream_config")),
+    };
+    let mut lists: Vec<Vec<Value>> = Vec::new();
+    for stream_config in configs {
+        let pointer: Vec<String> = stream_config
+            .get("configs_pointer")
+            .and_then(Value::as_array)
+            .map(|p| p.iter().map(crate::engine::plain).collect())
+            .unwrap_or_default();
+        // dpath.get(config, path, default=[]).
+        let found = pointer.iter().try_fold(config, |node, key| match node {
+            Value::Object(map) => map.get(key),
+            Value::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get(i)),
+            _ => None,
+        });
+        let mut entries = match found {
+            None => Vec::new(),
+            Some(Value::Array(items)) => items.clone(),
+            Some(one) => vec![one.clone()],
+        };
+        if let Some(Value::Array(defaults)) = stream_config.get("default_values") {
+            entries.extend(defaults.iter().cloned());
+        }
+        lists.push(entries);
+    }
+    let combinations = lists.iter().try_fold(1usize, |n, l| n.checked_mul(l.len())).unwrap_or(usize::MAX);
+    if combinations > MAX_DYNAMIC_STREAMS {
+        return Err(format!("{at}: the config lists {combinations} dynamic streams, more than {MAX_DYNAMIC_STREAMS}"));
+    }
+    let mut product: Vec<Vec<(usize, &Value)>> = vec![Vec::new()];
+    for list in &lists {
+        product = product
+            .into_iter()
+            .flat_map(|combo| {
+                list.iter().enumerate().map(move |(i, item)| {
+                    let mut c = combo.clone();
+                    c.push((i, item));
+                    c
+                })
+            })
+            .collect();
+    }
+    Ok(product.into_iter().map(|combo| merge(&combo)).collect())
+}
+
+/// `_merge_combination`: the mappings of a combination merged; anything else kept under
+/// `source_config_<i>` as `[index, value]`.
+fn merge(combo: &[(usize, &Value)]) -> Value {
+    let mut out = Map::new();
+    for (config_index, (item_index, item)) in combo.iter().enumerate() {
+        match item {
+            Value::Object(map) => out.extend(map.clone()),
+            other => {
+                out.entry(format!("source_config_{config_index}")).or_insert_with(|| json!([item_index, other]));
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+/// `dpath.set`: the value set at every existing place the path matches (`*` any key or index);
+/// how many were set.
+fn set(node: &mut Value, path: &[String], value: &Value) -> usize {
+    let Some((first, rest)) = path.split_first() else { return 0 };
+    let children: Vec<&mut Value> = match node {
+        Value::Object(map) if first == "*" => map.values_mut().collect(),
+        Value::Object(map) => map.get_mut(first).into_iter().collect(),
+        Value::Array(items) if first == "*" => items.iter_mut().collect(),
+        Value::Array(items) => first.parse::<usize>().ok().and_then(|i| items.get_mut(i)).into_iter().collect(),
+        _ => Vec::new(),
+    };
+    if rest.is_empty() {
+        let n = children.len();
+        children.into_iter().for_each(|c| *c = value.clone());
+        return n;
+    }
+    children.into_iter().map(|c| set(c, rest, value)).sum()
+}
+
+/// `dpath.new`: the value at the path, mappings made where keys are missing.
+fn create_at(node: &mut Value, path: &[String], value: Value) {
+    let Some((last, parents)) = path.split_last() else { return };
+    let mut here = node;
+    for key in parents {
+        if !here.is_object() && !here.is_array() {
+            *here = Value::Object(Map::new());
+        }
+        here = match here {
+            Value::Array(items) => match key.parse::<usize>() {
+                Ok(i) if i < items.len() => &mut items[i],
+                _ => return,
+            },
+            Value::Object(map) => map.entry(key.clone()).or_insert_with(|| Value::Object(Map::new())),
+            _ => return,
+        };
+    }
+    match here {
+        Value::Object(map) => {
+            map.insert(last.clone(), value);
+        }
+        Value::Array(items) => {
+            if let Ok(i) = last.parse::<usize>()
+                && i < items.len()
+            {
+                items[i] = value;
+            }
+        }
+        other => *other = json!({ last.clone(): value }),
+    }
+}
+
+fn is_false(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        Value::Number(n) => n.as_f64() == Some(0.0),
+    }
+}
+
+/// `yaml.safe_load` of a rendered text, for the scalars a mapping renders: YAML 1.1's booleans
+/// and nulls, integers and floats, a flow list or mapping that is JSON; any other text as it is.
+fn yaml_scalar(text: String) -> Value {
+    let t = text.trim();
+    match t {
+        "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
+        "true" | "True" | "TRUE" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" => return Value::Bool(true),
+        "false" | "False" | "FALSE" | "no" | "No" | "NO" | "off" | "Off" | "OFF" => return Value::Bool(false),
+        _ => {}
+    }
+    if let Ok(n) = t.parse::<i64>() {
+        return json!(n);
+    }
+    if t.contains(['.', 'e', 'E'])
+        && t.chars().all(|c| c.is_ascii_digit() || "+-.eE".contains(c))
+        && let Ok(f) = t.parse::<f64>()
+    {
+        return json!(f);
+    }
+    if (t.starts_with('[') || t.starts_with('{'))
+        && let Ok(v) = serde_json::from_str::<Value>(t)
+    {
+        return v;
+    }
+    Value::String(text)
+}
+
+/// The values in a tree (for the budget).
+fn nodes(value: &Value) -> usize {
+    match value {
+        Value::Object(map) => 1 + map.values().map(nodes).sum::<usize>(),
+        Value::Array(items) => 1 + items.iter().map(nodes).sum::<usize>(),
+        _ => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expanded(definition: Value, config: Value) -> Result<Vec<Value>, String> {
+        let cfg = crate::config::Config::parse(&config.to_string(), "__m").unwrap().0;
+        let interp = Interpolator::with_config(&cfg);
+        expand(&definition, 0, &interp, &config, &mut 1_000_000)
+    }
+
+    fn definition(mappings: Value) -> Value {
+        json!({"type": "DynamicDeclarativeStream",
+            "stream_template": {"type": "DeclarativeStream", "name": "t", "retriever": {"requester": {"path": "x"}},
+                "transformations": [{"type": "AddFields", "fields": [{"path": ["a"], "value": "v"}]}]},
+            "components_resolver": {"type": "ConfigComponentsResolver",
+                "stream_config": {"type": "StreamConfig", "configs_pointer": ["accounts"], "default_values": [{"id": 9, "name": "Nine"}]},
+                "components_mapping": mappings}})
+    }
+
+    #[test]
+    fn a_stream_per_config_entry_with_the_mappings_applied() {
+        let mappings = json!([
+            {"type": "ComponentMappingDefinition", "field_path": ["name"], "value": "s_{{ components_values.name | lower }}"},
+            {"type": "ComponentMappingDefinition", "field_path": ["retriever", "requester", "path"], "value": "{{ components_values.id }}", "value_type": "string"},
+            {"type": "ComponentMappingDefinition", "field_path": ["transformations", "0", "fields", "*", "value"], "value": "{{ components_values.id }}"},
+            {"type": "ComponentMappingDefinition", "field_path": ["missing"], "value": "dropped"},
+            {"type": "ComponentMappingDefinition", "field_path": ["made", "here"], "value": "yes", "create_or_update": true},
+            {"type": "ComponentMappingDefinition", "field_path": ["name"], "value": "never", "condition": "{{ components_values.id > 100 }}"}
+        ]);
+        let streams = expanded(definition(mappings), json!({"accounts": [{"id": 1, "name": "One"}]})).unwrap();
+        assert_eq!(streams.len(), 2, "the config's entry and the default");
+        assert_eq!(streams[0]["name"], "s_one");
+        assert_eq!(streams[1]["name"], "s_nine");
+        assert_eq!(streams[0]["retriever"]["requester"]["path"], "1", "value_type string keeps text");
+        assert_eq!(streams[0]["transformations"][0]["fields"][0]["value"], 1, "YAML reads the number");
+        assert!(streams[0].get("missing").is_none(), "dpath.set does not create");
+        assert_eq!(streams[0]["made"]["here"], true, "create_or_update creates; yes is YAML's true");
+    }
+
+    #[test]
+    fn too_many_streams_and_other_resolvers_are_refused() {
+        let many: Vec<Value> = (0..MAX_DYNAMIC_STREAMS as i64).map(|i| json!({"id": i})).collect();
+        let err = expanded(definition(json!([])), json!({"accounts": many})).unwrap_err();
+        assert!(err.contains("more than 10000"), "{err}");
+        let mut http = definition(json!([]));
+        http["components_resolver"]["type"] = json!("HttpComponentsResolver");
+        assert!(expanded(http, json!({})).unwrap_err().contains("HttpComponentsResolver is not supported"));
+    }
+
+    #[test]
+    fn yaml_scalars_read_as_safe_load_reads_them() {
+        for (text, want) in [
+            ("12", json!(12)),
+            ("1.5", json!(1.5)),
+            ("no", json!(false)),
+            ("~", Value::Null),
+            ("[1, 2]", json!([1, 2])),
+            ("a/b", json!("a/b")),
+            ("%Y-%m", json!("%Y-%m")),
+        ] {
+            assert_eq!(yaml_scalar(text.to_string()), want, "{text}");
+        }
+    }
+}
