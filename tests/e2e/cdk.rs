@@ -182,7 +182,18 @@ fn same_records(stream: &str, ours: &Read, theirs: &Read, what: &str) {
 /// The three syncs of a manifest: initial, then late and fresh records, then more of both; at
 /// each step both engines from their own state, and each from the other's.
 fn three_syncs(manifest: &str, streams: &[&str], config: impl Fn(&DemoApi) -> Value, waves: [Vec<Value>; 3]) {
-    let api = demo_api(DemoApiConfig::default());
+    three_syncs_on(DemoApiConfig::default(), manifest, streams, config, waves)
+}
+
+/// [`three_syncs`] on a demo API started with `api_config`.
+fn three_syncs_on(
+    api_config: DemoApiConfig,
+    manifest: &str,
+    streams: &[&str],
+    config: impl Fn(&DemoApi) -> Value,
+    waves: [Vec<Value>; 3],
+) {
+    let api = demo_api(api_config);
     let files = Files::new();
     let catalog = catalog(&streams.iter().map(|s| (*s, "incremental")).collect::<Vec<_>>());
     let sync = Sync { manifest, api: &api, config: config(&api), catalog, files: &files };
@@ -591,4 +602,19 @@ fn dynamic_streams_from_the_config_are_the_cdks() {
         assert!(records.iter().all(|r| r["account_id"] == account && r["report"] == report), "{stream}: {records:?}");
     }
     three_syncs("cdk/dynamic.yaml", &streams, config, waves(base, 3));
+}
+
+/// BearerAuthenticator: the demo API, started with a key, refuses any request without
+/// `Authorization: Bearer <key>`; both engines send it and read the same.
+#[test]
+fn a_bearer_token_is_sent_as_the_cdk_sends_it() {
+    let base = now() - 86_400;
+    let key = "bearer-key-of-the-test";
+    three_syncs_on(
+        DemoApiConfig { api_key: Some(key.to_string()), ..DemoApiConfig::default() },
+        "cdk/bearer.yaml",
+        &["bearer_events"],
+        |api| json!({"base_url": api.base_url(), "start_date": iso(base - 30 * 86_400), "api_key": key}),
+        waves(base, 1),
+    );
 }

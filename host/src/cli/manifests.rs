@@ -95,9 +95,8 @@ pub async fn check(runtime: &Runtime, path: &Path, quiet: &Output) -> Reach {
         Ok(plugin) => plugin,
         Err(e) => return Reach::Refused(e.message),
     };
-    if path.with_file_name("components.py").exists() {
-        return Reach::Refused("it needs custom components (components.py), which Sluice does not run yet".into());
-    }
+    // A components.py beside it is not refused as such: the engine refuses the streams whose
+    // components name one of its classes (`class_name`), and reads the others, as it runs them.
     let egress = match session::no_egress() {
         Ok(egress) => Arc::new(egress),
         Err(e) => return Reach::Refused(e.message),
