@@ -573,9 +573,10 @@ fn a_pagination_reset_splits_the_window_as_the_cdk_does() {
     three_syncs("cdk/reset.yaml", &streams, config, waves(base, 1));
 }
 
-/// `dynamic_streams` with a ConfigComponentsResolver: a stream per account in the config and one
-/// from the resolver's defaults, each reading its account's events, as the CDK makes them; over
-/// three syncs with states crossed.
+/// `dynamic_streams` with a ConfigComponentsResolver (a stream per account in the config and one
+/// from the resolver's defaults, each reading its account's events) and a
+/// ParametrizedComponentsResolver (the streams listed in the manifest), as the CDK makes them;
+/// over three syncs with states crossed.
 #[test]
 fn dynamic_streams_from_the_config_are_the_cdks() {
     let base = now() - 86_400;
@@ -583,7 +584,8 @@ fn dynamic_streams_from_the_config_are_the_cdks() {
         json!({"base_url": api.base_url(), "start_date": iso(base - 30 * 86_400),
                "accounts": [{"id": 1, "name": "First Account"}, {"id": 2, "name": "Second Account"}]})
     };
-    let streams = ["all_events", "first_account_events", "second_account_events", "third_account_events"];
+    let streams =
+        ["all_events", "first_account_events", "second_account_events", "third_account_events", "listed_events"];
     // Each made stream reads its own account's events, marked with its name.
     let api = demo_api(DemoApiConfig::default());
     let files = Files::new();
@@ -592,6 +594,8 @@ fn dynamic_streams_from_the_config_are_the_cdks() {
     api.set_events(waves(base, 3)[0].clone());
     let ours = sync.sluice(None);
     assert_eq!(ours.records("all_events").len(), 12);
+    assert!(ours.records("listed_events").iter().all(|r| r["report"] == "listed"));
+    assert_eq!(ours.records("listed_events").len(), 12);
     for (stream, account, report) in [
         ("first_account_events", 1, "First Account"),
         ("second_account_events", 2, "Second Account"),

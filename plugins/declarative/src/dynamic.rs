@@ -30,21 +30,32 @@ pub fn expand(
         .get("components_resolver")
         .filter(|r| r.is_object())
         .ok_or_else(|| format!("{at}: Missing 'components_resolver' in dynamic definition"))?;
-    match kind(resolver) {
-        "ConfigComponentsResolver" => {}
+    // Which entries the streams are made from; a ParametrizedComponentsResolver reads every value
+    // back as YAML (value_type or not) and has no conditions.
+    let (entries, parametrized) = match kind(resolver) {
+        "ConfigComponentsResolver" => (stream_configs(resolver, config, &at)?, false),
+        "ParametrizedComponentsResolver" => {
+            let list = resolver["stream_parameters"].get("list_of_parameters_for_stream").and_then(Value::as_array);
+            let list = list.ok_or_else(|| {
+                format!("{at}.components_resolver: stream_parameters needs a list_of_parameters_for_stream")
+            })?;
+            if list.len() > MAX_DYNAMIC_STREAMS {
+                return Err(format!("{at}: {} dynamic streams, more than {MAX_DYNAMIC_STREAMS}", list.len()));
+            }
+            (list.clone(), true)
+        }
         "" => return Err(format!("{at}.components_resolver: Missing 'type' in components resolver configuration")),
         other => {
             return Err(format!(
-                "{at}.components_resolver: {other} is not supported (ConfigComponentsResolver is: the streams listed \
-                 in the config)"
+                "{at}.components_resolver: {other} is not supported (ConfigComponentsResolver and \
+                 ParametrizedComponentsResolver are: the streams listed in the config or the manifest)"
             ));
         }
-    }
+    };
     let template = definition
         .get("stream_template")
         .filter(|t| t.is_object())
         .ok_or_else(|| format!("{at}: a DynamicDeclarativeStream needs a stream_template"))?;
-    let entries = stream_configs(resolver, config, &at)?;
     let params = resolver.get("$parameters").cloned().unwrap_or_else(|| json!({}));
     let mappings = resolver.get("components_mapping").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
     let size = nodes(template);
@@ -61,7 +72,7 @@ pub fn expand(
                 own.extend(more.clone());
             }
             let ctx = json!({"parameters": own, "components_values": values, "stream_template_config": template});
-            if let Some(Value::String(condition)) = mapping.get("condition")
+            if let Some(Value::String(condition)) = mapping.get("condition").filter(|_| !parametrized)
                 && !condition.is_empty()
                 && !interp.eval_bool(condition, &ctx).map_err(|e| format!("{here}.condition: {e}"))?
             {
@@ -81,7 +92,7 @@ pub fn expand(
                 .eval_with(template_value, &ctx, Some(template_value), types)
                 .map_err(|e| format!("{here}.value: {e}"))?;
             let value = match value {
-                Value::String(s) if types != [PyType::Str] => yaml_scalar(s),
+                Value::String(s) if parametrized || types != [PyType::Str] => yaml_scalar(s),
                 other => other,
             };
             let path: Vec<String> = mapping
@@ -94,8 +105,8 @@ pub fn expand(
                     other => Ok(crate::engine::plain(other)),
                 })
                 .collect::<Result<_, _>>()?;
-            if path.iter().any(|p| p == "**") {
-                return Err(format!("{here}.field_path: the '**' wildcard is not supported"));
+            if path.last().is_some_and(|p| p == "**") {
+                return Err(format!("{here}.field_path: a path cannot end with the '**' wildcard"));
             }
             let updated = set(&mut stream, &path, &value);
             let create = mapping.get("create_or_update").and_then(Value::as_bool) == Some(true);
@@ -174,10 +185,20 @@ fn merge(combo: &[(usize, &Value)]) -> Value {
     Value::Object(out)
 }
 
-/// `dpath.set`: the value set at every existing place the path matches (`*` any key or index);
-/// how many were set.
+/// `dpath.set`: the value set at every existing place the path matches (`*` any key or index,
+/// `**` any number of them); how many were set.
 fn set(node: &mut Value, path: &[String], value: &Value) -> usize {
     let Some((first, rest)) = path.split_first() else { return 0 };
+    if first == "**" {
+        // None of the levels here, or one more below (each child with the same path).
+        let here = set(node, rest, value);
+        let below: usize = match node {
+            Value::Object(map) => map.values_mut().map(|c| set(c, path, value)).sum(),
+            Value::Array(items) => items.iter_mut().map(|c| set(c, path, value)).sum(),
+            _ => 0,
+        };
+        return here + below;
+    }
     let children: Vec<&mut Value> = match node {
         Value::Object(map) if first == "*" => map.values_mut().collect(),
         Value::Object(map) => map.get_mut(first).into_iter().collect(),
@@ -309,6 +330,26 @@ mod tests {
         assert_eq!(streams[0]["transformations"][0]["fields"][0]["value"], 1, "YAML reads the number");
         assert!(streams[0].get("missing").is_none(), "dpath.set does not create");
         assert_eq!(streams[0]["made"]["here"], true, "create_or_update creates; yes is YAML's true");
+    }
+
+    #[test]
+    fn parametrized_streams_and_deep_wildcards() {
+        let definition = json!({"type": "DynamicDeclarativeStream",
+            "stream_template": {"type": "DeclarativeStream", "name": "t",
+                "retriever": {"requester": {"name": "r"}, "record_selector": {"extractor": {"name": "e"}}}},
+            "components_resolver": {"type": "ParametrizedComponentsResolver",
+                "stream_parameters": {"type": "StreamParametersDefinition",
+                    "list_of_parameters_for_stream": [{"name": "labels", "size": "5"}, {"name": "ads", "size": "7"}]},
+                "components_mapping": [
+                    {"type": "ComponentMappingDefinition", "field_path": ["**", "name"], "value": "{{ components_values.name }}"},
+                    {"type": "ComponentMappingDefinition", "field_path": ["size"], "value": "{{ components_values.size }}",
+                     "value_type": "string", "create_or_update": true, "condition": "{{ False }}"}]}});
+        let streams = expanded(definition, json!({})).unwrap();
+        assert_eq!(streams.len(), 2);
+        assert_eq!(streams[1]["name"], "ads");
+        assert_eq!(streams[1]["retriever"]["requester"]["name"], "ads", "** reaches every depth");
+        assert_eq!(streams[1]["retriever"]["record_selector"]["extractor"]["name"], "ads");
+        assert_eq!(streams[0]["size"], 5, "read back as YAML even as a string, and no condition");
     }
 
     #[test]
