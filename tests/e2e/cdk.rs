@@ -515,6 +515,31 @@ fn a_state_delegating_stream_chooses_its_stream_as_the_cdk_does() {
     );
 }
 
+/// The first sync of `waves`' first wave in the CDK, then in Sluice, each on its own count of
+/// requests to `/v2/events`, the records compared: Sluice's read, and the counts (Sluice's first).
+fn first_sync_counted(
+    manifest: &str,
+    streams: &[&str],
+    config: impl Fn(&DemoApi) -> Value,
+    waves: [Vec<Value>; 3],
+) -> (Read, (u64, u64)) {
+    let api = demo_api(DemoApiConfig::default());
+    let files = Files::new();
+    let catalog = catalog(&streams.iter().map(|s| (*s, "incremental")).collect::<Vec<_>>());
+    let sync = Sync { manifest, api: &api, config: config(&api), catalog, files: &files };
+    let [first, ..] = waves;
+    api.set_events(first);
+    let requests = || api.stats().requests_by_path.get("/v2/events").copied().unwrap_or(0);
+    let theirs = sync.cdk(None);
+    let by_cdk = requests();
+    let ours = sync.sluice(None);
+    let by_sluice = requests() - by_cdk;
+    for stream in streams {
+        same_records(stream, &ours, &theirs, "sync 1");
+    }
+    (ours, (by_sluice, by_cdk))
+}
+
 /// `lazy_read_pointer`: in a sync without state, a partition's first page is the one its parent
 /// record carries (no request for it), the rest requested from page 2; with a state, every page
 /// is requested. Both engines send the same requests for the same records, and their states
@@ -525,20 +550,8 @@ fn a_first_page_carried_by_the_parent_is_read_as_the_cdk_reads_it() {
     let config = |api: &DemoApi| json!({"base_url": api.base_url(), "start_date": iso(base - 30 * 86_400)});
     // The first sync, alone, counting the requests for children: three accounts of four events,
     // two of them embedded in each account.
-    let api = demo_api(DemoApiConfig::default());
-    let files = Files::new();
     let streams = ["embedding_accounts", "lazy_events"];
-    let catalog = catalog(&streams.iter().map(|s| (*s, "incremental")).collect::<Vec<_>>());
-    let sync = Sync { manifest: "cdk/lazy.yaml", api: &api, config: config(&api), catalog, files: &files };
-    api.set_events(waves(base, 3)[0].clone());
-    let children = || api.stats().requests_by_path.get("/v2/events").copied().unwrap_or(0);
-    let theirs = sync.cdk(None);
-    let by_cdk = children();
-    let ours = sync.sluice(None);
-    let by_sluice = children() - by_cdk;
-    for stream in streams {
-        same_records(stream, &ours, &theirs, "sync 1");
-    }
+    let (ours, (by_sluice, by_cdk)) = first_sync_counted("cdk/lazy.yaml", &streams, config, waves(base, 3));
     assert_eq!(ours.records("lazy_events").len(), 12);
     assert_eq!((by_sluice, by_cdk), (3, 3), "one request per account (page 2), Sluice's on the left");
     three_syncs("cdk/lazy.yaml", &streams, config, waves(base, 3));
@@ -552,19 +565,10 @@ fn a_first_page_carried_by_the_parent_is_read_as_the_cdk_reads_it() {
 fn a_pagination_reset_splits_the_window_as_the_cdk_does() {
     let base = now() - 86_400;
     let config = |api: &DemoApi| json!({"base_url": api.base_url(), "start_date": iso(base - 30 * 86_400)});
-    let api = demo_api(DemoApiConfig::default());
-    let files = Files::new();
     let streams = ["reset_events", "limited_events"];
-    let catalog = catalog(&streams.iter().map(|s| (*s, "incremental")).collect::<Vec<_>>());
-    let sync = Sync { manifest: "cdk/reset.yaml", api: &api, config: config(&api), catalog, files: &files };
-    api.set_events(waves(base, 1)[0].clone());
-    let requests = || api.stats().requests_by_path.get("/v2/events").copied().unwrap_or(0);
-    let theirs = sync.cdk(None);
-    let by_cdk = requests();
-    let ours = sync.sluice(None);
-    assert_eq!(requests() - by_cdk, by_cdk, "the same requests (Sluice's on the left)");
+    let (ours, (by_sluice, by_cdk)) = first_sync_counted("cdk/reset.yaml", &streams, config, waves(base, 1));
+    assert_eq!(by_sluice, by_cdk, "the same requests (Sluice's on the left)");
     for stream in streams {
-        same_records(stream, &ours, &theirs, "sync 1");
         let ids = ours.ids(stream);
         let unique: std::collections::BTreeSet<_> = ids.iter().collect();
         assert_eq!(unique.len(), 12, "{stream}: every event read");
