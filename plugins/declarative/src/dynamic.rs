@@ -110,7 +110,7 @@ pub fn expand(
             }
             let updated = set(&mut stream, &path, &value);
             let create = mapping.get("create_or_update").and_then(Value::as_bool) == Some(true);
-            if updated == 0 && create && !is_false(&value) {
+            if updated == 0 && create && !crate::engine::is_py_false(&value) {
                 create_at(&mut stream, &path, value);
             }
         }
@@ -243,17 +243,6 @@ fn create_at(node: &mut Value, path: &[String], value: Value) {
             }
         }
         other => *other = json!({ last.clone(): value }),
-    }
-}
-
-fn is_false(value: &Value) -> bool {
-    match value {
-        Value::Null => true,
-        Value::Bool(b) => !b,
-        Value::String(s) => s.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
-        Value::Number(n) => n.as_f64() == Some(0.0),
     }
 }
 

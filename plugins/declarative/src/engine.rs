@@ -352,6 +352,19 @@ pub fn plain(value: &Value) -> String {
     }
 }
 
+/// Whether Python takes the value as false (`None`, `False`, `0`, `""`, `[]`, `{}`): what the
+/// CDK's `if value:` tests.
+pub fn is_py_false(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        Value::Number(n) => n.as_f64() == Some(0.0),
+    }
+}
+
 /// The component's type name.
 pub fn kind(component: &Value) -> &str {
     component.get("type").and_then(Value::as_str).unwrap_or("")

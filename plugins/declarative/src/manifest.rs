@@ -626,15 +626,7 @@ fn propagate(parent: (&str, &str), node: Value, parent_params: &Map<String, Valu
         return Value::Object(map);
     };
     for (k, v) in &params {
-        let empty = match map.get(k) {
-            None | Some(Value::Null) | Some(Value::Bool(false)) => true,
-            Some(Value::Bool(true)) => false,
-            Some(Value::String(s)) => s.is_empty(),
-            Some(Value::Array(a)) => a.is_empty(),
-            Some(Value::Object(o)) => o.is_empty(),
-            Some(Value::Number(n)) => n.as_f64() == Some(0.0),
-        };
-        if empty {
+        if map.get(k).is_none_or(crate::engine::is_py_false) {
             map.insert(k.clone(), v.clone());
         }
     }

@@ -138,10 +138,7 @@ fn dig(node: Value, path: &[String], out: &mut Vec<Value>) {
         match node {
             Value::Array(items) => out.extend(items),
             // What Python takes as false (`{}`, `""`, `0`) is no record, as in the CDK's extractor.
-            Value::Null | Value::Bool(false) => {}
-            Value::Object(map) if map.is_empty() => {}
-            Value::String(s) if s.is_empty() => {}
-            Value::Number(n) if n.as_f64() == Some(0.0) => {}
+            other if crate::engine::is_py_false(&other) => {}
             other => out.push(other),
         }
         return;
