@@ -29,20 +29,19 @@ pub struct Delegating {
     pub retention: Option<String>,
 }
 
-/// A stream as the engine keeps it: the incremental stream of a `StateDelegatingStream` (with
-/// its full-refresh side), any other stream as it is.
-pub fn split(stream: Value, at: &str) -> std::result::Result<(Value, Option<Delegating>), String> {
-    if kind(&stream) != "StateDelegatingStream" {
-        return Ok((stream, None));
+/// A `StateDelegatingStream` split into its incremental stream (kept among the streams) and
+/// its full-refresh side; `None` for any other stream.
+pub fn split(stream: &Value, at: &str) -> std::result::Result<Option<(Value, Delegating)>, String> {
+    if kind(stream) != "StateDelegatingStream" {
+        return Ok(None);
     }
-    let Value::Object(mut map) = stream else { unreachable!("a component is an object") };
-    let name = map.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
-    let mut side = |field: &str| match map.remove(field) {
+    let name = stream.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let side = |field: &str| match stream.get(field) {
         Some(s @ Value::Object(_)) => Ok(s),
         _ => Err(format!("{at}: the StateDelegatingStream {name} needs a {field} (a DeclarativeStream)")),
     };
     let (full_refresh, incremental) = (side("full_refresh_stream")?, side("incremental_stream")?);
-    let names = [&full_refresh, &incremental].map(|s| s.get("name").and_then(Value::as_str).unwrap_or_default());
+    let names = [full_refresh, incremental].map(|s| s.get("name").and_then(Value::as_str).unwrap_or_default());
     if names.iter().any(|n| *n != name) {
         // The CDK's own words (`create_state_delegating_stream`).
         return Err(format!(
@@ -51,38 +50,28 @@ pub fn split(stream: Value, at: &str) -> std::result::Result<(Value, Option<Dele
             names[0], names[1]
         ));
     }
-    for (field, side) in [("full_refresh_stream", &full_refresh), ("incremental_stream", &incremental)] {
+    for (field, side) in [("full_refresh_stream", full_refresh), ("incremental_stream", incremental)] {
         if kind(&side["retriever"]) == "AsyncRetriever" {
             return Err(format!(
                 "{at}.{field}: a StateDelegatingStream read through report jobs (AsyncRetriever) is not supported"
             ));
         }
     }
-    let retention = match map.get("api_retention_period") {
+    let retention = match stream.get("api_retention_period") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
         Some(other) => return Err(format!("{at}.api_retention_period: {other} is not an ISO 8601 duration")),
     };
-    Ok((incremental, Some(Delegating { name, full_refresh, retention })))
+    Ok(Some((incremental.clone(), Delegating { name, full_refresh: full_refresh.clone(), retention })))
 }
 
 /// Whether a sync from `state` reads the full-refresh stream: with no state (the CDK's `not
 /// stream_state`; the host's resume data beside a shaped state does not count), or with a
 /// cursor past the API's retention.
 pub fn reads_in_full(engine: &Engine, delegating: &Delegating, state: Option<&Value>) -> Result<bool> {
-    Ok(match state {
-        Some(state) if !is_empty(Some(state)) => past_retention(engine, delegating, state)?,
-        _ => true,
-    })
-}
-
-/// Whether a stream has no saved state, as the CDK tells (`not stream_state`); the host's
-/// resume data beside a shaped state does not count.
-pub fn is_empty(state: Option<&Value>) -> bool {
     match state {
-        None | Some(Value::Null) => true,
-        Some(Value::Object(map)) => map.keys().all(|k| k.starts_with("__sluice")),
-        Some(_) => false,
+        Some(state) if !crate::state::is_empty(Some(state)) => past_retention(engine, delegating, state),
+        _ => Ok(true),
     }
 }
 

@@ -431,13 +431,9 @@ impl Manifest {
         let mut delegating = Vec::new();
         for (i, stream) in streams.into_iter().enumerate() {
             let at = format!("streams[{i}]");
-            let checked = check_supported(&stream, &at, &mut ignored).and_then(|()| match kind(&stream) {
-                "StateDelegatingStream" => crate::delegation::split(stream.clone(), &at),
-                _ => Ok((Value::Null, None)),
-            });
-            match checked {
-                Ok((_, None)) => kept.push(stream),
-                Ok((incremental, Some(side))) => {
+            match check_supported(&stream, &at, &mut ignored).and_then(|()| crate::delegation::split(&stream, &at)) {
+                Ok(None) => kept.push(stream),
+                Ok(Some((incremental, side))) => {
                     kept.push(incremental);
                     delegating.push(side);
                 }
@@ -454,9 +450,8 @@ impl Manifest {
         }
         root["streams"] = Value::Array(kept);
         check_streams(&root, &mut ignored)?;
-        for (i, side) in delegating.iter().enumerate() {
-            check_stream(&side.full_refresh, &format!("{}.full_refresh_stream", side.name), &mut ignored)
-                .map_err(|e| format!("streams[{i}]: {e}"))?;
+        for side in &delegating {
+            check_stream(&side.full_refresh, &format!("stream {}: full_refresh_stream", side.name), &mut ignored)?;
         }
         let streams = root.get("streams").and_then(Value::as_array).map_or(0, Vec::len);
         if streams == 0 {

@@ -323,7 +323,7 @@ pub fn partitions_of(
         (Some(mut slices), cursor) => {
             // The CDK reads a first page from the parent record only in a sync without state
             // (its LazySimpleRetriever); with one, every page is requested.
-            if !crate::delegation::is_empty(state) {
+            if !crate::state::is_empty(state) {
                 slices.iter_mut().for_each(|(_, extra)| drop(extra.remove(CHILD_RESPONSE)));
             }
             // A routed partition's start is the first value it reads (as the CDK reads a

@@ -25,6 +25,16 @@ use sluice_guest::{CursorValue, Error, Result};
 /// Keys only the host's own form has: such a state is not the CDK's.
 const HOST_KEYS: [&str; 6] = ["cursor_field", "low_water", "newest", "partitions", "completed", "in_progress"];
 
+/// Whether a stream has no saved state, as the CDK tells (`not stream_state`); the host's
+/// resume data beside a shaped state does not count.
+pub fn is_empty(state: Option<&Value>) -> bool {
+    match state {
+        None | Some(Value::Null) => true,
+        Some(Value::Object(map)) => map.keys().all(|k| k.starts_with("__sluice")),
+        Some(_) => false,
+    }
+}
+
 /// Every incremental stream's state is the CDK's.
 pub fn shaped_streams(engine: &Engine) -> Result<Vec<String>> {
     let mut names = Vec::new();
