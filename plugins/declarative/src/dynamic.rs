@@ -65,13 +65,16 @@ pub fn expand(
             format!("{at}: the dynamic streams hold more than the manifest may once expanded (too many in the config?)")
         })?;
         let mut stream = template.clone();
+        // One context per entry (the template in it is copied once); a mapping's own parameters
+        // are added to the resolver's for that mapping alone.
+        let mut ctx = json!({"parameters": params, "components_values": values, "stream_template_config": template});
         for (m, mapping) in mappings.iter().enumerate() {
             let here = format!("{at}.components_resolver.components_mapping[{m}]");
             let mut own = params.clone();
             if let (Some(own), Some(Value::Object(more))) = (own.as_object_mut(), mapping.get("$parameters")) {
                 own.extend(more.clone());
             }
-            let ctx = json!({"parameters": own, "components_values": values, "stream_template_config": template});
+            ctx["parameters"] = own;
             if let Some(Value::String(condition)) = mapping.get("condition").filter(|_| !parametrized)
                 && !condition.is_empty()
                 && !interp.eval_bool(condition, &ctx).map_err(|e| format!("{here}.condition: {e}"))?
