@@ -626,3 +626,156 @@ fn a_bearer_token_is_sent_as_the_cdk_sends_it() {
         waves(base, 1),
     );
 }
+
+/// Streams and schemas the API describes (source-airtable's pattern, `cdk/listed.yaml`): an
+/// HttpComponentsResolver lists the tables of every base and makes a stream per table, whose
+/// DynamicSchemaLoader maps the table's field types (conditions, complex and two-type fields,
+/// fields without a type); `schema_normalization: Default` casts each record by its schema as
+/// the CDK's TypeTransformer casts it, for an inline schema (`typed_events`, with `$ref` and
+/// nested items) and a dynamic one. Both engines must discover the same streams and schemas,
+/// read the same records, and check the first made stream.
+#[test]
+fn streams_and_schemas_an_api_describes_are_the_cdks() {
+    let api = demo_api(DemoApiConfig::default());
+    let files = Files::new();
+    let field = |name: &str, kind: Value| json!({"name": name, "type": kind});
+    let created = |result: &str| {
+        json!({"name": format!("Created {result}"), "type": "createdTime",
+                                         "options": {"result": {"type": result}}})
+    };
+    let formula = |name: &str, text: &str| json!({"name": name, "type": "formula", "options": {"formula": text}});
+    api.set_document("bases", json!({"bases": [{"id": "b1", "name": "Sales Base"}, {"id": "b2", "name": "Ops"}]}));
+    api.set_document(
+        "tables_b1",
+        json!({"tables": [
+            {"id": "t1", "name": "Deals", "account": 1, "fields": [
+                field("id", json!("autoNumber")), field("Amount", json!("currency")),
+                field("Flag", json!("checkbox")), field("Label", json!("singleLineText")),
+                field("Tags", json!("multipleSelects")), field("Count", json!("count")),
+                field("account_id", json!("singleLineText")), created("dateTime"), created("date"),
+                formula("Unique", "ARRAYUNIQUE({Tags})"), formula("Note", "CONCAT({Label})"),
+                field("Either", json!(["string", "number"])), json!({"name": "Plain"})]},
+            {"id": "t2", "name": "Leads", "account": 2, "fields": [
+                field("id", json!("autoNumber")), field("Quantity", json!("count")),
+                field("Label", json!("singleLineText"))]}]}),
+    );
+    api.set_document(
+        "tables_b2",
+        json!({"tables": [{"id": "t3", "name": "Tickets", "account": 3, "fields": [
+            field("id", json!("autoNumber")), field("Flag", json!("checkbox")), created("date")]}]}),
+    );
+    let mut events = vec![
+        json!({"id": 1, "account_id": 0, "Amount": "12.50", "Quantity": "4", "Flag": "yes", "Label": 42,
+               "Tags": "solo", "Lines": [{"qty": "2"}, {"qty": 1.5}], "Price": {"value": "3.25", "cents": "325"},
+               "Meta": {"a": [1, true, null], "b": "x'y"}, "affiliation": null, "Either": 5}),
+        json!({"id": 2, "account_id": 0, "Amount": 7, "Quantity": 2.7, "Flag": 0, "Label": 4.0, "Tags": ["a", "b"],
+               "Lines": [], "Price": {"value": 1, "cents": 2.0}, "Meta": [1, "two"], "affiliation": "x", "Either": "s"}),
+        json!({"id": 3, "account_id": 0, "Amount": "abc", "Quantity": null, "Flag": "maybe", "Label": true,
+               "Tags": null, "Lines": "none", "Price": "free", "Meta": true, "Either": null}),
+        json!({"id": 4, "account_id": 0, "Amount": true, "Quantity": "4.5", "Flag": "False", "Label": null,
+               "Tags": 5, "Meta": 12.5, "affiliation": null}),
+        json!({"id": 11, "account_id": 1, "Amount": "9.99", "Flag": "true", "Label": 7, "Tags": "x", "Count": "3",
+               "Created dateTime": "2026-01-01T00:00:00Z", "Created date": 20260101, "Unique": [["a", 1], "b"],
+               "Note": 5, "Either": 3, "Plain": 1, "Extra": 2}),
+        json!({"id": 12, "account_id": 1, "Amount": 1, "Flag": "off", "Tags": ["y"], "Count": 2.5, "Unique": "z"}),
+        json!({"id": 21, "account_id": 2, "Quantity": "10", "Label": {"k": "v"}}),
+        json!({"id": 31, "account_id": 3, "Flag": 1, "Created date": null}),
+    ];
+    for event in &mut events {
+        event["created"] = json!(now() - 3600);
+    }
+    api.set_events(events);
+    let config = json!({"base_url": api.base_url()});
+    let config_path = files.json("config.json", &config);
+
+    // Discover: the same streams, each with the same schema.
+    let output = Command::new(cdk_runner())
+        .args(["discover", "--config"])
+        .arg(&config_path)
+        .arg("--manifest-path")
+        .arg(manifest("cdk/listed.yaml"))
+        .env("DO_NOT_TRACK", "1")
+        .output()
+        .expect("run the CDK");
+    let cdk_messages = parse_lines(&output.stdout);
+    let schemas = |messages: &[Value], engine: &str| -> Vec<(String, Value)> {
+        let catalog = messages
+            .iter()
+            .find(|m| m["type"] == "CATALOG")
+            .unwrap_or_else(|| panic!("{engine} wrote no CATALOG: {messages:?}"));
+        let mut streams: Vec<(String, Value)> = catalog["catalog"]["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["name"].as_str().unwrap().to_string(), s["json_schema"].clone()))
+            .collect();
+        streams.sort_by(|a, b| a.0.cmp(&b.0));
+        streams
+    };
+    let theirs = schemas(&cdk_messages, "the CDK");
+    let run = host(&["discover"])
+        .arg(manifest("cdk/listed.yaml"))
+        .arg("--config")
+        .arg(&config_path)
+        .arg("--allow-host")
+        .arg(grant(&api))
+        .run();
+    assert!(run.success(), "Sluice's discover failed: {}", run.stderr());
+    let ours = schemas(&run.messages, "Sluice");
+    let names: Vec<&str> = ours.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, ["ops_tickets", "sales_base_deals", "sales_base_leads", "typed_events"]);
+    for ((name, schema), (their_name, their_schema)) in ours.iter().zip(&theirs) {
+        assert_eq!(name, their_name);
+        assert_eq!(schema, their_schema, "the schema of {name} (Sluice's on the left)");
+    }
+    assert_eq!(ours.len(), theirs.len());
+
+    // Read: the same records, cast by their schemas.
+    let streams = ["typed_events", "sales_base_deals", "sales_base_leads", "ops_tickets"];
+    let catalog = catalog(&streams.iter().map(|s| (*s, "full_refresh")).collect::<Vec<_>>());
+    let sync = Sync { manifest: "cdk/listed.yaml", api: &api, config, catalog, files: &files };
+    let (theirs, ours) = (sync.cdk(None), sync.sluice(None));
+    for stream in streams {
+        same_records(stream, &ours, &theirs, "full refresh");
+    }
+    let typed = ours.records("typed_events");
+    assert_eq!(
+        (&typed[0]["Amount"], &typed[0]["Quantity"], &typed[0]["Flag"]),
+        (&json!(12.5), &json!(4), &json!(true))
+    );
+    assert_eq!((&typed[0]["account_id"], &typed[0]["Tags"]), (&json!("0"), &json!(["solo"])));
+    assert_eq!(typed[0]["Lines"], json!([{"qty": 2}, {"qty": 1}]), "int(1.5) is 1");
+    assert_eq!(typed[0]["Price"], json!({"value": 3.25, "cents": 325}));
+    let deals = ours.records("sales_base_deals");
+    assert_eq!(
+        (&deals[0]["table"], &deals[0]["amount"], &deals[0]["unique"]),
+        (&json!("Deals"), &json!(9.99), &json!([["a", "1"], ["b"]]))
+    );
+
+    // Check: the first made stream reads.
+    let run = host(&["check"])
+        .arg(manifest("cdk/listed.yaml"))
+        .arg("--config")
+        .arg(&config_path)
+        .arg("--allow-host")
+        .arg(grant(&api))
+        .run();
+    let (ok, message) = check_status(&run.messages);
+    assert!(ok, "Sluice's check failed: {message}");
+    // A CheckStream that names dynamic definitions to check is refused, not passed unread.
+    let text = std::fs::read_to_string(manifest("cdk/listed.yaml")).unwrap();
+    let named = text.replace(
+        "check: {type: CheckDynamicStream, stream_count: 1}",
+        "check: {type: CheckStream, stream_names: [typed_events], dynamic_streams_check_configs: [{type: DynamicStreamCheckConfig, dynamic_stream_name: tables}]}",
+    );
+    assert_ne!(named, text);
+    let run = host(&["check"])
+        .arg(files.text("named.yaml", named.as_bytes()))
+        .arg("--config")
+        .arg(&config_path)
+        .arg("--allow-host")
+        .arg(grant(&api))
+        .run();
+    let (ok, message) = check_status(&run.messages);
+    assert!(!ok && message.contains("dynamic_streams_check_configs"), "{message}");
+}

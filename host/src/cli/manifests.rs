@@ -41,10 +41,11 @@ pub fn sample_config(manifest: &Value) -> Value {
 /// What one manifest came to.
 #[derive(Debug)]
 pub enum Reach {
-    /// Every stream discovered, none refused.
-    Full { streams: usize },
+    /// Every stream discovered, none refused; `from_api`: the `dynamic_streams` definitions
+    /// whose streams the API lists when a sync runs (not counted in `streams`).
+    Full { streams: usize, from_api: usize },
     /// Some streams cannot be read: (stream, why).
-    Partial { streams: usize, refused: Vec<(String, String)> },
+    Partial { streams: usize, from_api: usize, refused: Vec<(String, String)> },
     /// The manifest cannot be run: why.
     Refused(String),
 }
@@ -111,19 +112,32 @@ pub async fn check(runtime: &Runtime, path: &Path, quiet: &Output) -> Reach {
         Err(e) => return Reach::Refused(e.message()),
     };
     let streams = instance.discover(&connector.config).await;
-    let refused: Vec<(String, String)> = instance
-        .take_logs()
-        .into_iter()
+    let logs = instance.take_logs();
+    let refused: Vec<(String, String)> = logs
+        .iter()
         .filter_map(|log| {
             let rest = log.message.strip_prefix("the manifest: stream ")?;
             let (name, why) = rest.split_once(" cannot be read: ")?;
             Some((name.to_string(), why.to_string()))
         })
         .collect();
+    let from_api = logs
+        .iter()
+        .filter(|log| log.message.starts_with("the manifest: dynamic_streams[") && log.message.contains("from the API"))
+        .count();
     match streams {
         Err(e) => Reach::Refused(e.message()),
-        Ok(streams) if refused.is_empty() => Reach::Full { streams: streams.len() },
-        Ok(streams) => Reach::Partial { streams: streams.len(), refused },
+        Ok(streams) if refused.is_empty() => Reach::Full { streams: streams.len(), from_api },
+        Ok(streams) => Reach::Partial { streams: streams.len(), from_api, refused },
+    }
+}
+
+/// What a report line adds for streams the API lists.
+fn listed(from_api: usize) -> String {
+    match from_api {
+        0 => String::new(),
+        1 => ", plus the streams that 1 dynamic_streams definition lists from the API".to_string(),
+        n => format!(", plus the streams that {n} dynamic_streams definitions list from the API"),
     }
 }
 
@@ -136,14 +150,14 @@ pub async fn report(runtime: &Runtime, dir: &Path, out: &mut impl std::io::Write
     for path in &manifests {
         let shown = path.strip_prefix(dir).unwrap_or(path).display().to_string();
         match check(runtime, path, &quiet).await {
-            Reach::Full { streams } => {
+            Reach::Full { streams, from_api } => {
                 counts[0] += 1;
-                writeln!(out, "ok       {shown}: {streams} streams")?;
+                writeln!(out, "ok       {shown}: {streams} streams{}", listed(from_api))?;
             }
-            Reach::Partial { streams, refused } => {
+            Reach::Partial { streams, from_api, refused } => {
                 counts[1] += 1;
                 let read = streams - refused.len();
-                writeln!(out, "partial  {shown}: {read} of {streams} streams; cannot read:")?;
+                writeln!(out, "partial  {shown}: {read} of {streams} streams{}; cannot read:", listed(from_api))?;
                 for (stream, why) in refused {
                     writeln!(out, "           {stream}: {why}")?;
                 }

@@ -6,15 +6,65 @@
 //! or index), created there only with `create_or_update`. The streams join the manifest's own
 //! before anything else runs, so they are read as any stream is.
 //!
-//! The config is untrusted as much as the manifest: the streams a definition may make and the
-//! values they hold are bounded before they are built.
+//! With an `HttpComponentsResolver` (source-airtable: a stream per table of every base) the
+//! entries are what the resolver's retriever reads from the API, each with the slice it was
+//! read in (`stream_slice`). Such a definition is [`Deferred`] when the manifest loads: its
+//! retriever is checked and given its parameters as a stream's is, and the engine reads it the
+//! first time a stream that is not among the manifest's own is asked for
+//! (`Engine::manifest`), then loads the manifest again with the entries ([`Fetched`]).
+//!
+//! The config and the API's answers are untrusted as much as the manifest: the streams a
+//! definition may make and the values they hold are bounded before they are built.
 
 use crate::engine::kind;
 use crate::interpolation::{Interpolator, PyType};
 use serde_json::{Map, Value, json};
+use std::collections::HashMap;
 
 /// Streams all dynamic definitions may make together.
 pub const MAX_DYNAMIC_STREAMS: usize = 10_000;
+
+/// What each `HttpComponentsResolver` read, by the definition's place in `dynamic_streams`:
+/// `(stream_slice, components_values)` per record.
+pub type Fetched = HashMap<usize, Vec<(Value, Value)>>;
+
+/// A definition whose streams an API lists, not read yet.
+pub struct Deferred {
+    /// Its place in `dynamic_streams`.
+    pub index: usize,
+    /// Its resolver's retriever, as a stream named [`RESOLVER_STREAM`] and the index.
+    pub resolver: Value,
+    /// The stream template, references resolved (for the hosts it names).
+    pub template: Value,
+}
+
+/// The name a resolver's retriever is read under (no stream of a manifest can take it: names
+/// with this prefix are kept for it).
+const RESOLVER_STREAM: &str = "__http_components_resolver_";
+
+/// Whether the definition's streams are listed by an API (`HttpComponentsResolver`).
+pub fn lists_from_api(definition: &Value) -> bool {
+    kind(&definition["components_resolver"]) == "HttpComponentsResolver"
+}
+
+/// The resolver's retriever as a stream, to be checked and read as one.
+pub fn resolver_stream(definition: &Value, index: usize) -> Value {
+    let resolver = &definition["components_resolver"];
+    let mut stream = json!({
+        "type": "DeclarativeStream",
+        "name": format!("{RESOLVER_STREAM}{index}"),
+        "retriever": resolver.get("retriever").cloned().unwrap_or(Value::Null),
+    });
+    if let Some(params) = resolver.get("$parameters") {
+        stream["$parameters"] = params.clone();
+    }
+    stream
+}
+
+/// The definition a resolver's stream was made for, from its name.
+pub fn resolver_index(name: &str) -> Option<usize> {
+    name.strip_prefix(RESOLVER_STREAM)?.parse().ok()
+}
 
 /// The streams of one `DynamicDeclarativeStream` (its template resolved, not yet given types
 /// and parameters). `budget`: the values the streams may hold, taken from as they are made.
@@ -23,6 +73,7 @@ pub fn expand(
     index: usize,
     interp: &Interpolator,
     config: &Value,
+    listed: Option<&[(Value, Value)]>,
     budget: &mut usize,
 ) -> Result<Vec<Value>, String> {
     let at = format!("dynamic_streams[{index}]");
@@ -30,10 +81,22 @@ pub fn expand(
         .get("components_resolver")
         .filter(|r| r.is_object())
         .ok_or_else(|| format!("{at}: Missing 'components_resolver' in dynamic definition"))?;
-    // Which entries the streams are made from; a ParametrizedComponentsResolver reads every value
-    // back as YAML (value_type or not) and has no conditions.
-    let (entries, parametrized) = match kind(resolver) {
-        "ConfigComponentsResolver" => (stream_configs(resolver, config, &at)?, false),
+    // Which entries the streams are made from, each with its slice (an API's resolver's); how the
+    // values are read back (see `Reading`).
+    let (entries, reading): (Vec<(Value, Value)>, Reading) = match kind(resolver) {
+        "ConfigComponentsResolver" => {
+            (stream_configs(resolver, config, &at)?.into_iter().map(|e| (Value::Null, e)).collect(), Reading::Config)
+        }
+        "HttpComponentsResolver" => {
+            let listed = listed.ok_or_else(|| format!("{at}: the streams the API lists were not read"))?;
+            if listed.len() > MAX_DYNAMIC_STREAMS {
+                return Err(format!(
+                    "{at}: the API lists {} dynamic streams, more than {MAX_DYNAMIC_STREAMS}",
+                    listed.len()
+                ));
+            }
+            (listed.to_vec(), Reading::Api)
+        }
         "ParametrizedComponentsResolver" => {
             let list = resolver["stream_parameters"].get("list_of_parameters_for_stream").and_then(Value::as_array);
             let list = list.ok_or_else(|| {
@@ -42,13 +105,14 @@ pub fn expand(
             if list.len() > MAX_DYNAMIC_STREAMS {
                 return Err(format!("{at}: {} dynamic streams, more than {MAX_DYNAMIC_STREAMS}", list.len()));
             }
-            (list.clone(), true)
+            (list.iter().map(|e| (Value::Null, e.clone())).collect(), Reading::Parameters)
         }
         "" => return Err(format!("{at}.components_resolver: Missing 'type' in components resolver configuration")),
         other => {
             return Err(format!(
-                "{at}.components_resolver: {other} is not supported (ConfigComponentsResolver and \
-                 ParametrizedComponentsResolver are: the streams listed in the config or the manifest)"
+                "{at}.components_resolver: {other} is not supported (ConfigComponentsResolver, \
+                 ParametrizedComponentsResolver and HttpComponentsResolver are: the streams listed in the config, the \
+                 manifest or by the API)"
             ));
         }
     };
@@ -60,14 +124,17 @@ pub fn expand(
     let mappings = resolver.get("components_mapping").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
     let size = nodes(template);
     let mut streams = Vec::with_capacity(entries.len());
-    for values in entries {
-        *budget = budget.checked_sub(size).ok_or_else(|| {
+    for (slice, values) in entries {
+        *budget = budget.checked_sub(size.saturating_add(nodes(&values))).ok_or_else(|| {
             format!("{at}: the dynamic streams hold more than the manifest may once expanded (too many in the config?)")
         })?;
         let mut stream = template.clone();
         // One context per entry (the template in it is copied once); a mapping's own parameters
         // are added to the resolver's for that mapping alone.
         let mut ctx = json!({"parameters": params, "components_values": values, "stream_template_config": template});
+        if reading == Reading::Api {
+            ctx["stream_slice"] = slice;
+        }
         for (m, mapping) in mappings.iter().enumerate() {
             let here = format!("{at}.components_resolver.components_mapping[{m}]");
             let mut own = params.clone();
@@ -75,7 +142,11 @@ pub fn expand(
                 own.extend(more.clone());
             }
             ctx["parameters"] = own;
-            if let Some(Value::String(condition)) = mapping.get("condition").filter(|_| !parametrized)
+            if reading == Reading::Api && mapping.get("condition").is_some_and(|c| !c.is_null()) {
+                // The CDK's own words.
+                return Err(format!("{here}: `condition` is only supported for     `ConfigComponentsResolver`"));
+            }
+            if let Some(Value::String(condition)) = mapping.get("condition").filter(|_| reading == Reading::Config)
                 && !condition.is_empty()
                 && !interp.eval_bool(condition, &ctx).map_err(|e| format!("{here}.condition: {e}"))?
             {
@@ -94,9 +165,10 @@ pub fn expand(
             let value = interp
                 .eval_with(template_value, &ctx, Some(template_value), types)
                 .map_err(|e| format!("{here}.value: {e}"))?;
-            let value = match value {
-                Value::String(s) if parametrized || types != [PyType::Str] => yaml_scalar(s),
-                other => other,
+            let value = match (value, reading) {
+                (Value::String(s), Reading::Parameters) => yaml_scalar(s),
+                (Value::String(s), Reading::Config) if types != [PyType::Str] => yaml_scalar(s),
+                (other, _) => other,
             };
             let path: Vec<String> = mapping
                 .get("field_path")
@@ -112,7 +184,9 @@ pub fn expand(
                 return Err(format!("{here}.field_path: a path cannot end with the '**' wildcard"));
             }
             let updated = set(&mut stream, &path, &value);
-            let create = mapping.get("create_or_update").and_then(Value::as_bool) == Some(true);
+            // An API's resolver only sets what the template has.
+            let create =
+                mapping.get("create_or_update").and_then(Value::as_bool) == Some(true) && reading != Reading::Api;
             if updated == 0 && create && !crate::engine::is_py_false(&value) {
                 create_at(&mut stream, &path, value);
             }
@@ -120,6 +194,17 @@ pub fn expand(
         streams.push(stream);
     }
     Ok(streams)
+}
+
+/// How a resolver reads its mappings' values back: a ConfigComponentsResolver parses text as
+/// YAML unless `value_type` is string, and has conditions; a ParametrizedComponentsResolver
+/// parses every text as YAML, without conditions; an HttpComponentsResolver takes the value as
+/// evaluated, without conditions or `create_or_update`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    Config,
+    Parameters,
+    Api,
 }
 
 /// The entries of the config the streams are made from: each stream config's list (a single
@@ -292,7 +377,7 @@ mod tests {
     fn expanded(definition: Value, config: Value) -> Result<Vec<Value>, String> {
         let cfg = crate::config::Config::parse(&config.to_string(), "__m").unwrap().0;
         let interp = Interpolator::with_config(&cfg);
-        expand(&definition, 0, &interp, &config, &mut 1_000_000)
+        expand(&definition, 0, &interp, &config, None, &mut 1_000_000)
     }
 
     fn definition(mappings: Value) -> Value {
@@ -349,9 +434,31 @@ mod tests {
         let many: Vec<Value> = (0..MAX_DYNAMIC_STREAMS as i64).map(|i| json!({"id": i})).collect();
         let err = expanded(definition(json!([])), json!({"accounts": many})).unwrap_err();
         assert!(err.contains("more than 10000"), "{err}");
-        let mut http = definition(json!([]));
+        let mut other = definition(json!([]));
+        other["components_resolver"]["type"] = json!("NoSuchResolver");
+        assert!(expanded(other, json!({})).unwrap_err().contains("NoSuchResolver is not supported"));
+    }
+
+    #[test]
+    fn streams_an_api_lists_take_their_values_as_evaluated() {
+        let mut http = definition(json!([
+            {"type": "ComponentMappingDefinition", "field_path": ["name"],
+             "value": "{{ stream_slice.extra_fields.base }}_{{ components_values.name }}"},
+            {"type": "ComponentMappingDefinition", "field_path": ["retriever", "requester", "path"], "value": "{{ components_values.id }}"},
+            {"type": "ComponentMappingDefinition", "field_path": ["made"], "value": "yes", "create_or_update": true},
+        ]));
         http["components_resolver"]["type"] = json!("HttpComponentsResolver");
-        assert!(expanded(http, json!({})).unwrap_err().contains("HttpComponentsResolver is not supported"));
+        let cfg = crate::config::Config::parse("{}", "__m").unwrap().0;
+        let interp = Interpolator::with_config(&cfg);
+        let listed = [(json!({"base_id": "b1", "extra_fields": {"base": "sales"}}), json!({"id": 7, "name": "deals"}))];
+        let streams = expand(&http, 0, &interp, &json!({}), Some(&listed), &mut 1_000_000).unwrap();
+        assert_eq!(streams[0]["name"], "sales_deals");
+        assert_eq!(streams[0]["retriever"]["requester"]["path"], 7, "a literal as the CDK evaluates it, not YAML");
+        assert!(streams[0].get("made").is_none(), "no create_or_update for an API's resolver");
+        assert!(expand(&http, 0, &interp, &json!({}), None, &mut 1_000_000).unwrap_err().contains("were not read"));
+        http["components_resolver"]["components_mapping"][0]["condition"] = json!("{{ True }}");
+        let err = expand(&http, 0, &interp, &json!({}), Some(&listed), &mut 1_000_000).unwrap_err();
+        assert!(err.contains("`condition` is only supported"), "{err}");
     }
 
     #[test]

@@ -7,8 +7,8 @@ use crate::interpolation::Interpolator;
 use crate::manifest::Manifest;
 use crate::slicing::Cursor;
 use serde_json::{Map, Value, json};
-use sluice_guest::{Error, Partition, Result};
-use std::cell::RefCell;
+use sluice_guest::{Error, Partition, Result, ResultExt};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -23,7 +23,14 @@ pub const MANIFEST_KEY: &str = "__injected_declarative_manifest";
 type CursorKey = (String, bool);
 
 pub struct Engine {
-    pub manifest: Manifest,
+    /// The manifest as loaded: its own streams and those made from the config.
+    base: Manifest,
+    /// With the streams an API lists too, once its resolvers were read ([`Engine::manifest`]).
+    full: OnceCell<Manifest>,
+    /// Set while the resolvers are read: what they read sees the manifest as loaded.
+    resolving: Cell<bool>,
+    /// The manifest as given, loaded again with what the resolvers read.
+    source: Value,
     /// The operator's config, without the manifest (it is the `config` of every template).
     pub config: Config,
     pub interp: Interpolator,
@@ -34,6 +41,8 @@ pub struct Engine {
     cursors: RefCell<HashMap<CursorKey, Option<Rc<Cursor>>>>,
     /// Each stream's reading plan (see `retrieve::Plan`), by stream name.
     plans: RefCell<HashMap<String, Rc<crate::retrieve::Plan>>>,
+    /// The schemas records are normalized by, by the stream's place in the manifest.
+    schemas: RefCell<HashMap<String, Option<Rc<Value>>>>,
     /// Templates that depend on the config alone (`{{ config['base_url'] }}`), by how they were
     /// evaluated: the same for every page.
     constant: RefCell<HashMap<(u8, String), Value>>,
@@ -77,7 +86,8 @@ fn load(text: &str, check_config: bool) -> Result<Rc<Engine>> {
         }
     };
     let interp = Interpolator::with_config(&config);
-    let manifest = Manifest::load_with(&manifest, Some((&interp, config.value())))
+    let source = manifest;
+    let manifest = Manifest::load_with(&source, Some((&interp, config.value())), None)
         .map_err(|e| Error::config(format!("the manifest: {e}")))?;
     // As source-declarative-manifest does before any command: the config against the spec.
     // `host manifests check` discovers without a config: nothing to check against the spec.
@@ -89,13 +99,17 @@ fn load(text: &str, check_config: bool) -> Result<Rc<Engine>> {
         crate::config_check::check(spec, config.value()).map_err(|e| Error::config(format!("the config: {e}")))?;
     }
     let engine = Rc::new(Engine {
-        manifest,
+        base: manifest,
+        full: OnceCell::new(),
+        resolving: Cell::new(false),
+        source,
         config,
         interp,
         tokens: RefCell::default(),
         cursors: RefCell::default(),
         constant: RefCell::default(),
         plans: RefCell::default(),
+        schemas: RefCell::default(),
     });
     CURRENT.with(|c| *c.borrow_mut() = Some((text.to_string(), engine.clone())));
     Ok(engine)
@@ -139,13 +153,73 @@ impl Scope {
 }
 
 impl Engine {
+    /// The manifest as loaded, without the streams an API lists: what needs no request (the
+    /// hosts, the check's streams, the root's settings).
+    pub fn loaded(&self) -> &Manifest {
+        &self.base
+    }
+
+    /// Whether this is `host manifests check` discovering without a config.
+    pub fn is_reach_check(&self) -> bool {
+        self.config.get(REACH_CHECK_KEY) == Some(&Value::Bool(true))
+    }
+
+    /// The manifest with every stream. The streams an API lists are made the first time they
+    /// are needed, once per instance: the resolvers' requests are made then.
+    pub fn manifest(&self) -> Result<&Manifest> {
+        if self.base.deferred.is_empty() || self.resolving.get() {
+            return Ok(&self.base);
+        }
+        if let Some(full) = self.full.get() {
+            return Ok(full);
+        }
+        self.resolving.set(true);
+        let fetched = self.read_resolvers();
+        self.resolving.set(false);
+        let full = Manifest::load_with(&self.source, Some((&self.interp, self.config.value())), Some(&fetched?))
+            .map_err(|e| Error::config(format!("the manifest: {e}")))?;
+        // What was kept while the resolvers were read was for their streams.
+        self.cursors.borrow_mut().clear();
+        self.plans.borrow_mut().clear();
+        self.schemas.borrow_mut().clear();
+        Ok(self.full.get_or_init(|| full))
+    }
+
+    /// Every record each resolver's retriever reads, with the slice it was read in.
+    fn read_resolvers(&self) -> Result<crate::dynamic::Fetched> {
+        let mut fetched = crate::dynamic::Fetched::new();
+        for deferred in &self.base.deferred {
+            let what = format!("dynamic_streams[{}].components_resolver", deferred.index);
+            let listed =
+                crate::retrieve::read_all_slices(self, &deferred.resolver, crate::dynamic::MAX_DYNAMIC_STREAMS)
+                    .context(what)?;
+            fetched.insert(deferred.index, listed);
+        }
+        Ok(fetched)
+    }
+
+    /// The manifest that holds a stream: the loaded one for one of its own (no request made),
+    /// else the whole.
+    fn holding(&self, name: &str) -> Result<&Manifest> {
+        let base = &self.base;
+        let own = base.refusal(name).is_some()
+            || base.streams().iter().any(|s| s.get("name").and_then(Value::as_str) == Some(name));
+        if own { Ok(base) } else { self.manifest() }
+    }
+
+    /// A `StateDelegatingStream`'s full-refresh side, for a stream that is one.
+    pub fn delegating(&self, name: &str) -> Result<Option<&crate::delegation::Delegating>> {
+        Ok(self.holding(name)?.delegating(name))
+    }
+
     /// A stream of the manifest; a `StateDelegatingStream`'s incremental stream (the one its
     /// state belongs to).
     pub fn stream(&self, name: &str) -> Result<&Value> {
-        if let Some(why) = self.manifest.refusal(name) {
+        let manifest = self.holding(name)?;
+        if let Some(why) = manifest.refusal(name) {
             return Err(Error::config(format!("stream {name} cannot be read: {why}")));
         }
-        self.manifest
+        manifest
             .streams()
             .iter()
             .find(|s| s.get("name").and_then(Value::as_str) == Some(name))
@@ -154,7 +228,7 @@ impl Engine {
 
     /// A stream, or with `full_refresh` its `StateDelegatingStream`'s full-refresh stream.
     pub fn stream_for(&self, name: &str, full_refresh: bool) -> Result<&Value> {
-        match self.manifest.delegating(name).filter(|_| full_refresh) {
+        match self.delegating(name)?.filter(|_| full_refresh) {
             Some(delegating) => Ok(&delegating.full_refresh),
             None => self.stream(name),
         }
@@ -177,7 +251,7 @@ impl Engine {
 
     /// The cursor of [`Engine::stream_for`], read once.
     pub fn cursor_for(&self, name: &str, full_refresh: bool) -> Result<Option<Rc<Cursor>>> {
-        let full_refresh = full_refresh && self.manifest.delegating(name).is_some();
+        let full_refresh = full_refresh && self.delegating(name)?.is_some();
         let key = (name.to_string(), full_refresh);
         if let Some(cursor) = self.cursors.borrow().get(&key) {
             return Ok(cursor.clone());
@@ -195,6 +269,23 @@ impl Engine {
         let plan = Rc::new(make());
         self.plans.borrow_mut().insert(stream.to_string(), plan.clone());
         plan
+    }
+
+    /// The schema a stream's records are cast by (`schema_normalization: Default`), made once
+    /// per stream (a dynamic schema is read from the API); `None` for no normalization.
+    pub fn normalization(&self, stream: &Value, name: &str) -> Result<Option<Rc<Value>>> {
+        let selector = &stream["retriever"]["record_selector"];
+        if selector.get("schema_normalization").and_then(Value::as_str) != Some("Default") {
+            return Ok(None);
+        }
+        let key = format!("{name}@{:p}", stream);
+        if let Some(schema) = self.schemas.borrow().get(&key) {
+            return Ok(schema.clone());
+        }
+        // The CDK normalizes only by a schema that is not empty.
+        let schema = crate::schema::of(self, stream, name)?.filter(|s| !crate::engine::is_py_false(s)).map(Rc::new);
+        self.schemas.borrow_mut().insert(key, schema.clone());
+        Ok(schema)
     }
 
     /// The template context for a component: its `$parameters`, the config, the slice, and

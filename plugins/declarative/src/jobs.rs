@@ -175,7 +175,7 @@ pub fn read_result(engine: &Engine, job: &Value, download: &Value, token: Option
             records::extract(engine, retriever.get("download_extractor"), doc, &ctx, &mut records)?;
         }
     }
-    let shaper = Shaper::of(engine, stream);
+    let shaper = Shaper::of(engine, stream, &name)?;
     let next = (index + 1 < targets.len()).then(|| json!({"target": index + 1}));
     Ok(Page { records: shaper.texts(records, &scope, &name)?, next_token: next })
 }
@@ -268,7 +268,7 @@ fn read_streamed(
         }
     };
     read += count;
-    let shaper = Shaper::of(engine, stream);
+    let shaper = Shaper::of(engine, stream, name)?;
     let out = shaper.texts(docs, scope, name)?;
     let next = match (lines.end, reading.last) {
         (false, _) => Some(json!({"target": reading.index, "body": body.handle(), "lines": read, "header": header})),
@@ -289,8 +289,8 @@ pub fn end_job(engine: &Engine, job: &Value, abort: bool) -> Result<()> {
 
 /// `max_concurrent_async_job_count`, or one job at a time.
 pub fn max_jobs(engine: &Engine) -> u32 {
-    let ctx = engine.context(&engine.manifest.root, &Scope::default(), Vec::new());
-    match engine.value(engine.manifest.root.get("max_concurrent_async_job_count"), &ctx) {
+    let ctx = engine.context(&engine.loaded().root, &Scope::default(), Vec::new());
+    match engine.value(engine.loaded().root.get("max_concurrent_async_job_count"), &ctx) {
         Ok(Value::Number(n)) => n.as_u64().map_or(1, |n| n.clamp(1, 1000) as u32),
         Ok(Value::String(s)) => s.parse().unwrap_or(1),
         _ => 1,

@@ -17,10 +17,12 @@ pub mod engine;
 pub mod interpolation;
 pub mod jobs;
 pub mod manifest;
+pub mod normalize;
 pub mod pagination_reset;
 pub mod records;
 pub mod requester;
 pub mod retrieve;
+pub mod schema;
 pub mod slicing;
 pub mod state;
 pub mod xml;
@@ -56,6 +58,10 @@ fn stream_of(engine: &Engine, node: &Value) -> Result<Stream> {
     let cursor_field = slicing::Cursor::of(engine, node)?.map(|c| vec![c.field]);
     let json_schema = match inline {
         Some(loader) => loader.get("schema").cloned().unwrap_or_else(|| json!({})),
+        // Read from the API, as the CDK reads it at discover.
+        None if node.get("schema_loader").is_some_and(|l| kind(l) == "DynamicSchemaLoader") => {
+            schema::of(engine, node, &name)?.unwrap_or_else(|| json!({}))
+        }
         // Without a schema the records are taken as they come; the fields the stream is keyed
         // and ordered by are named, so a catalog can point at them.
         None => {
@@ -108,10 +114,17 @@ impl Source for Declarative {
     /// must grant them too.
     fn hosts(config: &Self::Config) -> Result<Vec<String>> {
         let engine = engine::for_config(&config.0)?;
+        // From the manifest as loaded (no request is made before the hosts are granted): the
+        // streams an API lists are its resolvers' and their template's requesters.
+        let manifest = engine.loaded();
         let mut hosts = Vec::new();
-        collect_hosts(&engine, &engine.manifest.root, &mut hosts);
-        for delegating in &engine.manifest.delegating {
+        collect_hosts(&engine, &manifest.root, &mut hosts);
+        for delegating in &manifest.delegating {
             collect_hosts(&engine, &delegating.full_refresh, &mut hosts);
+        }
+        for deferred in &manifest.deferred {
+            collect_hosts(&engine, &deferred.resolver, &mut hosts);
+            collect_hosts(&engine, &deferred.template, &mut hosts);
         }
         hosts.sort();
         hosts.dedup();
@@ -120,8 +133,33 @@ impl Source for Declarative {
 
     fn check(config: &Self::Config) -> Result<()> {
         let engine = engine::for_config(&config.0)?;
-        let names: Vec<String> = match engine.manifest.root.get("check").and_then(|c| c.get("stream_names")) {
-            Some(Value::Array(names)) => names.iter().map(engine::plain).collect(),
+        let check = engine.loaded().root.get("check").cloned().unwrap_or(Value::Null);
+        // The CDK checks the streams each names by its definition's `name`; the manifests seen
+        // carry an empty list. Refused rather than a check that passes without reading them.
+        if check.get("dynamic_streams_check_configs").and_then(Value::as_array).is_some_and(|c| !c.is_empty()) {
+            return Err(sluice_guest::Error::config(
+                "the manifest: check.dynamic_streams_check_configs: checking dynamic streams by their definition's name is not supported; use CheckDynamicStream or name the streams in stream_names",
+            ));
+        }
+        let names: Vec<String> = match (kind(&check), check.get("stream_names")) {
+            (_, Some(Value::Array(names))) => names.iter().map(engine::plain).collect(),
+            // The first `stream_count` streams, the manifest's own then the dynamic ones.
+            ("CheckDynamicStream", _) => {
+                let count = check.get("stream_count").and_then(Value::as_u64).unwrap_or(0) as usize;
+                let streams = engine.manifest()?.streams();
+                if streams.is_empty() {
+                    return Err(sluice_guest::Error::config("No streams to connect to from the source"));
+                }
+                if check.get("use_check_availability") == Some(&Value::Bool(false)) {
+                    return Ok(());
+                }
+                streams
+                    .iter()
+                    .take(count)
+                    .filter_map(|s| s.get("name").and_then(Value::as_str))
+                    .map(str::to_string)
+                    .collect()
+            }
             _ => Vec::new(),
         };
         for name in names {
@@ -139,13 +177,27 @@ impl Source for Declarative {
 
     fn streams(config: &Self::Config) -> Result<Vec<Stream>> {
         let engine = engine::for_config(&config.0)?;
-        for ignored in &engine.manifest.ignored {
+        // `host manifests check` has no config and no network: the streams an API lists are
+        // said, not read.
+        let manifest = match engine.is_reach_check() {
+            true => {
+                for deferred in &engine.loaded().deferred {
+                    sluice_guest::log::info(format!(
+                        "the manifest: dynamic_streams[{}] lists its streams from the API when a sync runs",
+                        deferred.index
+                    ));
+                }
+                engine.loaded()
+            }
+            false => engine.manifest()?,
+        };
+        for ignored in &manifest.ignored {
             sluice_guest::log::warn(format!("the manifest: {ignored}"));
         }
         let mut streams = Vec::new();
-        for node in engine.manifest.streams() {
+        for node in manifest.streams() {
             let name = node.get("name").and_then(Value::as_str).unwrap_or_default();
-            streams.push(match engine.manifest.delegating(name) {
+            streams.push(match manifest.delegating(name) {
                 // Discovered as the CDK discovers it, with no state: the full-refresh stream, whose
                 // cursor is the incremental one's when it has none of its own.
                 Some(delegating) => {
@@ -159,7 +211,7 @@ impl Source for Declarative {
             });
         }
         // A refused stream is discovered (a catalog may name it) and fails alone when read.
-        for (name, node, why) in &engine.manifest.refused {
+        for (name, node, why) in &manifest.refused {
             sluice_guest::log::warn(format!("the manifest: stream {name} cannot be read: {why}"));
             let schema = node
                 .get("schema_loader")
@@ -211,13 +263,13 @@ impl Source for Declarative {
     /// Offsets and page numbers stay valid across runs; cursors an API hands out may not.
     fn resumable_streams(config: &Self::Config) -> Result<Vec<String>> {
         let engine = engine::for_config(&config.0)?;
-        Ok(engine
-            .manifest
+        let manifest = engine.manifest()?;
+        Ok(manifest
             .streams()
             .iter()
             .filter(|s| {
                 let name = s.get("name").and_then(Value::as_str).unwrap_or_default();
-                let full_refresh = engine.manifest.delegating(name).map(|d| &d.full_refresh);
+                let full_refresh = manifest.delegating(name).map(|d| &d.full_refresh);
                 std::iter::once(*s).chain(full_refresh).all(|s| {
                     let p = &s["retriever"]["paginator"];
                     let strategy = kind(&p["pagination_strategy"]);
@@ -264,7 +316,7 @@ impl AsyncJobs for Declarative {
     fn job_streams(config: &Self::Config) -> Result<Vec<String>> {
         let engine = engine::for_config(&config.0)?;
         Ok(engine
-            .manifest
+            .manifest()?
             .streams()
             .iter()
             .filter(|s| jobs::is_async(s))

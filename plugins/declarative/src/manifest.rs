@@ -36,8 +36,9 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
             "max_concurrent_async_job_count",
         ],
     ),
-    // `dynamic_streams_check_configs` names dynamic streams to check: there are none to name.
+    // A non-empty `dynamic_streams_check_configs` is refused by `check` (lib.rs).
     ("CheckStream", &["stream_names", "dynamic_streams_check_configs"]),
+    ("CheckDynamicStream", &["stream_count", "use_check_availability"]),
     ("Spec", &["connection_specification", "documentation_url", "advanced_auth", "config_normalization_rules"]),
     (
         "DeclarativeStream",
@@ -169,6 +170,16 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
         ],
     ),
     ("InlineSchemaLoader", &["schema", "name", "primary_key"]),
+    // Read from the API (plugins/declarative/src/schema.rs).
+    (
+        "DynamicSchemaLoader",
+        &["retriever", "schema_type_identifier", "schema_transformations", "schema_filter", "name", "primary_key"],
+    ),
+    (
+        "SchemaTypeIdentifier",
+        &["schema_pointer", "key_pointer", "type_pointer", "types_mapping", "name", "primary_key"],
+    ),
+    ("TypesMap", &["target_type", "current_type", "condition", "name", "primary_key"]),
     ("AddFields", &["fields", "condition", "name", "primary_key"]),
     ("AddedFieldDefinition", &["path", "value", "value_type", "name", "primary_key"]),
     ("RemoveFields", &["field_pointers", "condition", "name", "primary_key"]),
@@ -308,6 +319,7 @@ const DEFAULT_TYPES: &[(&str, &str)] = &[
     ("DeclarativeSource.streams", "DeclarativeStream"),
     ("DeclarativeStream.retriever", "SimpleRetriever"),
     ("DeclarativeStream.schema_loader", "JsonFileSchemaLoader"),
+    ("DynamicSchemaLoader.retriever", "SimpleRetriever"),
     ("StateDelegatingStream.full_refresh_stream", "DeclarativeStream"),
     ("StateDelegatingStream.incremental_stream", "DeclarativeStream"),
     ("DefaultErrorHandler.response_filters", "HttpResponseFilter"),
@@ -361,17 +373,25 @@ pub struct Manifest {
     /// The full-refresh sides of the `StateDelegatingStream`s, whose incremental streams are
     /// among the streams (see [`crate::delegation`]).
     pub delegating: Vec<Delegating>,
+    /// The `dynamic_streams` whose streams are made from what an API answers
+    /// (`HttpComponentsResolver`): not made yet, see [`crate::dynamic::Deferred`].
+    pub deferred: Vec<crate::dynamic::Deferred>,
 }
 
 impl Manifest {
     /// Resolves and checks a manifest (the JSON form of its YAML) that has no dynamic streams.
     pub fn load(manifest: &Value) -> Result<Manifest, String> {
-        Manifest::load_with(manifest, None)
+        Manifest::load_with(manifest, None, None)
     }
 
     /// Resolves and checks a manifest, its `dynamic_streams` made with the config
-    /// (`crate::dynamic`): they join the streams after the manifest's own, as in the CDK.
-    pub fn load_with(manifest: &Value, dynamic: Option<(&Interpolator, &Value)>) -> Result<Manifest, String> {
+    /// (`crate::dynamic`): they join the streams after the manifest's own, as in the CDK. Those
+    /// an API lists are made from `fetched` (by definition), or left [`Manifest::deferred`].
+    pub fn load_with(
+        manifest: &Value,
+        dynamic: Option<(&Interpolator, &Value)>,
+        fetched: Option<&crate::dynamic::Fetched>,
+    ) -> Result<Manifest, String> {
         if !manifest.is_object() {
             return Err("the manifest must be an object (a DeclarativeSource)".into());
         }
@@ -379,13 +399,26 @@ impl Manifest {
         let mut resolved =
             Resolver { root: manifest, budget: &mut budget, visiting: HashSet::new() }.node(manifest, 0)?;
         let definitions = resolved.as_object_mut().and_then(|r| r.remove("dynamic_streams"));
+        let mut templates = std::collections::HashMap::new();
         match definitions {
             None | Some(Value::Null) => {}
             Some(Value::Array(definitions)) => {
                 let mut made = Vec::new();
                 for (i, definition) in definitions.iter().enumerate() {
+                    if crate::dynamic::lists_from_api(definition) {
+                        templates.insert(i, definition.get("stream_template").cloned().unwrap_or(Value::Null));
+                    }
+                    let listed = fetched.and_then(|f| f.get(&i)).map(Vec::as_slice);
+                    if crate::dynamic::lists_from_api(definition) && listed.is_none() {
+                        // Read as a stream of its own (its retriever checked and given its
+                        // parameters as any is), taken out of the streams below.
+                        made.push(crate::dynamic::resolver_stream(definition, i));
+                        continue;
+                    }
                     let streams = match dynamic {
-                        Some((interp, config)) => crate::dynamic::expand(definition, i, interp, config, &mut budget)?,
+                        Some((interp, config)) => {
+                            crate::dynamic::expand(definition, i, interp, config, listed, &mut budget)?
+                        }
                         None => {
                             return Err(
                                 "dynamic_streams: the streams are made from the config, which is not here".into()
@@ -443,7 +476,32 @@ impl Manifest {
                 }
             }
         }
+        // The resolvers' streams, refused or not, leave the streams here.
+        let mut deferred = Vec::new();
+        let mut resolver_refused = None;
+        refused.retain(|(name, _, why)| match crate::dynamic::resolver_index(name) {
+            Some(i) => {
+                resolver_refused.get_or_insert_with(|| format!("dynamic_streams[{i}].components_resolver: {why}"));
+                false
+            }
+            None => true,
+        });
+        if let Some(why) = resolver_refused {
+            return Err(why);
+        }
+        kept.retain(|stream| {
+            let name = stream.get("name").and_then(Value::as_str).unwrap_or_default();
+            match crate::dynamic::resolver_index(name) {
+                Some(index) => {
+                    let template = templates.remove(&index).unwrap_or(Value::Null);
+                    deferred.push(crate::dynamic::Deferred { index, resolver: stream.clone(), template });
+                    false
+                }
+                None => true,
+            }
+        });
         if kept.is_empty()
+            && deferred.is_empty()
             && let Some((_, _, why)) = refused.first()
         {
             return Err(why.clone());
@@ -453,11 +511,14 @@ impl Manifest {
         for side in &delegating {
             check_stream(&side.full_refresh, &format!("stream {}: full_refresh_stream", side.name), &mut ignored)?;
         }
+        for d in &deferred {
+            check_stream(&d.resolver, &format!("dynamic_streams[{}].components_resolver", d.index), &mut ignored)?;
+        }
         let streams = root.get("streams").and_then(Value::as_array).map_or(0, Vec::len);
-        if streams == 0 {
+        if streams == 0 && deferred.is_empty() {
             return Err("streams: a manifest needs at least one stream".into());
         }
-        Ok(Manifest { root, ignored, refused, delegating })
+        Ok(Manifest { root, ignored, refused, delegating, deferred })
     }
 
     /// The streams the engine reads (not the refused ones).

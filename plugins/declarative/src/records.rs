@@ -180,22 +180,27 @@ pub struct Shaper<'a> {
     pub transformations: &'a [Value],
     /// The record selector's `transform_before_filtering`: the filter sees transformed records.
     pub transform_first: bool,
+    /// The schema records are cast by last (`schema_normalization: Default`, see
+    /// [`crate::normalize`]).
+    pub schema: Option<std::rc::Rc<Value>>,
 }
 
 impl<'a> Shaper<'a> {
-    /// A stream's record filter (its retriever's record selector) and transformations.
-    pub fn of(engine: &'a Engine, stream: &'a Value) -> Self {
-        let filter = stream["retriever"]["record_selector"].get("record_filter").filter(|f| !f.is_null());
+    /// A stream's record filter (its retriever's record selector), transformations and
+    /// normalization; `name` is the stream's (a dynamic schema is fetched once per stream).
+    pub fn of(engine: &'a Engine, stream: &'a Value, name: &str) -> Result<Self> {
+        let selector = &stream["retriever"]["record_selector"];
+        let filter = selector.get("record_filter").filter(|f| !f.is_null());
         let transformations = stream.get("transformations").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
-        let transform_first =
-            stream["retriever"]["record_selector"].get("transform_before_filtering").and_then(Value::as_bool)
-                == Some(true);
-        Shaper { engine, filter, transformations, transform_first }
+        let transform_first = selector.get("transform_before_filtering").and_then(Value::as_bool) == Some(true);
+        let schema = engine.normalization(stream, name)?;
+        Ok(Shaper { engine, filter, transformations, transform_first, schema })
     }
 
     pub fn is_noop(&self) -> bool {
         self.filter.and_then(|f| f.get("condition")).is_none_or(|c| c.as_str().is_some_and(str::is_empty))
             && self.transformations.is_empty()
+            && self.schema.is_none()
     }
 
     /// The records that pass the filter, transformed; `stream` names the stream in errors.
@@ -213,7 +218,11 @@ impl<'a> Shaper<'a> {
                 true => self.transform_all(&mut ctx, stream)? && self.passes(&mut ctx)?,
             };
             if kept_by_filter {
-                kept.push(ctx["record"].take());
+                let mut record = ctx["record"].take();
+                if let Some(schema) = &self.schema {
+                    crate::normalize::normalize(&mut record, schema);
+                }
+                kept.push(record);
             }
         }
         Ok(kept)

@@ -288,7 +288,7 @@ pub fn read_slice(
     let decoder = retriever.get("decoder");
     let selector = &retriever["record_selector"];
     let extractor = selector.get("extractor");
-    let shaper = Shaper::of(engine, stream);
+    let shaper = Shaper::of(engine, stream, name)?;
     // By the stream's place in the manifest (a parent stream may share a name with another).
     let plan = engine.plan(&format!("{name}@{:p}", stream), || Plan {
         fixed_path: fixed_path(decoder, extractor, paginator),
@@ -589,13 +589,28 @@ fn next_token(
 /// Every record of a stream (all partitions, all pages), with the partition each came from: for
 /// a substream router's parent.
 pub fn read_all(engine: &Engine, stream: &Value, max: usize) -> Result<Vec<(Map<String, Value>, Value)>> {
+    let mut out = Vec::new();
+    read_each(engine, stream, max, |scope, record| out.push((scope.partition.clone(), record)))?;
+    Ok(out)
+}
+
+/// Every record of a stream with the whole slice it was read in (`stream_slice`, extra fields
+/// and all): what an `HttpComponentsResolver` makes streams from.
+pub fn read_all_slices(engine: &Engine, stream: &Value, max: usize) -> Result<Vec<(Value, Value)>> {
+    let mut out = Vec::new();
+    read_each(engine, stream, max, |scope, record| out.push((scope.slice(), record)))?;
+    Ok(out)
+}
+
+/// Hands every record of a stream to `each` with its slice; at most `max` of them.
+fn read_each(engine: &Engine, stream: &Value, max: usize, mut each: impl FnMut(&Scope, Value)) -> Result<()> {
     let name = stream.get("name").and_then(Value::as_str).unwrap_or("parent");
     let retriever = &stream["retriever"];
     if kind(retriever) != "SimpleRetriever" {
         return Err(Error::config(format!("the parent stream {name} must use a SimpleRetriever")));
     }
     let cursor = Cursor::of(engine, stream)?;
-    let mut out = Vec::new();
+    let mut count = 0;
     for scope in parent_scopes(engine, stream, cursor.as_ref(), name)? {
         let mut next = None;
         for _ in 0..MAX_PAGES {
@@ -606,10 +621,11 @@ pub fn read_all(engine: &Engine, stream: &Value, max: usize) -> Result<Vec<(Map<
                 )));
             }
             for r in paged.records {
-                if out.len() >= max {
-                    return Err(Error::system(format!("the parent stream {name} has more than {max} records")));
+                if count >= max {
+                    return Err(Error::system(format!("the stream {name} has more than {max} records")));
                 }
-                out.push((scope.partition.clone(), serde_json::from_str(&r)?));
+                count += 1;
+                each(&scope, serde_json::from_str(&r)?);
             }
             match paged.next {
                 Some(n) => next = Some(n),
@@ -617,7 +633,26 @@ pub fn read_all(engine: &Engine, stream: &Value, max: usize) -> Result<Vec<(Map<
             }
         }
     }
-    Ok(out)
+    Ok(())
+}
+
+/// The first record a retriever reads from an empty slice (as the CDK's `read_records({})`
+/// reads: no partition router, no cursor), pages followed until one passes the filter; what a
+/// `DynamicSchemaLoader` builds a schema from.
+pub fn first_record(engine: &Engine, stream: &Value, name: &str) -> Result<Option<Value>> {
+    let scope = Scope::default();
+    let mut next = None;
+    for _ in 0..MAX_PAGES {
+        let paged = read_slice(engine, stream, None, &scope, next, name)?;
+        if let Some(first) = paged.records.first() {
+            return Ok(Some(serde_json::from_str(first)?));
+        }
+        match paged.next {
+            Some(n) if !paged.reset => next = Some(n),
+            _ => return Ok(None),
+        }
+    }
+    Err(Error::system(format!("{name}: more than {MAX_PAGES} pages without a record")))
 }
 
 /// A parent stream's slices, routers and cursor windows alike.

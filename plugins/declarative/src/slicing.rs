@@ -272,7 +272,7 @@ impl Cursor {
 pub fn partitions(engine: &Engine, stream_name: &str, state: Option<&Value>) -> Result<Vec<Partition>> {
     // A StateDelegatingStream without a state (or with one past the API's retention) reads its
     // full-refresh stream, from nothing.
-    if let Some(delegating) = engine.manifest.delegating(stream_name)
+    if let Some(delegating) = engine.delegating(stream_name)?
         && crate::delegation::reads_in_full(engine, delegating, state)?
     {
         let mut partitions = partitions_of(engine, &delegating.full_refresh, stream_name, None)?;

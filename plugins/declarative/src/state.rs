@@ -38,7 +38,7 @@ pub fn is_empty(state: Option<&Value>) -> bool {
 /// Every incremental stream's state is the CDK's.
 pub fn shaped_streams(engine: &Engine) -> Result<Vec<String>> {
     let mut names = Vec::new();
-    for stream in engine.manifest.streams() {
+    for stream in engine.manifest()?.streams() {
         let name = stream.get("name").and_then(Value::as_str).unwrap_or_default();
         if engine.cursor(name)?.is_some() {
             names.push(name.to_string());
@@ -99,7 +99,7 @@ pub fn to_host(engine: &Engine, stream: &str, state: &Value) -> Result<Option<Va
     }
     // Past the API's retention, a StateDelegatingStream's state is dropped as the CDK drops it
     // (the sync reads in full, see `crate::delegation`).
-    if let Some(delegating) = engine.manifest.delegating(stream)
+    if let Some(delegating) = engine.delegating(stream)?
         && crate::delegation::past_retention(engine, delegating, state)?
     {
         return Ok(Some(json!({})));

@@ -287,6 +287,12 @@ impl DemoApi {
         self.shared.set_events(events);
     }
 
+    /// Sets what `GET /v2/documents/{name}` answers (any JSON, as it is): the metadata an API
+    /// describes its own objects with, for manifests that make streams or schemas from it.
+    pub fn set_document(&self, name: &str, document: serde_json::Value) {
+        self.shared.set_document(name, document);
+    }
+
     /// The configuration the server runs with.
     pub fn config(&self) -> &DemoApiConfig {
         &self.shared.cfg

@@ -65,6 +65,8 @@ struct Inner {
     throttled_pages: HashSet<u64>,
     /// What `/v2/events` serves (see [`super::events`]).
     events: Vec<serde_json::Value>,
+    /// What `/v2/documents/{name}` serves, by name.
+    documents: HashMap<String, serde_json::Value>,
 }
 
 /// Issued tokens and when each stops being accepted (`None`: never).
@@ -106,6 +108,15 @@ impl Shared {
 
     pub fn set_events(&self, events: Vec<serde_json::Value>) {
         self.lock().events = events;
+    }
+
+    /// The document `/v2/documents/{name}` serves, if one was set.
+    pub fn document(&self, name: &str) -> Option<serde_json::Value> {
+        self.lock().documents.get(name).cloned()
+    }
+
+    pub fn set_document(&self, name: &str, document: serde_json::Value) {
+        self.lock().documents.insert(name.to_string(), document);
     }
 
     pub fn stats(&self) -> Stats {

@@ -63,6 +63,15 @@ pub(super) fn router() -> Router<AppState> {
         .route("/v2/accounts/{id}/items", get(account_items))
         .route("/v2/events", get(super::events::events).put(super::events::set_events))
         .route("/v2/event_accounts", get(super::events::event_accounts))
+        .route("/v2/documents/{name}", get(document))
+}
+
+/// `GET /v2/documents/{name}`: the document a test set, or 404.
+async fn document(State(shared): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<serde_json::Value>> {
+    shared
+        .document(&name)
+        .map(Json)
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("no document {name:?}")))
 }
 
 /// The `Authorization` value for HTTP basic authentication: `Basic base64(username:password)`.
