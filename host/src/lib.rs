@@ -56,10 +56,9 @@ pub use net::hooks::{Answer, Attempt, BoxFuture, HttpHooks, Outcome as AttemptOu
 pub use run::jobs::JobOptions;
 pub use run::policy::Policy;
 pub use run::read::StreamSummary;
-pub use run::request::{Action, Outcome, ReadReport, RunError, RunReport, RunRequest, Selection};
+pub use run::request::{Action, Outcome, ReadReport, RunError, RunReport, RunRequest, RunUsage, Selection};
 pub use run::runtime::{Runtime, RuntimeOptions};
 pub use run::schedule::Concurrency;
-pub use run::session::RunUsage;
 pub use run::stop::Stop;
 pub use storage::replay::{
     Cadence, Compression, LakeOptions, Location, Manifest, ReplayOptions, ReplayReport, Segment, StorageOptions,

@@ -333,13 +333,13 @@ static STREAMED_LINES: Target = Target {
             rest = &rest[size..];
         }
         let mut body = OpenBody::new(BodySource::Chunks(chunks), "http://api/fuzz".into());
-        let stats = crate::net::egress::EgressStats::default();
+        let received = std::sync::atomic::AtomicU64::default();
         let cap = rng.usize(1..=64 * KIB);
         // A body of chunks never waits: each read is ready when first polled.
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         for _ in 0..=input.len() {
             let max_lines = rng.u32(1..=1000);
-            let mut read = std::pin::pin!(body.read_lines(max_lines, cap, &stats));
+            let mut read = std::pin::pin!(body.read_lines(max_lines, cap, &received));
             let std::task::Poll::Ready(result) = read.as_mut().poll(&mut cx) else { panic!("a body of chunks waited") };
             match result {
                 Ok(lines) if !lines.end => {}

@@ -436,7 +436,7 @@ fn compile_child() -> Result<()> {
     limit_memory(memory)?;
     let mut wasm = Vec::new();
     std::io::stdin().read_to_end(&mut wasm)?;
-    let engine = wasmtime::Engine::new(&super::engine::engine_config(stack)).map_err(|e| anyhow!("{e}"))?;
+    let engine = wasmtime::Engine::new(&engine_config(stack)).map_err(|e| anyhow!("{e}"))?;
     let compiled = engine.precompile_component(&wasm).map_err(|e| CompileError::Invalid(format!("{e:#}")))?;
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(HELPER_MAGIC)?;
@@ -462,6 +462,24 @@ fn limit_memory(_: u64) -> Result<()> {
     Ok(())
 }
 
+/// The engine settings that compiled code depends on: the helper compiles with them and the
+/// run's engine (`guest::engine`) loads with them, so its output loads there.
+pub(crate) fn engine_config(wasm_stack_bytes: usize) -> wasmtime::Config {
+    let mut config = wasmtime::Config::new();
+    config.wasm_component_model(true);
+    // Guests get a bounded stack; async host calls need a larger fiber stack than that.
+    config.max_wasm_stack(wasm_stack_bytes);
+    // Host calls run on the same fiber as the guest: room for them beyond the guest's stack.
+    config.async_stack_size(wasm_stack_bytes + (3 << 19));
+    // CPU budgets: the epoch advances on a ticker thread; guests check it cheaply.
+    config.epoch_interruption(true);
+    // For profiling a run with `perf record` (docs/architecture.md): names for the guests' code.
+    if std::env::var_os("SLUICE_PERF_MAP").is_some() {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
+    config
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -473,7 +491,7 @@ mod tests {
     fn only_a_declared_helper_compiles_out_of_process() {
         assert_eq!(CompileLimits::in_child_process().helper, None);
         let echo = CompileLimits { helper: Some("/bin/echo".into()), ..Default::default() };
-        let engine = wasmtime::Engine::new(&super::super::engine::engine_config(512 << 10)).unwrap();
+        let engine = wasmtime::Engine::new(&super::engine_config(512 << 10)).unwrap();
         let err = echo.compile(&engine, b"\0asm\x0d\0\x01\0", 512 << 10).unwrap_err().to_string();
         assert!(err.contains("/bin/echo is not a compile helper"), "{err}");
     }
@@ -512,7 +530,7 @@ mod tests {
             .unwrap();
         std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
         let limits = CompileLimits { helper: Some(script), timeout: Duration::from_secs(50), ..Default::default() };
-        let engine = wasmtime::Engine::new(&super::super::engine::engine_config(512 << 10)).unwrap();
+        let engine = wasmtime::Engine::new(&super::engine_config(512 << 10)).unwrap();
         let err = limits.compile(&engine, b"\0asm\x0d\0\x01\0", 512 << 10).unwrap_err();
         assert!(matches!(&err, CompileError::Helper(m) if m.contains("wrote more than")), "{err}");
     }
@@ -522,7 +540,7 @@ mod tests {
     #[test]
     fn a_failed_compile_is_remembered() {
         let limits = CompileLimits { timeout: Duration::from_secs(7), ..Default::default() };
-        let engine = wasmtime::Engine::new(&super::super::engine::engine_config(512 << 10)).unwrap();
+        let engine = wasmtime::Engine::new(&super::engine_config(512 << 10)).unwrap();
         let sha = "remembered-test-sha";
         let first = limits.compile_remembered(&engine, b"\0asm\x0d\0\x01\0\xff", sha, 512 << 10, None).unwrap_err();
         assert!(matches!(&first, CompileError::Invalid(m) if !m.contains("remembered")), "{first}");
@@ -543,7 +561,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("sha-engine.failed");
         let limits = CompileLimits { timeout: Duration::from_secs(9), ..Default::default() };
-        let engine = wasmtime::Engine::new(&super::super::engine::engine_config(512 << 10)).unwrap();
+        let engine = wasmtime::Engine::new(&super::engine_config(512 << 10)).unwrap();
         let sha = "remembered-on-disk-sha";
         let bad = b"\0asm\x0d\0\x01\0\xff";
         assert!(limits.compile_remembered(&engine, bad, sha, 512 << 10, Some(&marker)).is_err());

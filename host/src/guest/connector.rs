@@ -163,7 +163,7 @@ impl Connector {
             // at full speed, yielding at every tick all the same), or always if the policy says.
             let pause = match spent > BUSY_GRACE {
                 false => None,
-                true if crate::guest::sandbox::guests_wanting_cpu() > crate::guest::sandbox::cores() => {
+                true if crate::guest::sandbox::guests_wanting_cpu() > crate::guest::limits::cores() => {
                     Some((BUSY_PAUSE, &usage.throttled_nanos))
                 }
                 true if throttle == Throttle::Always => Some((BUSY_PAUSE, &usage.policy_throttled_nanos)),

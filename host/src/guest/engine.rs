@@ -11,7 +11,7 @@ use crate::bindings::{
     WIT_PACKAGE, WIT_VERSION,
 };
 use crate::guest::cache::ComponentCache;
-use crate::guest::compile::CompileLimits;
+use crate::guest::compile::{CompileLimits, engine_config};
 use crate::guest::limits::Limits;
 use crate::guest::sandbox::{GuestState, MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES};
 use anyhow::{Context, Result, anyhow, bail};
@@ -306,24 +306,6 @@ impl Engine {
             if exports.is_empty() { "nothing".to_string() } else { exports.join(", ") }
         )
     }
-}
-
-/// The engine settings that compiled code depends on, shared with the compile helper (its
-/// output must load in this engine).
-pub(crate) fn engine_config(wasm_stack_bytes: usize) -> wasmtime::Config {
-    let mut config = wasmtime::Config::new();
-    config.wasm_component_model(true);
-    // Guests get a bounded stack; async host calls need a larger fiber stack than that.
-    config.max_wasm_stack(wasm_stack_bytes);
-    // Host calls run on the same fiber as the guest: room for them beyond the guest's stack.
-    config.async_stack_size(wasm_stack_bytes + (3 << 19));
-    // CPU budgets: the epoch advances on a ticker thread; guests check it cheaply.
-    config.epoch_interruption(true);
-    // For profiling a run with `perf record` (docs/architecture.md): names for the guests' code.
-    if std::env::var_os("SLUICE_PERF_MAP").is_some() {
-        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
-    }
-    config
 }
 
 /// One OS thread per engine advances its epoch (a tokio task could be starved by busy workers).

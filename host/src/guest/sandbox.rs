@@ -121,12 +121,6 @@ pub fn guests_wanting_cpu() -> usize {
     WANTING_CPU.load(AtomicOrdering::Relaxed)
 }
 
-/// The cores guests share.
-pub fn cores() -> usize {
-    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-}
-
 impl GuestClock {
     fn lock(&self) -> std::sync::MutexGuard<'_, ClockState> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
@@ -419,13 +413,13 @@ impl GuestState {
     async fn read_body<T>(
         &mut self,
         body: u32,
-        read: impl AsyncFnOnce(&mut OpenBody, usize, &crate::net::egress::EgressStats) -> Result<T, BodyError>,
+        read: impl AsyncFnOnce(&mut OpenBody, usize, &std::sync::atomic::AtomicU64) -> Result<T, BodyError>,
     ) -> Result<T, BodyError> {
         let egress = self.egress.clone();
         let cap = self.body_piece_cap();
         let open = self.bodies.get(body)?;
         self.clock.suspend();
-        let result = read(open, cap, &egress.stats).await;
+        let result = read(open, cap, &egress.stats.bytes_in).await;
         self.clock.resume();
         self.close_when_done(body, result.is_err());
         result

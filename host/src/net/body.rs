@@ -4,10 +4,22 @@
 //! host the same memory. The response cap bounds each piece handed to the guest (and so the
 //! longest line), not the body.
 
-use super::egress::EgressStats;
 use crate::bindings::BodyError;
 use bytes::Bytes;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// An error with the errors that caused it, as one line (reqwest's own text says only "error
+/// decoding response body"). Here, the lowest of the network's files, so egress uses it too.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
 
 /// Bodies one instance (one partition) may hold open at once: each holds a connection.
 pub const MAX_OPEN_BODIES: usize = 4;
@@ -24,12 +36,12 @@ pub enum BodySource {
 }
 
 impl BodySource {
-    async fn next_chunk(&mut self, stats: &EgressStats) -> Result<Option<Bytes>, String> {
+    async fn next_chunk(&mut self, bytes_in: &AtomicU64) -> Result<Option<Bytes>, String> {
         match self {
             BodySource::Network(resp) => {
-                let chunk = resp.chunk().await.map_err(|e| super::egress::error_chain(&e))?;
+                let chunk = resp.chunk().await.map_err(|e| error_chain(&e))?;
                 if let Some(c) = &chunk {
-                    stats.bytes_in.fetch_add(c.len() as u64, Ordering::Relaxed);
+                    bytes_in.fetch_add(c.len() as u64, Ordering::Relaxed);
                 }
                 Ok(chunk)
             }
@@ -72,10 +84,10 @@ impl OpenBody {
 
     /// Receives the next chunk (or the end), keeping only what is not handed out yet (callers
     /// refuse an unfinished line past the cap before asking for more).
-    async fn fill(&mut self, stats: &EgressStats) -> Result<(), BodyError> {
+    async fn fill(&mut self, bytes_in: &AtomicU64) -> Result<(), BodyError> {
         self.pending.drain(..self.start);
         self.start = 0;
-        match self.source.next_chunk(stats).await {
+        match self.source.next_chunk(bytes_in).await {
             Ok(Some(chunk)) => {
                 self.pending.extend_from_slice(&chunk);
                 Ok(())
@@ -97,7 +109,7 @@ impl OpenBody {
     /// looked at once however the body is cut into chunks: what was scanned before a chunk came
     /// is not scanned again (a line sent a byte at a time used to be rescanned after every byte,
     /// quadratic in its length).
-    pub async fn read_lines(&mut self, max_lines: u32, cap: usize, stats: &EgressStats) -> Result<Lines, BodyError> {
+    pub async fn read_lines(&mut self, max_lines: u32, cap: usize, bytes_in: &AtomicU64) -> Result<Lines, BodyError> {
         let max_lines = max_lines.max(1);
         // The end of the last complete line that fits, how many lines that is, and how much of
         // the unread bytes was scanned (offsets into `unread()`, which `fill` keeps in place).
@@ -128,7 +140,7 @@ impl OpenBody {
                 // More than a piece may hold: the complete lines that fit, or a line too long.
                 return if count > 0 { self.hand_out(end, count, false) } else { Err(self.too_long(cap)) };
             }
-            self.fill(stats).await?;
+            self.fill(bytes_in).await?;
         }
     }
 
@@ -143,10 +155,10 @@ impl OpenBody {
     }
 
     /// Up to `max` more bytes (at most `cap`); empty only at the end.
-    pub async fn read_bytes(&mut self, max: u32, cap: usize, stats: &EgressStats) -> Result<Vec<u8>, BodyError> {
+    pub async fn read_bytes(&mut self, max: u32, cap: usize, bytes_in: &AtomicU64) -> Result<Vec<u8>, BodyError> {
         let max = (max.max(1) as usize).min(cap.max(1));
         while self.unread().is_empty() && !self.ended {
-            self.fill(stats).await?;
+            self.fill(bytes_in).await?;
         }
         let take = self.unread().len().min(max);
         let out = self.unread()[..take].to_vec();
@@ -202,40 +214,40 @@ mod tests {
 
     #[tokio::test]
     async fn lines_come_in_pieces_of_the_size_asked() {
-        let stats = EgressStats::default();
+        let received = AtomicU64::default();
         let mut body = memory("a\r\nb\n\nc");
-        let first = body.read_lines(2, 100, &stats).await.unwrap();
+        let first = body.read_lines(2, 100, &received).await.unwrap();
         assert_eq!((first.text.as_str(), first.count, first.end), ("a\r\nb\n", 2, false));
-        let rest = body.read_lines(10, 100, &stats).await.unwrap();
+        let rest = body.read_lines(10, 100, &received).await.unwrap();
         assert_eq!((rest.text.as_str(), rest.count, rest.end), ("\nc", 2, true));
         assert!(body.done());
         let mut terminated = memory("x\ny\n");
-        let all = terminated.read_lines(10, 100, &stats).await.unwrap();
+        let all = terminated.read_lines(10, 100, &received).await.unwrap();
         assert_eq!((all.text.as_str(), all.count, all.end), ("x\ny\n", 2, true));
     }
 
     #[tokio::test]
     async fn a_piece_stays_under_the_cap_and_a_longer_line_is_refused() {
-        let stats = EgressStats::default();
+        let received = AtomicU64::default();
         let mut body = memory("aaaa\nbbbb\ncccc\n");
-        let piece = body.read_lines(10, 11, &stats).await.unwrap();
+        let piece = body.read_lines(10, 11, &received).await.unwrap();
         assert_eq!((piece.text.as_str(), piece.count), ("aaaa\nbbbb\n", 2));
         let mut long = memory("0123456789\n");
-        assert!(matches!(long.read_lines(10, 5, &stats).await, Err(BodyError::TooLarge(_))));
+        assert!(matches!(long.read_lines(10, 5, &received).await, Err(BodyError::TooLarge(_))));
         let mut unterminated = memory("0123456789");
-        assert!(matches!(unterminated.read_lines(10, 5, &stats).await, Err(BodyError::TooLarge(_))));
+        assert!(matches!(unterminated.read_lines(10, 5, &received).await, Err(BodyError::TooLarge(_))));
     }
 
     #[tokio::test]
     async fn bytes_and_text_errors() {
-        let stats = EgressStats::default();
+        let received = AtomicU64::default();
         let mut body = memory("abcdef");
-        assert_eq!(body.read_bytes(4, 100, &stats).await.unwrap(), b"abcd");
-        assert_eq!(body.read_bytes(4, 100, &stats).await.unwrap(), b"ef");
-        assert!(body.read_bytes(4, 100, &stats).await.unwrap().is_empty());
+        assert_eq!(body.read_bytes(4, 100, &received).await.unwrap(), b"abcd");
+        assert_eq!(body.read_bytes(4, 100, &received).await.unwrap(), b"ef");
+        assert!(body.read_bytes(4, 100, &received).await.unwrap().is_empty());
         let mut binary = OpenBody::new(BodySource::Memory(Some(Bytes::from_static(b"ok\n\xff\n"))), "u".into());
         assert!(
-            matches!(binary.read_lines(10, 100, &stats).await, Err(BodyError::NotText(m)) if m.contains("not UTF-8"))
+            matches!(binary.read_lines(10, 100, &received).await, Err(BodyError::NotText(m)) if m.contains("not UTF-8"))
         );
     }
 
@@ -243,20 +255,20 @@ mod tests {
     /// host CPU for 1 MiB. Now each byte is scanned once.
     #[tokio::test]
     async fn a_line_in_one_byte_chunks_is_scanned_once() {
-        let stats = EgressStats::default();
+        let received = AtomicU64::default();
         let len = 256 << 10;
         let chunks = |text: Vec<u8>| text.into_iter().map(|b| Bytes::from(vec![b])).collect();
         let mut line = vec![b'x'; len];
         line.extend(b"\nnext\n");
         let mut body = OpenBody::new(BodySource::Chunks(chunks(line)), "http://api/x".into());
-        let first = body.read_lines(1, len + 1, &stats).await.unwrap();
+        let first = body.read_lines(1, len + 1, &received).await.unwrap();
         assert_eq!((first.text.len(), first.count), (len + 1, 1));
-        let rest = body.read_lines(10, len + 1, &stats).await.unwrap();
+        let rest = body.read_lines(10, len + 1, &received).await.unwrap();
         assert_eq!((rest.text.as_str(), rest.count, rest.end), ("next\n", 1, true));
         assert!(body.scanned <= len + 8, "{} bytes scanned for a body of {}", body.scanned, len + 6);
         // A line past the cap is still refused as soon as it is longer than the cap.
         let mut long = OpenBody::new(BodySource::Chunks(chunks(vec![b'y'; 4096])), "http://api/x".into());
-        assert!(matches!(long.read_lines(1, 1000, &stats).await, Err(BodyError::TooLarge(_))));
+        assert!(matches!(long.read_lines(1, 1000, &received).await, Err(BodyError::TooLarge(_))));
         assert!(long.scanned <= 1001, "{}", long.scanned);
     }
 

@@ -6,7 +6,7 @@
 //! `capabilities`) and granted by the operator (`--allow-host`); anything else fails with
 //! `denied` before any network I/O. Redirects are re-checked hop by hop.
 
-use super::body::BodySource;
+use super::body::{BodySource, error_chain};
 use super::grants::{EgressPolicy, is_internal};
 use super::hooks::{Answer, Attempt, HttpHooks, Outcome, Timing};
 use crate::bindings::{HttpError, Request, Response};
@@ -533,17 +533,6 @@ fn classify(e: reqwest::Error) -> Failure {
     } else {
         Failure::Other(HttpError::Connection(text))
     }
-}
-
-pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 use crate::bindings::JobSettings;
 use crate::data::protocol::{Output, OutputClosed};
 use crate::guest::connector::{CallError, Connector, Instance};
-use crate::run::read::emit_logs;
+use crate::run::logs::emit_logs;
 use std::collections::HashSet;
 
 /// The answers, each as the call gave it.
@@ -72,4 +72,34 @@ pub async fn ask(connector: &Connector, out: &Output) -> Result<Answers, OutputC
         false => Ok(connector.stepped.get().cloned().unwrap_or_default()),
     };
     Ok(Answers { jobs, resumable, shaped, stepped, instance: asking.kept })
+}
+
+/// Asks a fresh instance for a set of streams (`ask`: those that resume, those read in steps);
+/// when it cannot say, a warning (`warning` says what the run does instead), and none. `out`,
+/// when given, gets the connector's logs and the warning.
+pub async fn ask_streams(
+    connector: &Connector,
+    out: Option<&Output>,
+    ask: impl AsyncFnOnce(&mut Instance) -> Result<Vec<String>, CallError>,
+    warning: impl FnOnce(&CallError) -> String,
+) -> Result<HashSet<String>, OutputClosed> {
+    let asked = match connector.instance().await {
+        Ok(mut instance) => {
+            let asked = ask(&mut instance).await;
+            if let Some(out) = out {
+                emit_logs(out, instance.take_logs()).await?;
+            }
+            asked
+        }
+        Err(e) => Err(e),
+    };
+    match asked {
+        Ok(streams) => Ok(streams.into_iter().collect()),
+        Err(e) => {
+            if let Some(out) = out {
+                out.log("WARN", &warning(&e)).await?;
+            }
+            Ok(HashSet::new())
+        }
+    }
 }

@@ -17,7 +17,7 @@
 use crate::bindings::{self, JobStatus, Partition};
 use crate::data::protocol::{Output, OutputClosed};
 use crate::guest::connector::{CallError, Connector, Instance};
-use crate::run::read::emit_logs;
+use crate::run::logs::emit_logs;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -7,7 +7,9 @@
 
 pub mod asked;
 pub mod jobs;
+pub mod logs;
 pub mod pipeline;
+pub mod plugins;
 pub mod policy;
 pub mod progress;
 pub mod read;

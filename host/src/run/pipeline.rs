@@ -4,17 +4,21 @@
 //! offline replay, the embedder's own), does the request's action, and ends the output: a
 //! TRACE for a failure, the lake sealed with the run's outcome, every byte flushed.
 
+use super::plugins::Plugins;
+use super::policy::Policy;
 use super::progress::Progress;
 use super::request::{Action, Outcome, RunError, RunReport, RunRequest, Selection};
-use super::runtime::Runtime;
+use super::schedule::Concurrency;
 use super::session::{self, HttpSetup};
+use super::stop::Stop;
 use crate::data::catalog::{self, Selected};
 use crate::data::protocol::{FailureType, Format, Output, airbyte};
+use crate::data::state::InputState;
 use crate::guest::connector::Connector;
-use crate::guest::engine::POOLED_MAX_MEMORY;
+use crate::guest::engine::{POOLED_MAX_MEMORY, Plugin};
 use crate::guest::manifest::RunHints;
-use crate::run::read::{StreamSummary, emit_logs};
-use crate::storage::recording::Cassette;
+use crate::run::logs::emit_logs;
+use crate::run::read::StreamSummary;
 use crate::storage::replay::{Opened, StorageOptions};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -23,8 +27,8 @@ use std::time::Duration;
 /// How long a stopping read may take to clean up (abort its report jobs, one at a time).
 pub const STOP_GRACE: Duration = Duration::from_secs(15);
 
-/// Runs `request` to the end; see [`Runtime::run`].
-pub(crate) async fn execute(runtime: &Runtime, mut request: RunRequest) -> RunReport {
+/// Runs `request` to the end; see [`crate::Runtime::run`].
+pub(crate) async fn execute(plugins: &Plugins, mut request: RunRequest) -> RunReport {
     let (format, stop, is_read) = (request.format, request.stop.clone(), request.is_read());
     let storage = std::mem::take(&mut request.storage);
     let record_http = storage.record_http;
@@ -43,7 +47,7 @@ pub(crate) async fn execute(runtime: &Runtime, mut request: RunRequest) -> RunRe
             let policy = &request.policy_source.described;
             work_out.log("INFO", &format!("policy: {policy}; replay storage: this run is kept at {uri}")).await?;
         }
-        act(runtime, &work_out, request, record_http).await
+        act(plugins, &work_out, request, record_http).await
     });
     let stopped_by = |reason: &str| RunError { message: reason.to_string(), failure: FailureType::Transient };
     let (result, stopped) = tokio::select! {
@@ -123,7 +127,7 @@ async fn open_storage(storage: StorageOptions, format: Format) -> Result<Opened,
 }
 
 /// The request's action, on a plugin loaded through the runtime.
-async fn act(runtime: &Runtime, out: &Output, request: RunRequest, record_http: bool) -> Result<Outcome, RunError> {
+async fn act(plugins: &Plugins, out: &Output, request: RunRequest, record_http: bool) -> Result<Outcome, RunError> {
     let RunRequest {
         plugin: path,
         config,
@@ -144,7 +148,7 @@ async fn act(runtime: &Runtime, out: &Output, request: RunRequest, record_http: 
         return Err(RunError::config("the config must be a JSON object"));
     }
     policy.limits.check().map_err(RunError::config)?;
-    let engine = runtime.engine();
+    let engine = plugins.engine();
     if policy.limits.wasm_stack_bytes != engine.wasm_stack_bytes() {
         return Err(RunError::config(format!(
             "this runtime's guests have a {} KiB stack; a run cannot ask for {} KiB (the stack is an engine setting)",
@@ -159,8 +163,8 @@ async fn act(runtime: &Runtime, out: &Output, request: RunRequest, record_http: 
             POOLED_MAX_MEMORY >> 20
         )));
     }
-    let replay = load_recording(http_replay).await?;
-    let plugin = runtime.plugin(&path, &policy_source.described, out).await?;
+    let replay = session::load_recording(http_replay).await?;
+    let plugin = plugins.plugin(&path, &policy_source.described, out).await?;
     for warning in &policy_source.warnings {
         out.log("WARN", warning).await?;
     }
@@ -171,36 +175,8 @@ async fn act(runtime: &Runtime, out: &Output, request: RunRequest, record_http: 
     let http = HttpSetup { options: http, replay, record: record_http, hooks: http_hooks };
     let config = config.to_string();
     match action {
-        Action::Spec => {
-            let connector = Connector::new(plugin, "{}".into(), Arc::new(session::no_egress()?), policy.limits);
-            let mut instance =
-                connector.instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
-            let spec = instance.spec().await;
-            emit_logs(out, instance.take_logs()).await?;
-            let spec = spec.map_err(|e| RunError::call("spec failed", e))?;
-            let spec = session::parse_guest_json("spec", &spec)?;
-            out.message(&airbyte::spec(spec.clone())).await?;
-            Ok(Outcome::Spec(spec))
-        }
-        Action::Check => {
-            let connector = match session::open(plugin, config, &policy, http, out, false, true).await {
-                Ok(c) => c,
-                // A config the connector cannot take, or a connector that crashes in `spec` or
-                // `capabilities`, is a failed check (as the Airbyte CDK reports it), not a crash.
-                Err(e) => {
-                    let message = out.secrets.mask_text(&e.message);
-                    out.message(&airbyte::connection_status(Err(message.clone()))).await?;
-                    return Ok(Outcome::Check(Err(message)));
-                }
-            };
-            let mut instance =
-                connector.instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
-            let result = instance.check(&connector.config).await;
-            emit_logs(out, instance.take_logs()).await?;
-            let result = result.map_err(|e| out.secrets.mask_text(&e.message()));
-            out.message(&airbyte::connection_status(result.clone())).await?;
-            Ok(Outcome::Check(result))
-        }
+        Action::Spec => spec(plugin, &policy, out).await,
+        Action::Check => check(plugin, config, &policy, http, out).await,
         Action::Discover => {
             let connector = session::open(plugin, config, &policy, http, out, false, true).await?;
             let streams = session::discover(&connector, out).await?;
@@ -213,48 +189,95 @@ async fn act(runtime: &Runtime, out: &Output, request: RunRequest, record_http: 
         }
         Action::Read { selection, full_refresh } => {
             let connector = session::open(plugin, config, &policy, http, out, true, true).await?;
-            let streams = session::discover(&connector, out).await?;
-            let by_name = |name: &str| Selected { name: name.to_string(), ..Default::default() };
-            let lenient = matches!(selection, Selection::Catalog(_));
-            let selection: Vec<Selected> = match selection {
-                Selection::All => streams.iter().map(|s| by_name(&s.name)).collect(),
-                Selection::Streams(names) => {
-                    names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()).map(by_name).collect()
-                }
-                Selection::Catalog(selected) => selected,
-            };
-            let resolved = session::select(&streams, &selection, full_refresh, &state, lenient)?;
-            for name in &resolved.in_full {
-                let message = format!(
-                    "stream {name} has no cursor field, so it cannot be read incrementally: it is read in full \
-                     (full_refresh), as the catalog's incremental sync mode allows no other way"
-                );
-                out.log("WARN", &message).await?;
-            }
-            for name in &resolved.missing {
-                session::report_missing(out, name).await?;
-            }
-            let progress = Arc::new(Progress::new(progress));
-            let mut report =
-                session::read(connector, out, resolved.streams, concurrency, progress, state, &stop).await?;
-            report.streams.extend(resolved.missing.into_iter().map(|name| StreamSummary {
-                name,
-                failed: true,
-                ..Default::default()
-            }));
-            Ok(Outcome::Read(report))
+            let read = Read { selection, full_refresh, state, concurrency, progress, stop };
+            read.run(connector, out).await
         }
     }
 }
 
-/// The recording a run's HTTP is replayed from, if any (blocking I/O, off the workers).
-pub(crate) async fn load_recording(uri: Option<String>) -> Result<Option<Arc<Cassette>>, RunError> {
-    let Some(uri) = uri else { return Ok(None) };
-    let cassette = tokio::task::spawn_blocking(move || Cassette::load(&uri))
-        .await
-        .map_err(|e| RunError::system(format!("cannot load the HTTP recording: {e}")))?
-        .map_err(|e| RunError::config(format!("cannot load the HTTP recording: {e:#}")))?;
-    Ok(Some(Arc::new(cassette)))
+/// SPEC: the plugin's config specification, asked with no config and no egress.
+async fn spec(plugin: Arc<Plugin>, policy: &Policy, out: &Output) -> Result<Outcome, RunError> {
+    let connector = Connector::new(plugin, "{}".into(), Arc::new(session::no_egress()?), policy.limits.clone());
+    let mut instance = connector.instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
+    let spec = instance.spec().await;
+    emit_logs(out, instance.take_logs()).await?;
+    let spec = spec.map_err(|e| RunError::call("spec failed", e))?;
+    let spec = session::parse_guest_json("spec", &spec)?;
+    out.message(&airbyte::spec(spec.clone())).await?;
+    Ok(Outcome::Spec(spec))
+}
+
+/// CONNECTION_STATUS: the connector's own check, with the config and egress a read would have.
+async fn check(
+    plugin: Arc<Plugin>,
+    config: String,
+    policy: &Policy,
+    http: HttpSetup,
+    out: &Output,
+) -> Result<Outcome, RunError> {
+    let connector = match session::open(plugin, config, policy, http, out, false, true).await {
+        Ok(c) => c,
+        // A config the connector cannot take, or a connector that crashes in `spec` or
+        // `capabilities`, is a failed check (as the Airbyte CDK reports it), not a crash.
+        Err(e) => {
+            let message = out.secrets.mask_text(&e.message);
+            out.message(&airbyte::connection_status(Err(message.clone()))).await?;
+            return Ok(Outcome::Check(Err(message)));
+        }
+    };
+    let mut instance = connector.instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
+    let result = instance.check(&connector.config).await;
+    emit_logs(out, instance.take_logs()).await?;
+    let result = result.map_err(|e| out.secrets.mask_text(&e.message()));
+    out.message(&airbyte::connection_status(result.clone())).await?;
+    Ok(Outcome::Check(result))
+}
+
+/// What a read was asked for, beyond the connector it reads with.
+struct Read {
+    selection: Selection,
+    full_refresh: bool,
+    state: InputState,
+    concurrency: Concurrency,
+    /// Whether progress lines are written.
+    progress: bool,
+    stop: Stop,
+}
+
+impl Read {
+    /// Discovers, selects the asked streams (warning of those read in full or missing), and reads.
+    async fn run(self, connector: Connector, out: &Output) -> Result<Outcome, RunError> {
+        let streams = session::discover(&connector, out).await?;
+        let by_name = |name: &str| Selected { name: name.to_string(), ..Default::default() };
+        let lenient = matches!(self.selection, Selection::Catalog(_));
+        let selection: Vec<Selected> = match self.selection {
+            Selection::All => streams.iter().map(|s| by_name(&s.name)).collect(),
+            Selection::Streams(names) => {
+                names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()).map(by_name).collect()
+            }
+            Selection::Catalog(selected) => selected,
+        };
+        let resolved = session::select(&streams, &selection, self.full_refresh, &self.state, lenient)?;
+        for name in &resolved.in_full {
+            let message = format!(
+                "stream {name} has no cursor field, so it cannot be read incrementally: it is read in full \
+                 (full_refresh), as the catalog's incremental sync mode allows no other way"
+            );
+            out.log("WARN", &message).await?;
+        }
+        for name in &resolved.missing {
+            session::report_missing(out, name).await?;
+        }
+        let progress = Arc::new(Progress::new(self.progress));
+        let mut report =
+            session::read(connector, out, resolved.streams, self.concurrency, progress, self.state, &self.stop).await?;
+        report.streams.extend(resolved.missing.into_iter().map(|name| StreamSummary {
+            name,
+            failed: true,
+            ..Default::default()
+        }));
+        Ok(Outcome::Read(report))
+    }
 }
 
 /// A discovered stream as an Airbyte CATALOG entry.

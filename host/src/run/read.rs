@@ -6,7 +6,7 @@ use crate::data::protocol::{self, Output, OutputClosed, PageLines};
 use crate::data::state::{self, StreamCursor};
 use crate::guest::connector::{CallError, Connector, Instance};
 use crate::guest::limits::Limits;
-use crate::guest::sandbox::GuestLog;
+use crate::run::logs::emit_logs;
 use crate::run::progress::Progress;
 use crate::run::steps;
 use serde_json::Value;
@@ -68,50 +68,6 @@ pub struct StreamSummary {
 impl StreamSummary {
     pub fn complete(&self) -> bool {
         !self.failed && self.failed_partitions == 0
-    }
-}
-
-/// Emits guest logs as LOG messages (cut to size where they entered, in the sandbox).
-pub async fn emit_logs(out: &Output, logs: Vec<GuestLog>) -> Result<(), OutputClosed> {
-    for log in logs {
-        let level = match log.level {
-            crate::bindings::Level::Debug => "DEBUG",
-            crate::bindings::Level::Info => "INFO",
-            crate::bindings::Level::Warn => "WARN",
-            crate::bindings::Level::Error => "ERROR",
-        };
-        out.log(level, &log.message).await?;
-    }
-    Ok(())
-}
-
-/// Asks a fresh instance for a set of streams (`ask`: those that resume, those read in steps);
-/// when it cannot say, a warning (`warning` says what the run does instead), and none. `out`,
-/// when given, gets the connector's logs and the warning.
-pub async fn ask_streams(
-    connector: &Connector,
-    out: Option<&Output>,
-    ask: impl AsyncFnOnce(&mut Instance) -> Result<Vec<String>, CallError>,
-    warning: impl FnOnce(&CallError) -> String,
-) -> Result<HashSet<String>, OutputClosed> {
-    let asked = match connector.instance().await {
-        Ok(mut instance) => {
-            let asked = ask(&mut instance).await;
-            if let Some(out) = out {
-                emit_logs(out, instance.take_logs()).await?;
-            }
-            asked
-        }
-        Err(e) => Err(e),
-    };
-    match asked {
-        Ok(streams) => Ok(streams.into_iter().collect()),
-        Err(e) => {
-            if let Some(out) = out {
-                out.log("WARN", &warning(&e)).await?;
-            }
-            Ok(HashSet::new())
-        }
     }
 }
 

@@ -5,7 +5,6 @@
 use super::policy::{Policy, PolicySource};
 use super::read::StreamSummary;
 use super::schedule::Concurrency;
-use super::session::RunUsage;
 use super::stop::Stop;
 use crate::data::catalog::Selected;
 use crate::data::protocol::{FailureType, Format, OutputClosed};
@@ -157,6 +156,33 @@ pub enum Outcome {
     /// The names of the streams offered.
     Discover(Vec<String>),
     Read(ReadReport),
+}
+
+/// What the guests of one run used, and what they read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunUsage {
+    /// Time spent in guest code, in the CPU time of the threads that ran it: HTTP requests and
+    /// throttling pauses excluded, lifting and lowering the values calls exchange included. The
+    /// CPU budget is charged in the same measure.
+    pub guest_cpu: Duration,
+    /// Time busy guests were paused because other guests wanted the cores (only then is a guest
+    /// slowed down).
+    pub throttled: Duration,
+    /// Time busy guests were paused because the policy throttles them always (`throttle:
+    /// always`), whether others wanted the cores or not.
+    pub policy_throttled: Duration,
+    pub requests: u64,
+    pub retries: u64,
+    pub denied: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub records: u64,
+    /// The most memory any one instance held: all its memories and tables together.
+    pub peak_memory_bytes: u64,
+    pub instances: u64,
+    /// The most instances alive at once (a partition read in steps holds none while its
+    /// requests are on their way).
+    pub peak_live_instances: u64,
 }
 
 /// How a run ended.

@@ -2,10 +2,11 @@
 //! LOG line), open it with a config under a policy, discover, select streams, read them, and
 //! account for what the guests used.
 
+use super::logs::emit_logs;
 use super::policy::Policy;
 use super::progress::Progress;
-use super::read::{SelectedStream, StreamSummary, emit_logs};
-use super::request::{ReadReport, RunError};
+use super::read::{SelectedStream, StreamSummary};
+use super::request::{ReadReport, RunError, RunUsage};
 use super::schedule::{self, Concurrency};
 use super::stop::Stop;
 use crate::bindings::Stream;
@@ -22,51 +23,23 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// What the guests of one run used, and what they read.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RunUsage {
-    /// Time spent in guest code, in the CPU time of the threads that ran it: HTTP requests and
-    /// throttling pauses excluded, lifting and lowering the values calls exchange included. The
-    /// CPU budget is charged in the same measure.
-    pub guest_cpu: Duration,
-    /// Time busy guests were paused because other guests wanted the cores (only then is a guest
-    /// slowed down).
-    pub throttled: Duration,
-    /// Time busy guests were paused because the policy throttles them always (`throttle:
-    /// always`), whether others wanted the cores or not.
-    pub policy_throttled: Duration,
-    pub requests: u64,
-    pub retries: u64,
-    pub denied: u64,
-    pub bytes_in: u64,
-    pub bytes_out: u64,
-    pub records: u64,
-    /// The most memory any one instance held: all its memories and tables together.
-    pub peak_memory_bytes: u64,
-    pub instances: u64,
-    /// The most instances alive at once (a partition read in steps holds none while its
-    /// requests are on their way).
-    pub peak_live_instances: u64,
-}
-
-impl RunUsage {
-    pub fn of(connector: &Connector, summaries: &[StreamSummary]) -> Self {
-        let stats = &connector.egress.stats;
-        let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-        RunUsage {
-            guest_cpu: connector.usage.guest_cpu(),
-            throttled: Duration::from_nanos(load(&connector.usage.throttled_nanos)),
-            policy_throttled: Duration::from_nanos(load(&connector.usage.policy_throttled_nanos)),
-            requests: load(&stats.requests),
-            retries: load(&stats.retries),
-            denied: load(&stats.denied),
-            bytes_in: load(&stats.bytes_in),
-            bytes_out: load(&stats.bytes_out),
-            records: summaries.iter().map(|s| s.records).sum(),
-            peak_memory_bytes: load(&connector.usage.peak_memory_bytes),
-            instances: load(&connector.usage.instances),
-            peak_live_instances: load(&connector.usage.peak_live_instances),
-        }
+/// What the guests of a run used, read off its connector's counters.
+fn usage_of(connector: &Connector, summaries: &[StreamSummary]) -> RunUsage {
+    let stats = &connector.egress.stats;
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    RunUsage {
+        guest_cpu: connector.usage.guest_cpu(),
+        throttled: Duration::from_nanos(load(&connector.usage.throttled_nanos)),
+        policy_throttled: Duration::from_nanos(load(&connector.usage.policy_throttled_nanos)),
+        requests: load(&stats.requests),
+        retries: load(&stats.retries),
+        denied: load(&stats.denied),
+        bytes_in: load(&stats.bytes_in),
+        bytes_out: load(&stats.bytes_out),
+        records: summaries.iter().map(|s| s.records).sum(),
+        peak_memory_bytes: load(&connector.usage.peak_memory_bytes),
+        instances: load(&connector.usage.instances),
+        peak_live_instances: load(&connector.usage.peak_live_instances),
     }
 }
 
@@ -402,7 +375,17 @@ pub async fn read(
     )
     .await?;
     progress.finish();
-    let report = ReadReport { usage: RunUsage::of(&connector, &streams), streams, elapsed: started.elapsed() };
+    let report = ReadReport { usage: usage_of(&connector, &streams), streams, elapsed: started.elapsed() };
     out.log(if report.ok() { "INFO" } else { "ERROR" }, &report.summary_line()).await?;
     Ok(report)
+}
+
+/// The recording a run's HTTP is replayed from, if any (blocking I/O, off the workers).
+pub(crate) async fn load_recording(uri: Option<String>) -> Result<Option<Arc<Cassette>>, RunError> {
+    let Some(uri) = uri else { return Ok(None) };
+    let cassette = tokio::task::spawn_blocking(move || Cassette::load(&uri))
+        .await
+        .map_err(|e| RunError::system(format!("cannot load the HTTP recording: {e}")))?
+        .map_err(|e| RunError::config(format!("cannot load the HTTP recording: {e:#}")))?;
+    Ok(Some(Arc::new(cassette)))
 }
