@@ -198,14 +198,24 @@ impl<'a> Shaper<'a> {
     }
 
     pub fn is_noop(&self) -> bool {
+        self.only_normalizes() && self.schema.is_none()
+    }
+
+    /// Whether nothing filters or transforms the records.
+    fn only_normalizes(&self) -> bool {
         self.filter.and_then(|f| f.get("condition")).is_none_or(|c| c.as_str().is_some_and(str::is_empty))
             && self.transformations.is_empty()
-            && self.schema.is_none()
     }
 
     /// The records that pass the filter, transformed; `stream` names the stream in errors.
     pub fn shape(&self, records: Vec<Value>, scope: &Scope, stream: &str) -> Result<Vec<Value>> {
         if self.is_noop() {
+            return Ok(records);
+        }
+        // Normalization alone needs no template context.
+        if let (Some(schema), true) = (&self.schema, self.only_normalizes()) {
+            let mut records = records;
+            records.iter_mut().for_each(|record| crate::normalize::normalize(record, schema));
             return Ok(records);
         }
         let base = self.engine.context(&Value::Null, scope, Vec::new());
