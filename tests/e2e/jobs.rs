@@ -305,20 +305,3 @@ fn sigterm_aborts_the_jobs_in_flight() {
     let stats = api.stats();
     assert_eq!((stats.jobs_running, stats.jobs_kept, stats.jobs_deleted), (0, 0, 3), "every job was aborted");
 }
-
-#[test]
-fn a_guest_built_for_contract_0_1_0_still_loads() {
-    let api = demo_api(DemoApiConfig { records: 50, ..Default::default() });
-    let files = Files::new();
-    let legacy = workspace_root().join("tests/fixtures/demo-source-0.1.0.wasm");
-    let run = host(&["run", "--streams", "items"])
-        .arg(&legacy)
-        .arg("--config")
-        .arg(files.json("config.json", &demo_config(&api, 20)))
-        .arg("--allow-host")
-        .arg(grant(&api))
-        .run();
-    assert!(run.success(), "{}", run.explain());
-    assert!(run.logs()[0].contains("built for sluice:connector@0.1.0"), "{}", run.logs()[0]);
-    assert_eq!(run.ids("items"), (1..=50).collect::<Vec<_>>());
-}

@@ -7,6 +7,7 @@ mod cdk;
 mod commands;
 mod concurrency;
 mod conformance;
+mod contract;
 mod declarative;
 mod guest_behaviour;
 mod hostile;

@@ -65,7 +65,8 @@ pub fn write(name: &str, lang: Lang, dir: &Path) -> Result<Vec<PathBuf>> {
     for file in all_files(sdk) {
         files.push((Path::new(under).join(file.path()), file.contents().to_vec()));
     }
-    for file in all_files(&WIT) {
+    // The current contract only: the frozen earlier versions (wit/since_v*/) are the host's.
+    for file in WIT.files() {
         files.push((Path::new("sluice/wit").join(file.path()), file.contents().to_vec()));
     }
     files.push(("config.json".into(), b"{\"base_url\": \"http://127.0.0.1:8080\"}\n".to_vec()));

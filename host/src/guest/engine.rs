@@ -7,8 +7,8 @@
 //! hash: a second run of the same plugin deserializes in milliseconds.
 
 use crate::bindings::{
-    AsyncJobsIndices, ConnectorIndices, ConnectorPre, ResumeIndices, StateShapeIndices, SteppedPagesIndices,
-    WIT_PACKAGE, WIT_VERSION,
+    AsyncJobsIndices, ConnectorIndices, ConnectorPre, ContractVersion, ResumeIndices, Shim, StateShapeIndices,
+    SteppedPagesIndices, WIT_PACKAGE, WIT_VERSION,
 };
 use crate::guest::cache::ComponentCache;
 use crate::guest::compile::{CompileLimits, engine_config};
@@ -284,20 +284,29 @@ impl Engine {
         })
     }
 
-    /// Finds the exported `sluice:connector/source@X.Y.Z` and checks X.Y against ours.
+    /// Finds the exported `sluice:connector/source@X.Y.Z`: a version this host serves, or a
+    /// refusal that says which way the plugin and the host part.
     fn check_wit_version(&self, component: &Component) -> Result<String> {
         let ty = component.component_type();
         let prefix = format!("{WIT_PACKAGE}/source@");
         let mut exports = Vec::new();
         for (name, item) in ty.exports(&self.engine) {
             if let (Some(version), ComponentItem::ComponentInstance(_)) = (name.strip_prefix(&prefix), &item.ty) {
-                if compatible(version, WIT_VERSION) {
-                    return Ok(version.to_string());
-                }
-                bail!(
-                    "it was built for {WIT_PACKAGE}@{version}, but this host supports {WIT_PACKAGE}@{WIT_VERSION} \
-                     (rebuild the plugin with a matching SDK, or use a matching host)"
-                );
+                return match ContractVersion::parse(version) {
+                    Some(served) => {
+                        debug_assert_eq!(served.shim(), Shim::Track0_1);
+                        Ok(version.to_string())
+                    }
+                    None => bail!(
+                        "it was built for {WIT_PACKAGE}@{version}, but this host supports {} ({}; rebuild the \
+                         plugin with a matching SDK, or use a matching host)",
+                        ContractVersion::served(),
+                        match newer_on_track(version) {
+                            true => "the plugin is newer than this host: use a newer host",
+                            false => "a contract this host does not serve",
+                        }
+                    ),
+                };
             }
             exports.push(name.to_string());
         }
@@ -305,6 +314,19 @@ impl Engine {
             "it does not export {WIT_PACKAGE}/source, so it is not a Sluice connector (it exports: {})",
             if exports.is_empty() { "nothing".to_string() } else { exports.join(", ") }
         )
+    }
+}
+
+/// Whether `version` is a later release of the track this host serves (a 0.1.7 for a 0.1.6 host).
+fn newer_on_track(version: &str) -> bool {
+    let parse = |v: &str| -> Option<(u64, u64, u64)> {
+        let mut parts = v.split(['.', '-', '+']);
+        Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+    };
+    match (parse(version), parse(WIT_VERSION)) {
+        // 0.x releases are one track per minor version; later ones, one per major version.
+        (Some(theirs), Some(ours)) => theirs.0 == ours.0 && (ours.0 > 0 || theirs.1 == ours.1) && theirs > ours,
+        _ => false,
     }
 }
 
@@ -322,19 +344,6 @@ fn start_epoch_ticker(engine: &wasmtime::Engine) {
             }
         })
         .expect("spawn the epoch ticker");
-}
-
-/// `0.x` versions are compatible within a minor version, later ones within a major version.
-fn compatible(theirs: &str, ours: &str) -> bool {
-    let parse = |v: &str| -> Option<(u64, u64)> {
-        let mut parts = v.split(['.', '-', '+']);
-        Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
-    };
-    match (parse(theirs), parse(ours)) {
-        (Some((0, a)), Some((0, b))) => a == b,
-        (Some((a, _)), Some((b, _))) => a == b,
-        _ => false,
-    }
 }
 
 /// Tells a component from a core module or a file that is not WebAssembly at all.
@@ -378,12 +387,15 @@ mod tests {
 
     #[test]
     fn versions() {
-        assert!(compatible("0.1.0", "0.1.0"));
-        assert!(compatible("0.1.3", "0.1.0"));
-        assert!(!compatible("0.2.0", "0.1.0"));
-        assert!(!compatible("1.0.0", "0.1.0"));
-        assert!(compatible("1.4.0", "1.0.0"));
-        assert!(!compatible("x", "0.1.0"));
+        // Exactly the released versions are served; a later 0.1 release is a newer plugin.
+        assert_eq!(ContractVersion::parse("0.1.0"), Some(ContractVersion::V0_1_0));
+        assert_eq!(ContractVersion::parse(WIT_VERSION), Some(ContractVersion::CURRENT));
+        assert_eq!(ContractVersion::parse("0.1.99"), None);
+        assert!(newer_on_track("0.1.99"));
+        assert!(!newer_on_track("0.2.0") && !newer_on_track("1.0.0") && !newer_on_track("0.1.0"));
+        assert!(!newer_on_track("x"));
+        assert!(ContractVersion::ALL.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(*ContractVersion::ALL.last().unwrap(), ContractVersion::CURRENT);
     }
 
     #[test]
