@@ -160,9 +160,9 @@ bench: build-plugins setup-cdk
     cargo bench -p sluice-host --bench throughput
     cargo bench -p sluice-host --bench languages
 
-# Formatting and lints, warnings as errors; no files of the host that import each other.
+# Formatting and lints, warnings as errors; in the host, no files that import each other and no function over 100 lines.
 lint:
     cargo fmt --all -- --check
-    python3 scripts/import-cycles.py host/src
+    python3 scripts/tree-check.py host/src
     cargo clippy --workspace --exclude demo-source --exclude test-connector --exclude wrong-version --exclude hostile --exclude broken-connector --all-targets -- -D warnings
     cargo clippy --target wasm32-wasip2 {{ prepend("-p ", plugins) }} -- -D warnings

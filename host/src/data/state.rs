@@ -840,29 +840,10 @@ impl StreamCursor {
         }
         let fail = |what: String| anyhow!("state of stream {stream:?}: {what}");
         // The lowest saved partition cursor, for when there are too many to keep.
-        let mut lowest: Option<Value> = None;
-        if let Some(list) = saved.get("partitions") {
-            let list = list.as_array().ok_or_else(|| fail("\"partitions\" must be an array".into()))?;
-            for (i, entry) in list.iter().enumerate() {
-                let value = entry
-                    .get("cursor")
-                    .filter(|v| is_cursor(v))
-                    .ok_or_else(|| fail(format!("partitions[{i}] has no \"cursor\" (a number or a string)")))?;
-                let value = canonical(value.clone());
-                if lowest.as_ref().is_none_or(|l| greater(l, &value)) {
-                    lowest = Some(value.clone());
-                }
-                if cursor.folded_saved.is_some() {
-                    continue;
-                }
-                let key = entry.get("partition").cloned().unwrap_or(Value::Null);
-                cursor.partitions.insert(key.to_string(), (key, value));
-                if cursor.partitions.len() > max_partitions {
-                    cursor.partitions.clear();
-                    cursor.folded_saved = Some(list.len());
-                }
-            }
-        }
+        let lowest = match saved.get("partitions") {
+            Some(list) => cursor.take_saved_partitions(list).map_err(fail)?,
+            None => None,
+        };
         match saved.get("low_water") {
             None | Some(Value::Null) => {}
             Some(v) if is_cursor(v) => cursor.low_water = Some(canonical(v.clone())),
@@ -881,25 +862,7 @@ impl StreamCursor {
         }
         cursor.floor = cursor.low_water.clone();
         if let Some(list) = saved.get("completed") {
-            let list = list.as_array().ok_or_else(|| fail("\"completed\" must be an array".into()))?;
-            // At most as many finished ranges as partition cursors: each is merged into the
-            // sorted list (a hostile 64 MiB state of 10 million ranges cost hours). Dropping a
-            // finished range loses nothing: it is read again.
-            for (i, range) in list.iter().enumerate().take(max_partitions.max(1)) {
-                match range.as_array().map(Vec::as_slice) {
-                    Some([a, b]) if is_cursor(a) && is_cursor(b) && !greater(a, b) => {
-                        cursor.complete_range(Some(a), b, None)
-                    }
-                    Some([a, b, n]) if is_cursor(a) && is_cursor(b) && is_cursor(n) && !greater(a, b) => {
-                        cursor.complete_range(Some(a), b, Some(n.clone()))
-                    }
-                    _ => {
-                        return Err(fail(format!(
-                            "completed[{i}] must be [start, end] or [start, end, newest] cursor values, got {range}"
-                        )));
-                    }
-                }
-            }
+            cursor.take_saved_completed(list).map_err(fail)?;
         }
         // A finished range starting at the mark raises it to the range's end; a folded state's
         // mark must stay at or below its lowest partition cursor (a partition folded at 10 with
@@ -919,6 +882,54 @@ impl StreamCursor {
             cursor.collapsed = Some(lowest);
         }
         Ok(cursor)
+    }
+
+    /// The saved `partitions` list, kept up to the limit (past it, folded: none kept, the count
+    /// remembered); answers the lowest cursor among all of them.
+    fn take_saved_partitions(&mut self, list: &Value) -> std::result::Result<Option<Value>, String> {
+        let list = list.as_array().ok_or_else(|| "\"partitions\" must be an array".to_string())?;
+        let mut lowest: Option<Value> = None;
+        for (i, entry) in list.iter().enumerate() {
+            let value = entry
+                .get("cursor")
+                .filter(|v| is_cursor(v))
+                .ok_or_else(|| format!("partitions[{i}] has no \"cursor\" (a number or a string)"))?;
+            let value = canonical(value.clone());
+            if lowest.as_ref().is_none_or(|l| greater(l, &value)) {
+                lowest = Some(value.clone());
+            }
+            if self.folded_saved.is_some() {
+                continue;
+            }
+            let key = entry.get("partition").cloned().unwrap_or(Value::Null);
+            self.partitions.insert(key.to_string(), (key, value));
+            if self.partitions.len() > self.max_partitions {
+                self.partitions.clear();
+                self.folded_saved = Some(list.len());
+            }
+        }
+        Ok(lowest)
+    }
+
+    /// The saved `completed` ranges, merged in. At most as many as partition cursors: each is
+    /// merged into the sorted list (a hostile 64 MiB state of 10 million ranges cost hours).
+    /// Dropping a finished range loses nothing: it is read again.
+    fn take_saved_completed(&mut self, list: &Value) -> std::result::Result<(), String> {
+        let list = list.as_array().ok_or_else(|| "\"completed\" must be an array".to_string())?;
+        for (i, range) in list.iter().enumerate().take(self.max_partitions.max(1)) {
+            match range.as_array().map(Vec::as_slice) {
+                Some([a, b]) if is_cursor(a) && is_cursor(b) && !greater(a, b) => self.complete_range(Some(a), b, None),
+                Some([a, b, n]) if is_cursor(a) && is_cursor(b) && is_cursor(n) && !greater(a, b) => {
+                    self.complete_range(Some(a), b, Some(n.clone()))
+                }
+                _ => {
+                    return Err(format!(
+                        "completed[{i}] must be [start, end] or [start, end, newest] cursor values, got {range}"
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// How many partition cursors the saved state had, when they were more than the limit and

@@ -1,7 +1,7 @@
 //! Reading one partition: the pagination loop in a fresh instance, and the checks every page
 //! passes. Listing a stream's partitions, batch by batch. The scheduler decides what runs when.
 
-use crate::bindings::{CursorRange, CursorValue, Partition, Stream};
+use crate::bindings::{CursorRange, CursorValue, Page, Partition, Stream};
 use crate::data::protocol::{self, Output, OutputClosed, PageLines};
 use crate::data::state::{self, StreamCursor};
 use crate::guest::connector::{CallError, Connector, Instance};
@@ -222,51 +222,37 @@ pub async fn read_partition(
     resuming: Resuming<'_>,
     on_first_records: impl AsyncFnOnce() -> Result<(), OutputClosed>,
 ) -> Result<Result<(), CallError>, OutputClosed> {
-    let in_steps = job.is_none() && steps::stepped_streams(connector, Some(out)).await?.contains(&partition.stream);
-    let mut reader = match in_steps {
-        true => Reader::Steps(steps::Stepping::new(connector)),
-        false => match connector.instance().await {
-            Ok(i) => Reader::Instance(i),
-            Err(e) => return Ok(Err(e)),
-        },
+    let mut reader = match Reader::open(connector, out, partition, job).await? {
+        Ok(reader) => reader,
+        Err(e) => return Ok(Err(e)),
     };
-    let stream_json: Arc<str> = serde_json::to_string(&partition.stream).expect("a string serializes").into();
-    let cursor_field: Option<Arc<[String]>> = rules.cursor_field.map(Arc::from);
-    let excluded: Arc<[String]> = Arc::from(rules.excluded);
+    let rendering = PageRendering {
+        stream_json: serde_json::to_string(&partition.stream).expect("a string serializes").into(),
+        cursor_field: rules.cursor_field.map(Arc::from),
+        excluded: Arc::from(rules.excluded),
+        bounds: (limits.max_record_bytes, limits.max_record_depth),
+    };
     let mut token: Option<String> = resuming.from.as_ref().map(|(token, _)| token.to_string());
     if let Some((_, cursor)) = resuming.from {
         done.max_cursor = cursor.cloned();
     }
+    let mut sending = Sending { out, partition, progress, done, on_first_records: Some(on_first_records) };
     let mut seen = TokenGuard::new(limits.max_token_bytes);
-    let mut on_first_records = Some(on_first_records);
     // The previous page is checked and rendered on a blocking thread while the guest fetches
     // the next one; pages are still sent in order, each before anything after it.
-    let mut rendering: Option<Rendering> = None;
+    let mut previous: Option<Rendering> = None;
     for _ in 0..limits.max_pages_per_partition {
-        let result = match (&mut reader, job) {
-            (Reader::Steps(stepping), _) => steps::read_page(stepping, Some(out), partition, token.as_ref()).await?,
-            (Reader::Instance(instance), None) => {
-                instance.read_page(&connector.config, partition, token.as_ref()).await
-            }
-            (Reader::Instance(instance), Some((handle, download))) => {
-                instance.read_result(&connector.config, partition, handle, download, token.as_ref()).await
-            }
-        };
-        if let Some(previous) = rendering.take() {
-            if let Err(e) = send_rendered(previous, out, partition, progress, done, &mut on_first_records).await? {
+        let result = reader.page(connector, out, partition, job, token.as_ref()).await?;
+        if let Some(previous) = previous.take() {
+            if let Err(e) = sending.send(previous).await? {
                 return Ok(Err(e));
             }
             // Everything before the page just fetched is written: a resumed run may start there.
             if let (Some(save), Some(token)) = (resuming.save, token.as_deref()) {
-                save(token, done.max_cursor.as_ref());
+                save(token, sending.done.max_cursor.as_ref());
             }
         }
-        // Steps forward their logs as they end.
-        let result = match &mut reader {
-            Reader::Instance(instance) => forward_logs(out, instance, result).await?,
-            Reader::Steps(_) => result,
-        };
-        let page = match result {
+        let page = match reader.logs(out, result).await? {
             Ok(p) => p,
             Err(e) => return Ok(Err(e)),
         };
@@ -277,51 +263,58 @@ pub async fn read_partition(
                 limits.max_records_per_page
             ))));
         }
-        let (out_for_page, stream_json, field) = (out.clone(), stream_json.clone(), cursor_field.clone());
-        let excluded = excluded.clone();
-        let bounds = (limits.max_record_bytes, limits.max_record_depth);
-        let records = page.records;
-        let bytes = records.iter().map(String::len).sum();
-        let job = Rendering::start_sized(bytes, move || {
-            let rules = RecordRules { cursor_field: field.as_deref(), excluded: &excluded };
-            render_page(&out_for_page, &records, &stream_json, rules, bounds)
-        });
-        match page.next_token {
-            None => {
-                return match send_rendered(job, out, partition, progress, done, &mut on_first_records).await? {
-                    Ok(()) => Ok(Ok(())),
-                    Err(e) => Ok(Err(e)),
-                };
-            }
-            Some(next) => {
-                rendering = Some(job);
-                if let Err(e) = seen.check(&next) {
-                    return Ok(
-                        match send_rendered(
-                            rendering.take().expect("just set"),
-                            out,
-                            partition,
-                            progress,
-                            done,
-                            &mut on_first_records,
-                        )
-                        .await?
-                        {
-                            Ok(()) => Err(e),
-                            Err(first) => Err(first),
-                        },
-                    );
-                }
-                token = Some(next);
-            }
+        let job = rendering.start(out, page.records);
+        let Some(next) = page.next_token else { return sending.send(job).await };
+        if let Err(e) = seen.check(&next) {
+            // The page before the repeated token is still written.
+            return Ok(sending.send(job).await?.and(Err(e)));
         }
+        previous = Some(job);
+        token = Some(next);
     }
-    if let Some(previous) = rendering.take()
-        && let Err(e) = send_rendered(previous, out, partition, progress, done, &mut on_first_records).await?
+    if let Some(previous) = previous.take()
+        && let Err(e) = sending.send(previous).await?
     {
         return Ok(Err(e));
     }
     Ok(Err(contract(format!("the partition did not end after {} pages", limits.max_pages_per_partition))))
+}
+
+/// How a partition's pages are rendered: the same for every page.
+struct PageRendering {
+    stream_json: Arc<str>,
+    cursor_field: Option<Arc<[String]>>,
+    excluded: Arc<[String]>,
+    /// The largest record, in bytes, and the deepest.
+    bounds: (usize, usize),
+}
+
+impl PageRendering {
+    /// Starts checking and rendering a page's records (on a blocking thread when they are large).
+    fn start(&self, out: &Output, records: Vec<String>) -> Rendering {
+        let (out, stream_json, field) = (out.clone(), self.stream_json.clone(), self.cursor_field.clone());
+        let (excluded, bounds) = (self.excluded.clone(), self.bounds);
+        let bytes = records.iter().map(String::len).sum();
+        Rendering::start_sized(bytes, move || {
+            let rules = RecordRules { cursor_field: field.as_deref(), excluded: &excluded };
+            render_page(&out, &records, &stream_json, rules, bounds)
+        })
+    }
+}
+
+/// Where a partition's rendered pages go, in order, and what is counted of them.
+struct Sending<'a, F> {
+    out: &'a Output,
+    partition: &'a Partition,
+    progress: &'a Progress,
+    done: &'a mut PartitionDone,
+    on_first_records: Option<F>,
+}
+
+impl<F: AsyncFnOnce() -> Result<(), OutputClosed>> Sending<'_, F> {
+    async fn send(&mut self, job: Rendering) -> Result<Result<(), CallError>, OutputClosed> {
+        send_rendered(job, self.out, self.partition, self.progress, self.done, &mut self.on_first_records).await
+    }
 }
 
 /// What reads a partition's pages: its instance, or (a stream read in steps) an instance per
@@ -329,6 +322,54 @@ pub async fn read_partition(
 enum Reader<'c> {
     Instance(Instance),
     Steps(steps::Stepping<'c>),
+}
+
+impl<'c> Reader<'c> {
+    /// Steps for a stream the connector reads in steps (never for a job's result), else a fresh instance.
+    async fn open(
+        connector: &'c Connector,
+        out: &Output,
+        partition: &Partition,
+        job: Option<(&String, &String)>,
+    ) -> Result<Result<Self, CallError>, OutputClosed> {
+        let in_steps = job.is_none() && steps::stepped_streams(connector, Some(out)).await?.contains(&partition.stream);
+        Ok(match in_steps {
+            true => Ok(Reader::Steps(steps::Stepping::new(connector))),
+            false => connector.instance().await.map(Reader::Instance),
+        })
+    }
+
+    /// The page at `token` (of the job's result, with `job`); its logs wait for [`Reader::logs`].
+    async fn page(
+        &mut self,
+        connector: &Connector,
+        out: &Output,
+        partition: &Partition,
+        job: Option<(&String, &String)>,
+        token: Option<&String>,
+    ) -> Result<Result<Page, CallError>, OutputClosed> {
+        let config = &connector.config;
+        Ok(match (self, job) {
+            (Reader::Steps(stepping), _) => steps::read_page(stepping, Some(out), partition, token).await?,
+            (Reader::Instance(instance), None) => instance.read_page(config, partition, token).await,
+            (Reader::Instance(instance), Some((handle, download))) => {
+                instance.read_result(config, partition, handle, download, token).await
+            }
+        })
+    }
+
+    /// Emits the logs of the last page's call, after the page before it is written (steps
+    /// forward their logs as they end).
+    async fn logs<T>(
+        &mut self,
+        out: &Output,
+        result: Result<T, CallError>,
+    ) -> Result<Result<T, CallError>, OutputClosed> {
+        match self {
+            Reader::Instance(instance) => forward_logs(out, instance, result).await,
+            Reader::Steps(_) => Ok(result),
+        }
+    }
 }
 
 /// Resuming a partition inside it: where it continues (the token of its next page, as JSON,

@@ -227,7 +227,7 @@ fn folded_for_listing(saved: Option<&Value>, cursor: &StreamCursor) -> Value {
 async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamSummary, OutputClosed> {
     let out = shared.out.clone();
     let name = selected.stream.name.clone();
-    let mut summary = StreamSummary { name: name.clone(), ..Default::default() };
+    let summary = StreamSummary { name: name.clone(), ..Default::default() };
     out.schema(&selected.described()).await?;
     out.status(&name, StreamStatus::Started).await?;
 
@@ -242,17 +242,10 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
                 host_form = saved;
                 host_form.as_ref()
             }
-            Err(e) => {
-                summary.failed = true;
-                out.error(&e, FailureType::Config, Some(&name)).await?;
-                out.status(&name, StreamStatus::Incomplete).await?;
-                return Ok(summary);
-            }
+            Err(e) => return stream_refused(&out, summary, &e).await,
         },
         false => selected.saved_state.as_ref(),
     };
-    // The saved state is taken in under the run's bounds: partition cursors past the limit are
-    // folded into one stream-level cursor as they are read, as the run itself falls back.
     // A state folded as it was parsed under a lower limit than this run's is folded again
     // under that one: its kept cursors are not the whole list, and the partitions it no longer
     // names may resume only from the lowest of them, as in a run's own fallback.
@@ -261,63 +254,16 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
         None => shared.limits.max_partition_cursors,
     };
     let cursor = match &selected.cursor_field {
-        Some(field) => match StreamCursor::with_limit(&name, field.clone(), saved, max_cursors) {
-            Ok(c) => {
-                // Folded as the file was parsed (at most the limit and one more were kept), or
-                // here, or both: the count is the file's.
-                let at_parse = shared.folded.get(&name).copied();
-                let message = match (c.saved_fell_back(), at_parse) {
-                    (Some(kept), at_parse) => Some((max_cursors, at_parse.map_or(kept, |(_, n)| n), true)),
-                    (None, Some((limit, n))) => Some((limit, n, false)),
-                    (None, None) => None,
-                };
-                if let Some((limit, saved_cursors, all)) = message {
-                    let message = match all {
-                        true => format!(
-                            "stream {name} has more than {limit} partition cursors ({saved_cursors} in its saved \
-                             state): its state falls back to one stream-level cursor (the lowest of them), from \
-                             which every partition resumes"
-                        ),
-                        false => format!(
-                            "stream {name} has more than {limit} partition cursors ({saved_cursors} in its saved \
-                             state): the first {limit} keep their own, and every other partition resumes from the \
-                             lowest of them"
-                        ),
-                    };
-                    out.log("WARN", &message).await?;
-                }
-                Some(c)
-            }
-            Err(e) => {
-                summary.failed = true;
-                out.error(&format!("{e:#}"), FailureType::Config, Some(&name)).await?;
-                out.status(&name, StreamStatus::Incomplete).await?;
-                return Ok(summary);
-            }
+        Some(field) => match saved_cursor(&shared, &name, field, saved, max_cursors).await? {
+            Ok(cursor) => Some(cursor),
+            Err(e) => return stream_refused(&out, summary, &e).await,
         },
         None => None,
     };
     // The listing runs beside the reads and hands partitions over a bounded channel.
-    let (partition_tx, mut partition_rx) = mpsc::channel::<Listed>(256);
-    let mut lister = Some({
-        let shared = shared.clone();
-        // A saved state folded past the limit is handed to the listing as the host now holds it
-        // (the stream-level cursor, not the saved cursors): the guest parses no more of it than
-        // the host keeps, and no copy of the saved cursors is made for it.
-        let selected = match cursor.as_ref().filter(|c| !shaped && c.saved_fell_back().is_some()) {
-            Some(cursor) => SelectedStream {
-                stream: selected.stream.clone(),
-                cursor_field: selected.cursor_field.clone(),
-                saved_state: Some(folded_for_listing(saved, cursor)),
-                excluded: selected.excluded.clone(),
-            },
-            None => selected.clone(),
-        };
-        tokio::spawn(async move {
-            read::list_partitions(&shared.connector, &shared.out, &shared.limits, &selected, partition_tx).await
-        })
-    });
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<TaskEvent>();
+    let (partition_tx, partition_rx) = mpsc::channel::<Listed>(256);
+    let lister = spawn_listing(&shared, &selected, cursor.as_ref().filter(|_| !shaped), saved, partition_tx);
+    let (done_tx, done_rx) = mpsc::unbounded_channel::<TaskEvent>();
     let mut stream = StreamRead {
         through_jobs: shared.jobs.as_ref().is_some_and(|j| j.reads_through_jobs(&name)),
         stream_permits: shared.concurrency.per_stream.map(|n| Arc::new(Semaphore::new(n.max(1)))),
@@ -341,55 +287,149 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
         done_tx,
     };
     if stream.shared.resumable.contains(&stream.name) && !stream.through_jobs {
-        let full_read = stream.cursor.is_none();
-        match Resumption::with_limit(&stream.name, saved, full_read, max_cursors, stream.shared.limits.max_token_bytes)
-        {
-            Ok(resumption) => {
-                if resumption.dropped() > 0 {
-                    let message = format!(
-                        "stream {}: its saved state has more than {max_cursors} partitions in progress; the other {} \
-                         are read again from their start (nothing is lost; their records may be written again)",
-                        stream.name,
-                        resumption.dropped()
-                    );
-                    stream.shared.out.log("WARN", &message).await?;
-                }
-                stream.resume = Some(resumption)
-            }
-            Err(e) => {
-                stream.summary.failed = true;
-                stream.shared.out.error(&format!("{e:#}"), FailureType::Config, Some(&stream.name)).await?;
-                stream.shared.out.status(&stream.name, StreamStatus::Incomplete).await?;
-                return Ok(stream.summary);
-            }
+        match stream.resumption(saved, max_cursors).await? {
+            Ok(resumption) => stream.resume = Some(resumption),
+            Err(e) => return stream_refused(&out, stream.summary, &e).await,
         }
     }
     stream.last_state = stream.state();
-    let mut listing_open = true;
-    loop {
-        tokio::select! {
-            biased;
-            Some(event) = done_rx.recv(), if stream.in_flight > 0 => stream.task_event(event).await?,
-            received = partition_rx.recv(), if listing_open && stream.next.is_none() => match received {
-                Some(listed) => stream.listed(listed).await?,
-                None => {
-                    listing_open = false;
-                    let lister = lister.take().expect("the listing ends once");
-                    let listing = match lister.await {
-                        Ok(result) => result?,
-                        Err(e) => Err(CallError::Trap(format!("the partition listing failed: {e}"))),
-                    };
-                    stream.listing_ended(listing).await?;
-                }
-            },
-            permits = stream.room(), if stream.next.is_some() => stream.start(permits),
-            _ = tokio::time::sleep_until(stream.heartbeat_at()), if !stream.jobs_in_flight.is_empty() => {
-                stream.heartbeat().await?
-            }
-            else => break,
-        }
+    stream.run(partition_rx, done_rx, lister).await
+}
+
+/// A stream that cannot start (its saved state is refused): an error naming it, INCOMPLETE.
+async fn stream_refused(out: &Output, summary: StreamSummary, message: &str) -> Result<StreamSummary, OutputClosed> {
+    out.error(message, FailureType::Config, Some(&summary.name)).await?;
+    out.status(&summary.name, StreamStatus::Incomplete).await?;
+    Ok(StreamSummary { failed: true, ..summary })
+}
+
+/// The stream's cursor from its saved state, taken in under the run's bounds: partition
+/// cursors past the limit are folded into one stream-level cursor as they are read, as the
+/// run itself falls back (with a warning saying so).
+async fn saved_cursor(
+    shared: &Shared,
+    name: &str,
+    field: &[String],
+    saved: Option<&Value>,
+    max_cursors: usize,
+) -> Result<Result<StreamCursor, String>, OutputClosed> {
+    let cursor = match StreamCursor::with_limit(name, field.to_vec(), saved, max_cursors) {
+        Ok(cursor) => cursor,
+        Err(e) => return Ok(Err(format!("{e:#}"))),
+    };
+    // Folded as the file was parsed (at most the limit and one more were kept), or here, or
+    // both: the count is the file's.
+    let at_parse = shared.folded.get(name).copied();
+    let message = match (cursor.saved_fell_back(), at_parse) {
+        (Some(kept), at_parse) => Some((max_cursors, at_parse.map_or(kept, |(_, n)| n), true)),
+        (None, Some((limit, n))) => Some((limit, n, false)),
+        (None, None) => None,
+    };
+    if let Some((limit, saved_cursors, all)) = message {
+        let message = match all {
+            true => format!(
+                "stream {name} has more than {limit} partition cursors ({saved_cursors} in its saved \
+                 state): its state falls back to one stream-level cursor (the lowest of them), from \
+                 which every partition resumes"
+            ),
+            false => format!(
+                "stream {name} has more than {limit} partition cursors ({saved_cursors} in its saved \
+                 state): the first {limit} keep their own, and every other partition resumes from the \
+                 lowest of them"
+            ),
+        };
+        shared.out.log("WARN", &message).await?;
     }
-    stream.finish().await
+    Ok(Ok(cursor))
+}
+
+/// Starts listing the stream's partitions. A saved state folded past the limit (`cursor`, for a
+/// state in the host's own shape) is handed to the listing as the host now holds it (the
+/// stream-level cursor, not the saved cursors): the guest parses no more of it than the host
+/// keeps, and no copy of the saved cursors is made for it.
+fn spawn_listing(
+    shared: &Shared,
+    selected: &SelectedStream,
+    cursor: Option<&StreamCursor>,
+    saved: Option<&Value>,
+    partition_tx: mpsc::Sender<Listed>,
+) -> tokio::task::JoinHandle<Result<Result<(), CallError>, OutputClosed>> {
+    let shared = shared.clone();
+    let selected = match cursor.filter(|c| c.saved_fell_back().is_some()) {
+        Some(cursor) => SelectedStream {
+            stream: selected.stream.clone(),
+            cursor_field: selected.cursor_field.clone(),
+            saved_state: Some(folded_for_listing(saved, cursor)),
+            excluded: selected.excluded.clone(),
+        },
+        None => selected.clone(),
+    };
+    tokio::spawn(async move {
+        read::list_partitions(&shared.connector, &shared.out, &shared.limits, &selected, partition_tx).await
+    })
+}
+
+impl StreamRead {
+    /// Where the stream's partitions in progress resume, from its saved state (at most
+    /// `max_cursors` of them; the others are read again from their start, with a warning).
+    async fn resumption(
+        &self,
+        saved: Option<&Value>,
+        max_cursors: usize,
+    ) -> Result<Result<Resumption, String>, OutputClosed> {
+        let full_read = self.cursor.is_none();
+        let max_token_bytes = self.shared.limits.max_token_bytes;
+        let resumption = match Resumption::with_limit(&self.name, saved, full_read, max_cursors, max_token_bytes) {
+            Ok(resumption) => resumption,
+            Err(e) => return Ok(Err(format!("{e:#}"))),
+        };
+        if resumption.dropped() > 0 {
+            let message = format!(
+                "stream {}: its saved state has more than {max_cursors} partitions in progress; the other {} \
+                 are read again from their start (nothing is lost; their records may be written again)",
+                self.name,
+                resumption.dropped()
+            );
+            self.shared.out.log("WARN", &message).await?;
+        }
+        Ok(Ok(resumption))
+    }
+
+    /// Reads the listed partitions as room allows, until the listing has ended and every
+    /// partition and job with it.
+    async fn run(
+        mut self,
+        mut partition_rx: mpsc::Receiver<Listed>,
+        mut done_rx: mpsc::UnboundedReceiver<TaskEvent>,
+        lister: tokio::task::JoinHandle<Result<Result<(), CallError>, OutputClosed>>,
+    ) -> Result<StreamSummary, OutputClosed> {
+        let mut lister = Some(lister);
+        let mut listing_open = true;
+        loop {
+            tokio::select! {
+                biased;
+                Some(event) = done_rx.recv(), if self.in_flight > 0 => self.task_event(event).await?,
+                received = partition_rx.recv(), if listing_open && self.next.is_none() => match received {
+                    Some(listed) => self.listed(listed).await?,
+                    None => {
+                        listing_open = false;
+                        let lister = lister.take().expect("the listing ends once");
+                        let listing = match lister.await {
+                            Ok(result) => result?,
+                            Err(e) => Err(CallError::Trap(format!("the partition listing failed: {e}"))),
+                        };
+                        self.listing_ended(listing).await?;
+                    }
+                },
+                permits = self.room(), if self.next.is_some() => self.start(permits),
+                _ = tokio::time::sleep_until(self.heartbeat_at()), if !self.jobs_in_flight.is_empty() => {
+                    self.heartbeat().await?
+                }
+                else => break,
+            }
+        }
+        self.finish().await
+    }
 }
 
 /// The permits a partition holds while it reads: its stream's (when capped) and the run's.

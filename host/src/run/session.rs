@@ -11,6 +11,7 @@ use super::schedule::{self, Concurrency};
 use super::stop::Stop;
 use crate::bindings::Stream;
 use crate::data::catalog::Selected;
+use crate::data::config::Verdict;
 use crate::data::protocol::{self, FailureType, Output, OutputClosed, StreamStatus};
 use crate::data::state::InputState;
 use crate::guest::connector::Connector;
@@ -124,39 +125,18 @@ pub async fn open(
     let mut instance = probe.instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
     // Secrets first, so nothing said after this can leak them.
     let spec = instance.spec().await;
-    if let Ok(spec) = &spec
-        && let (Ok(spec), Ok(config)) = (serde_json::from_str::<Value>(spec), serde_json::from_str::<Value>(&config))
-    {
-        out.secrets.set_from(&spec, &config);
-        let short = out.secrets.too_short();
-        if !short.is_empty() {
-            let message = format!(
-                "config field(s) {} are marked secret but shorter than {} characters: too short to mask \
-                 reliably, so they are not masked in logs and errors",
-                short.join(", "),
-                crate::data::secrets::MIN_MASKED_CHARS
-            );
-            out.log("WARN", &message).await?;
-        }
+    if let Ok(spec) = &spec {
+        learn_secrets(out, spec, &config).await?;
     }
     // The config against the spec before the connector sees it (check, discover, read alike).
     if let (Ok(spec), true) = (&spec, check_config) {
-        let verdict = match (serde_json::from_str::<Value>(spec), serde_json::from_str::<Value>(&config)) {
-            // A manifest carried in the config is the engine's input, not a setting the spec describes.
-            (Ok(spec), Ok(config)) if plugin.manifest.is_some() => {
-                crate::data::config::check(&spec, &crate::guest::manifest::without_manifest(&config))
-            }
-            (Ok(spec), Ok(config)) => crate::data::config::check(&spec, &config),
-            (Err(e), _) => crate::data::config::Verdict::Unchecked(format!("the connector's spec is not JSON: {e}")),
-            (_, Err(e)) => crate::data::config::Verdict::Invalid(format!("the config is not JSON: {e}")),
-        };
-        match verdict {
-            crate::data::config::Verdict::Valid => {}
-            crate::data::config::Verdict::Invalid(why) => {
+        match config_against_spec(&plugin, spec, &config) {
+            Verdict::Valid => {}
+            Verdict::Invalid(why) => {
                 emit_logs(out, instance.take_logs()).await?;
                 return Err(RunError::config(why));
             }
-            crate::data::config::Verdict::Unchecked(why) => {
+            Verdict::Unchecked(why) => {
                 out.log("WARN", &format!("{why}; the config is not checked against it")).await?;
             }
         }
@@ -178,24 +158,7 @@ pub async fn open(
         }
         None => EgressPolicy::new(declared, granted),
     };
-    let missing: Vec<String> = egress_policy.ungranted().iter().map(|h| h.to_string()).collect();
-    if !missing.is_empty() {
-        let grants: Vec<String> = missing.iter().map(|h| format!("--allow-host {h}")).collect();
-        if is_run && !policy.deny_ungranted {
-            return Err(RunError::config(format!(
-                "the connector needs {} for this config, which is not granted: grant it with {} \
-                 (or start anyway with --deny-ungranted, and its requests there are denied)",
-                missing.join(", "),
-                grants.join(" ")
-            )));
-        }
-        let message = format!(
-            "the connector needs {}, which is not granted: its requests there will be denied (grant with {})",
-            missing.join(", "),
-            grants.join(" ")
-        );
-        out.log("WARN", &message).await?;
-    }
+    refuse_ungranted(&egress_policy, is_run && !policy.deny_ungranted, out).await?;
     let mut egress = Egress::new(egress_policy, http.options).map_err(|e| RunError::system(format!("{e:#}")))?;
     if let Some(cassette) = http.replay {
         egress = egress.with_hook(Arc::new(cassette.replayer(out.secrets.clone())));
@@ -213,6 +176,64 @@ pub async fn open(
     })
     .await?;
     Ok(Connector::new(plugin, config, Arc::new(egress), policy.limits.clone()))
+}
+
+/// Learns which config values are secrets (to mask them in everything written after this),
+/// warning of secrets too short to mask.
+async fn learn_secrets(out: &Output, spec: &str, config: &str) -> Result<(), OutputClosed> {
+    let (Ok(spec), Ok(config)) = (serde_json::from_str::<Value>(spec), serde_json::from_str::<Value>(config)) else {
+        return Ok(());
+    };
+    out.secrets.set_from(&spec, &config);
+    let short = out.secrets.too_short();
+    if !short.is_empty() {
+        let message = format!(
+            "config field(s) {} are marked secret but shorter than {} characters: too short to mask \
+             reliably, so they are not masked in logs and errors",
+            short.join(", "),
+            crate::data::secrets::MIN_MASKED_CHARS
+        );
+        out.log("WARN", &message).await?;
+    }
+    Ok(())
+}
+
+/// The config checked against the connector's spec.
+fn config_against_spec(plugin: &Plugin, spec: &str, config: &str) -> Verdict {
+    match (serde_json::from_str::<Value>(spec), serde_json::from_str::<Value>(config)) {
+        // A manifest carried in the config is the engine's input, not a setting the spec describes.
+        (Ok(spec), Ok(config)) if plugin.manifest.is_some() => {
+            crate::data::config::check(&spec, &crate::guest::manifest::without_manifest(&config))
+        }
+        (Ok(spec), Ok(config)) => crate::data::config::check(&spec, &config),
+        (Err(e), _) => Verdict::Unchecked(format!("the connector's spec is not JSON: {e}")),
+        (_, Err(e)) => Verdict::Invalid(format!("the config is not JSON: {e}")),
+    }
+}
+
+/// Hosts the connector needs and the operator did not grant: a refusal when `refuse`, else a
+/// warning that its requests there will be denied.
+async fn refuse_ungranted(egress_policy: &EgressPolicy, refuse: bool, out: &Output) -> Result<(), RunError> {
+    let missing: Vec<String> = egress_policy.ungranted().iter().map(|h| h.to_string()).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let grants: Vec<String> = missing.iter().map(|h| format!("--allow-host {h}")).collect();
+    if refuse {
+        return Err(RunError::config(format!(
+            "the connector needs {} for this config, which is not granted: grant it with {} \
+             (or start anyway with --deny-ungranted, and its requests there are denied)",
+            missing.join(", "),
+            grants.join(" ")
+        )));
+    }
+    let message = format!(
+        "the connector needs {}, which is not granted: its requests there will be denied (grant with {})",
+        missing.join(", "),
+        grants.join(" ")
+    );
+    out.log("WARN", &message).await?;
+    Ok(())
 }
 
 pub fn parse_guest_json(what: &str, text: &str) -> Result<Value, RunError> {

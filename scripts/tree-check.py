@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Fails when files of a crate import each other in a circle (`just lint` runs it on host/src).
+"""Keeps a crate's tree simple (`just lint` runs it on host/src): fails when files import each
+other in a circle, or when a function is longer than MAX_FUNCTION_LINES.
+
+Circles.
 
 Every module path in a file (`crate::a::b`, `super::b`, `self::c`, and a child module's name in
 the module that declares it), in a `use` or in an expression, is resolved to the file that
@@ -8,6 +11,10 @@ defines it, so a facade `mod.rs` is not a knot of its own. Comments and string l
 skipped (a doc link names a module without using it); a file's own `mod tests` counts as part
 of it. Two files that need each other are one concern split in two, or a lower layer reaching
 up: either way a reader has to hold both at once.
+
+Long functions. A function (tests included) of more than MAX_FUNCTION_LINES lines, counted from
+its `fn` to its closing brace, does more than a reader can follow in one go: split it where it
+changes concern.
 """
 import re
 import sys
@@ -17,6 +24,8 @@ ANCHORED = re.compile(r"(?<![A-Za-z0-9_:])(crate|super|self)((?:::[A-Za-z_][A-Za
 RELATIVE = re.compile(r"(?<![A-Za-z0-9_:])([a-z_][a-z0-9_]*)((?:::[A-Za-z_][A-Za-z0-9_]*)+)(::\{[^}]*\})?")
 MOD_DECL = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+([a-z_][a-z0-9_]*)\s*;", re.M)
 REEXPORT = re.compile(r"pub(?:\([^)]*\))?\s+use\s+([^;]+);")
+FN = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:(?:async|const|unsafe|extern \"C\")\s+)*fn\s+(\w+)")
+MAX_FUNCTION_LINES = 100
 
 
 def code_only(text: str) -> str:
@@ -173,6 +182,29 @@ def circles(graph: dict) -> list[list[Path]]:
     return out
 
 
+def long_functions(crate: Crate) -> list[str]:
+    """Functions longer than MAX_FUNCTION_LINES, as `file:line name (lines)`."""
+    found = []
+    for file in crate.files:
+        lines = crate.text[file].split("\n")
+        for start, line in enumerate(lines):
+            m = FN.match(line)
+            if not m:
+                continue
+            depth, opened, end = 0, False, start
+            for end in range(start, len(lines)):
+                if not opened and lines[end].rstrip().endswith(";"):
+                    break
+                for ch in lines[end]:
+                    depth += {"{": 1, "}": -1}.get(ch, 0)
+                    opened = opened or ch == "{"
+                if opened and depth == 0:
+                    break
+            if opened and end - start + 1 > MAX_FUNCTION_LINES:
+                found.append(f"{file.relative_to(crate.root)}:{start + 1} {m.group(1)} ({end - start + 1} lines)")
+    return found
+
+
 def main():
     root = Path(sys.argv[1] if len(sys.argv) > 1 else "host/src")
     crate = Crate(root)
@@ -185,9 +217,12 @@ def main():
         for f in component:
             needs = sorted(str(t.relative_to(root)) for t in graph[f] if t in component)
             print(f"  {f.relative_to(root)} uses {', '.join(needs)}")
-    if found:
+    long = long_functions(crate)
+    for function in long:
+        print(f"function over {MAX_FUNCTION_LINES} lines in {root}: {function}")
+    if found or long:
         sys.exit(1)
-    print(f"{root}: {len(nodes)} files, no import circles")
+    print(f"{root}: {len(nodes)} files, no import circles, no function over {MAX_FUNCTION_LINES} lines")
 
 
 if __name__ == "__main__":
