@@ -311,6 +311,19 @@ fn a_substream_cursor_per_partition_moves_between_the_engines() {
     );
 }
 
+/// `global_substream_cursor`: one cursor for every partition of the substream, its state
+/// `{"use_global_cursor": true, "state", ...}` in both engines and crossed between them.
+#[test]
+fn a_global_substream_cursor_moves_between_the_engines() {
+    let base = now() - 86_400;
+    three_syncs(
+        "cdk/global.yaml",
+        &["event_accounts", "account_events"],
+        |api| json!({"base_url": api.base_url(), "start_date": iso(base - 30 * 86_400)}),
+        waves(base, 3),
+    );
+}
+
 /// The connection status one engine's `check` wrote: succeeded, and the message.
 fn check_status(messages: &[Value]) -> (bool, String) {
     let status = messages
@@ -494,6 +507,10 @@ fn key_and_nesting_transformations_give_the_cdks_records() {
     }
     // Each transformation did something (so equal records are not two untouched copies).
     assert!(ours.records("lower_events")[0].get("camelcasekey").is_some());
+    // A rendered `1e400` reads back (as Python's literal_eval reads it) as infinity, which JSON
+    // cannot hold: null in both engines' records.
+    assert_eq!(ours.records("lower_events")[0]["nested"]["huge"], Value::Null, "{:?}", ours.records("lower_events")[0]);
+    assert!(ours.records("lower_events")[0]["nested"].get("huge").is_some());
     assert!(ours.records("snake_events")[0].get("camel_case_key").is_some());
     assert!(ours.records("replaced_events")[0].get("CamelCase_k_").is_some());
     assert!(ours.records("dpath_flat_events")[0].get("Nested").is_none());

@@ -77,6 +77,9 @@ fn a_manifest_stream_resumes_from_its_state() {
     );
     assert!(again.success(), "{}", again.explain());
     assert!(again.ids("account_items").is_empty(), "nothing new since the state: {:?}", again.ids("account_items"));
+    // A sync that found nothing new still ends the stream with its STATE (as the CDK does), the
+    // bookmark it was handed: a platform keeping only this sync's states keeps it.
+    assert_eq!(again.last_state("account_items").as_ref(), Some(&state), "{}", again.explain());
 }
 
 #[test]
