@@ -9,6 +9,7 @@ use crate::data::protocol::{self, preview};
 use crate::data::state::{self, Resume, StreamCursor};
 use crate::guest::connector::{CallError, Connector, Instance};
 use crate::run::read;
+use crate::run::steps::{self, Stepping, Steps};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -168,11 +169,13 @@ pub async fn read_stream(
     }
     let field = cursor.as_ref().map(|c| c.field().to_vec());
     let through_jobs = is_job_stream(connector, stream).await;
+    let steps = Steps::new(&connector.limits);
     for (partition, bounds) in plans {
         let start = partition.cursor_range.as_ref().and_then(|r| r.start.as_ref()).map(read::cursor_to_json);
         visitor.partition(&partition, start.as_ref());
         let outcome = read_partition(
             connector,
+            &steps,
             stream,
             &partition,
             through_jobs,
@@ -248,6 +251,7 @@ async fn run_job(
 #[allow(clippy::too_many_arguments)]
 async fn read_partition(
     connector: &Connector,
+    steps: &Steps,
     stream: &str,
     partition: &Partition,
     through_jobs: bool,
@@ -264,8 +268,7 @@ async fn read_partition(
         }
     };
     // Read as a run reads it: a stream read in steps, step by step.
-    let in_steps = !through_jobs
-        && crate::run::steps::stepped_streams(connector, None).await.is_ok_and(|stepped| stepped.contains(stream));
+    let in_steps = !through_jobs && steps.streams(connector, None).await.is_ok_and(|stepped| stepped.contains(stream));
     let job = match through_jobs {
         false => None,
         true => match run_job(&mut instance, connector, partition).await {
@@ -276,7 +279,7 @@ async fn read_partition(
             }
         },
     };
-    let reading = Reading { in_steps, job: job.as_ref(), cursor_field, start, max_pages };
+    let reading = Reading { in_steps: in_steps.then_some(steps), job: job.as_ref(), cursor_field, start, max_pages };
     let outcome = read_pages(&mut instance, connector, stream, partition, reading, visitor).await;
     if let Some((handle, _)) = &job {
         // A job the kit is done with is deleted, as the orchestrator deletes it.
@@ -294,7 +297,8 @@ async fn read_partition(
 /// How a partition's pages are read: in steps, from a job's result, or page by page; where the
 /// cursor is and where it started; how many pages at most.
 struct Reading<'a> {
-    in_steps: bool,
+    /// The stream is read in steps.
+    in_steps: Option<&'a Steps>,
     job: Option<&'a (String, String)>,
     cursor_field: Option<&'a [String]>,
     start: Option<&'a Value>,
@@ -310,7 +314,7 @@ async fn read_pages(
     visitor: &mut dyn Visitor,
 ) -> Result<Option<Value>, ()> {
     let Reading { in_steps, job, cursor_field, start, max_pages } = reading;
-    let mut stepping = in_steps.then(|| crate::run::steps::Stepping::new(connector));
+    let mut stepping = in_steps.map(|steps| Stepping::new(connector, steps));
     let limits = &connector.limits;
     let mut token: Option<String> = None;
     let mut tokens: HashMap<String, u64> = HashMap::new();
@@ -328,7 +332,7 @@ async fn read_pages(
         }
         let result = match job {
             None if let Some(stepping) = stepping.as_mut() => {
-                match crate::run::steps::read_page(stepping, None, partition, token.as_ref()).await {
+                match steps::read_page(stepping, None, partition, token.as_ref()).await {
                     Ok(result) => result,
                     Err(crate::data::protocol::OutputClosed) => unreachable!("no output to close"),
                 }

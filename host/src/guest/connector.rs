@@ -57,14 +57,6 @@ pub struct Connector {
     pub limits: Limits,
     /// Accounting across every instance of this connector.
     pub usage: Arc<Usage>,
-    /// The streams read in steps, asked once (see [`crate::run::steps`]).
-    pub stepped: tokio::sync::OnceCell<std::collections::HashSet<String>>,
-    /// Steps computing at once (see [`Limits::steps_at_once`]).
-    pub step_slots: tokio::sync::Semaphore,
-    /// Partitions being read in steps now: while they are no more than the step slots, each
-    /// keeps its instance from one step to the next (it costs no more instances than the steps
-    /// would, and saves instantiating one per step).
-    pub stepping: AtomicU64,
 }
 
 /// What a run's guests used, for the run summary and the library API.
@@ -120,17 +112,7 @@ impl Connector {
             Some(manifest) => crate::guest::manifest::inject(&config, &manifest.json),
             None => config,
         };
-        let step_slots = tokio::sync::Semaphore::new(limits.steps_at_once());
-        Connector {
-            plugin,
-            config,
-            egress,
-            limits,
-            usage: Arc::default(),
-            stepped: Default::default(),
-            step_slots,
-            stepping: AtomicU64::new(0),
-        }
+        Connector { plugin, config, egress, limits, usage: Arc::default() }
     }
 
     /// A fresh instance. Instantiating runs guest code (its start functions), so it is a call

@@ -67,9 +67,9 @@ pub async fn ask(connector: &Connector, out: &Output) -> Result<Answers, OutputC
         true => asking.ask(async |i: &mut Instance, config: &String| i.shaped_streams(config).await).await?.map(set),
         false => Ok(HashSet::new()),
     };
-    let stepped = match plugin.stepped.is_some() && connector.stepped.get().is_none() {
+    let stepped = match plugin.stepped.is_some() {
         true => asking.ask(async |i: &mut Instance, config: &String| i.stepped_streams(config).await).await?.map(set),
-        false => Ok(connector.stepped.get().cloned().unwrap_or_default()),
+        false => Ok(HashSet::new()),
     };
     Ok(Answers { jobs, resumable, shaped, stepped, instance: asking.kept })
 }

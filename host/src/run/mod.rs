@@ -3,9 +3,10 @@
 //! discover, select, read); what the connector says of its streams before a read ([`asked`]); the scheduler of partitions ([`schedule`]) and the pagination loop
 //! ([`read`]), resuming inside partitions ([`resume`]), pages read in steps ([`steps`]) and states in a
 //! connector's shape ([`shape`]); the
-//! report-job orchestrator ([`jobs`]); the operator's [`policy`]; progress and the stop handle.
+//! report-job orchestrator ([`jobs`]); the operator's [`policy`] and what a manifest hints at ([`hints`]); progress and the stop handle.
 
 pub mod asked;
+pub mod hints;
 pub mod jobs;
 pub mod logs;
 pub mod pipeline;

@@ -16,7 +16,7 @@ use crate::data::protocol::{FailureType, Format, Output, airbyte};
 use crate::data::state::InputState;
 use crate::guest::connector::Connector;
 use crate::guest::engine::{POOLED_MAX_MEMORY, Plugin};
-use crate::guest::manifest::RunHints;
+use crate::run::hints::RunHints;
 use crate::run::logs::emit_logs;
 use crate::run::read::StreamSummary;
 use crate::storage::replay::{Opened, StorageOptions};

@@ -8,7 +8,7 @@ use crate::guest::connector::{CallError, Connector, Instance};
 use crate::guest::limits::Limits;
 use crate::run::logs::emit_logs;
 use crate::run::progress::Progress;
-use crate::run::steps;
+use crate::run::steps::{self, Steps};
 use serde_json::Value;
 use std::cmp::Ordering;
 use std::collections::HashSet;
@@ -209,20 +209,17 @@ impl KeyGuard {
 /// cursor value written; `on_first_records` runs once, before the first records are sent. With
 /// `job` (a completed report job's handle and download), its result is read instead of pages.
 /// `done` says what was written, also when the partition fails part way.
-#[allow(clippy::too_many_arguments)]
 pub async fn read_partition(
-    connector: &Connector,
-    out: &Output,
-    limits: &Limits,
+    source: Source<'_>,
     partition: &Partition,
     job: Option<(&String, &String)>,
     rules: RecordRules<'_>,
-    progress: &Progress,
     done: &mut PartitionDone,
     resuming: Resuming<'_>,
     on_first_records: impl AsyncFnOnce() -> Result<(), OutputClosed>,
 ) -> Result<Result<(), CallError>, OutputClosed> {
-    let mut reader = match Reader::open(connector, out, partition, job).await? {
+    let Source { connector, steps, out, limits, progress } = source;
+    let mut reader = match Reader::open(connector, steps, out, partition, job).await? {
         Ok(reader) => reader,
         Err(e) => return Ok(Err(e)),
     };
@@ -317,6 +314,17 @@ impl<F: AsyncFnOnce() -> Result<(), OutputClosed>> Sending<'_, F> {
     }
 }
 
+/// What every partition of a run is read with: the connector, the run's steps, the output,
+/// the limits and the progress counters.
+#[derive(Clone, Copy)]
+pub struct Source<'a> {
+    pub connector: &'a Connector,
+    pub steps: &'a Steps,
+    pub out: &'a Output,
+    pub limits: &'a Limits,
+    pub progress: &'a Progress,
+}
+
 /// What reads a partition's pages: its instance, or (a stream read in steps) an instance per
 /// step, or the partition's own kept between steps.
 enum Reader<'c> {
@@ -328,13 +336,14 @@ impl<'c> Reader<'c> {
     /// Steps for a stream the connector reads in steps (never for a job's result), else a fresh instance.
     async fn open(
         connector: &'c Connector,
+        steps: &'c Steps,
         out: &Output,
         partition: &Partition,
         job: Option<(&String, &String)>,
     ) -> Result<Result<Self, CallError>, OutputClosed> {
-        let in_steps = job.is_none() && steps::stepped_streams(connector, Some(out)).await?.contains(&partition.stream);
+        let in_steps = job.is_none() && steps.streams(connector, Some(out)).await?.contains(&partition.stream);
         Ok(match in_steps {
-            true => Ok(Reader::Steps(steps::Stepping::new(connector))),
+            true => Ok(Reader::Steps(steps::Stepping::new(connector, steps))),
             false => connector.instance().await.map(Reader::Instance),
         })
     }

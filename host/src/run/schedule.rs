@@ -15,6 +15,7 @@ use crate::run::progress::Progress;
 use crate::run::read::{self, Listed, PartitionDone, SelectedStream, StreamSummary};
 use crate::run::resume::{self, Checkpoint, Resumption};
 use crate::run::shape::Shaper;
+use crate::run::steps::Steps;
 use crate::run::stop::Stop;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -44,6 +45,8 @@ impl Default for Concurrency {
 #[derive(Clone)]
 pub struct Shared {
     pub connector: Arc<Connector>,
+    /// The streams read in steps, and the steps computing now.
+    steps: Arc<Steps>,
     pub out: Output,
     pub limits: Arc<Limits>,
     pub progress: Arc<Progress>,
@@ -94,8 +97,8 @@ pub async fn read_streams(
     let shaped =
         unless(answers.shaped, "states are written in Sluice's form", "which streams' states it shapes").await?;
     let stepped = unless(answers.stepped, "pages are read whole", "which streams it reads in steps").await?;
-    let _ = connector.stepped.set(stepped);
     let shared = Shared {
+        steps: Arc::new(Steps::known(&connector.limits, stepped)),
         resumable: Arc::new(resumable),
         shaper: Arc::new(Shaper::new(shaped, answers.instance)),
         folded: Arc::new(folded),
@@ -898,14 +901,18 @@ impl PartitionTask {
             from: self.resume_from.as_ref().map(|c| (&c.token, c.cursor.as_ref())),
             save: self.checkpoints.as_ref().map(|_| &save as &read::SaveCheckpoint),
         };
+        let source = read::Source {
+            connector: &shared.connector,
+            steps: &shared.steps,
+            out: &shared.out,
+            limits: &shared.limits,
+            progress: &shared.progress,
+        };
         read::read_partition(
-            &shared.connector,
-            &shared.out,
-            &shared.limits,
+            source,
             &self.partition,
             job,
             read::RecordRules { cursor_field: self.track.as_deref(), excluded: &self.excluded },
-            &shared.progress,
             done,
             resuming,
             async || {

@@ -10,54 +10,82 @@
 use crate::bindings::{BodyUse, HttpError, Level, Outgoing, Page, Partition, Step, StepAnswer};
 use crate::data::protocol::{Output, OutputClosed};
 use crate::guest::connector::{CallError, Connector, Instance, page_context, put_first};
+use crate::guest::limits::Limits;
 use crate::guest::sandbox::GuestLog;
 use crate::net::records::Forwarded;
 use crate::run::asked::ask_streams;
 use crate::run::logs::emit_logs;
 use std::collections::HashSet;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
+use tokio::sync::Semaphore;
 
 /// Steps one page may take: one request each, and each step runs the page again with every
 /// answer so far, so a long chain costs its square.
 pub const MAX_STEPS_PER_PAGE: usize = 16;
 
-/// The streams this connector reads in steps, asked once per connector (none before contract
-/// 0.1.5; when it cannot say, a warning, and every page is read with `read-page` as before).
-/// `out`, when given, gets the connector's logs and the warning.
-pub async fn stepped_streams<'c>(
-    connector: &'c Connector,
-    out: Option<&Output>,
-) -> Result<&'c HashSet<String>, OutputClosed> {
-    connector
-        .stepped
-        .get_or_try_init(|| async {
-            if connector.plugin.stepped.is_none() {
-                return Ok(HashSet::new());
-            }
-            let ask = async |instance: &mut Instance| instance.stepped_streams(&connector.config).await;
-            let warning = |e: &CallError| {
-                format!(
-                    "the connector cannot say which streams it reads in steps ({}): pages are read whole",
-                    e.message()
-                )
-            };
-            ask_streams(connector, out, ask, warning).await
-        })
-        .await
+/// What a run keeps about the pages it reads in steps, beside its connector (the connector
+/// itself holds no run state): which streams, how many steps compute at once, and how many
+/// partitions are being read in steps now.
+pub struct Steps {
+    /// The streams read in steps, asked once.
+    streams: tokio::sync::OnceCell<HashSet<String>>,
+    /// Steps computing at once (see [`crate::guest::limits::Limits::steps_at_once`]).
+    slots: Semaphore,
+    /// Partitions being read in steps now: while they are no more than the step slots, each
+    /// keeps its instance from one step to the next (it costs no more instances than the steps
+    /// would, and saves instantiating one per step).
+    stepping: AtomicU64,
+}
+
+impl Steps {
+    /// For a connector whose stepped streams are asked when first needed.
+    pub fn new(limits: &Limits) -> Self {
+        let slots = Semaphore::new(limits.steps_at_once());
+        Steps { streams: Default::default(), slots, stepping: AtomicU64::new(0) }
+    }
+
+    /// For a connector whose stepped streams are already known.
+    pub fn known(limits: &Limits, streams: HashSet<String>) -> Self {
+        let steps = Steps::new(limits);
+        let _ = steps.streams.set(streams);
+        steps
+    }
+
+    /// The streams `connector` reads in steps, asked once (none before contract 0.1.5; when it
+    /// cannot say, a warning, and every page is read with `read-page` as before). `out`, when
+    /// given, gets the connector's logs and the warning.
+    pub async fn streams(&self, connector: &Connector, out: Option<&Output>) -> Result<&HashSet<String>, OutputClosed> {
+        self.streams
+            .get_or_try_init(|| async {
+                if connector.plugin.stepped.is_none() {
+                    return Ok(HashSet::new());
+                }
+                let ask = async |instance: &mut Instance| instance.stepped_streams(&connector.config).await;
+                let warning = |e: &CallError| {
+                    format!(
+                        "the connector cannot say which streams it reads in steps ({}): pages are read whole",
+                        e.message()
+                    )
+                };
+                ask_streams(connector, out, ask, warning).await
+            })
+            .await
+    }
 }
 
 /// A partition being read in steps, counted while it lives, and the instance it keeps between
-/// steps while few partitions are (see [`Connector::stepping`]).
+/// steps while few partitions are (see [`Steps`]).
 pub struct Stepping<'c> {
     connector: &'c Connector,
+    steps: &'c Steps,
     kept: Option<Instance>,
 }
 
 impl<'c> Stepping<'c> {
-    pub fn new(connector: &'c Connector) -> Self {
-        connector.stepping.fetch_add(1, Ordering::Relaxed);
-        Stepping { connector, kept: None }
+    pub fn new(connector: &'c Connector, steps: &'c Steps) -> Self {
+        steps.stepping.fetch_add(1, Ordering::Relaxed);
+        Stepping { connector, steps, kept: None }
     }
 
     /// The instance for the next step: the one kept, or a fresh one.
@@ -72,7 +100,7 @@ impl<'c> Stepping<'c> {
     /// read in steps than steps compute at once (so keeping costs no instance more than the
     /// steps would hold); else it is dropped, and its memory given back.
     fn keep(&mut self, instance: Instance) {
-        let few = self.connector.stepping.load(Ordering::Relaxed) as usize <= self.connector.limits.steps_at_once();
+        let few = self.steps.stepping.load(Ordering::Relaxed) as usize <= self.connector.limits.steps_at_once();
         if few {
             self.kept = Some(instance);
         }
@@ -81,7 +109,7 @@ impl<'c> Stepping<'c> {
 
 impl Drop for Stepping<'_> {
     fn drop(&mut self) {
-        self.connector.stepping.fetch_sub(1, Ordering::Relaxed);
+        self.steps.stepping.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -103,7 +131,7 @@ pub async fn read_page(
     let mut held = 0usize;
     for _ in 0..MAX_STEPS_PER_PAGE {
         let step = {
-            let _core = connector.step_slots.acquire().await.expect("the step semaphore is never closed");
+            let _core = stepping.steps.slots.acquire().await.expect("the step semaphore is never closed");
             let mut instance = match stepping.instance().await {
                 Ok(instance) => instance,
                 Err(e) => return Ok(Err(e)),
