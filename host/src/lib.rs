@@ -31,7 +31,7 @@
 //! `cli`.
 
 mod bindings;
-pub mod cli;
+mod cli;
 mod conformance;
 mod data;
 #[cfg(test)]
@@ -47,14 +47,14 @@ mod storage;
 static ALLOCATOR: fuzz::alloc::Counting = fuzz::alloc::Counting;
 
 pub use data::catalog::Selected;
-pub use data::protocol::{FailureType, Format};
+pub use data::protocol::{FailureType, Format, PluginInfo};
 pub use data::state::InputState;
 pub use guest::compile::{COMPILE_CHILD_ARG, CompileLimits, compile_child_main, enable_compile_helper};
-pub use guest::limits::Limits;
+pub use guest::limits::{Limits, Throttle};
 pub use net::HttpOptions;
 pub use net::hooks::{Answer, Attempt, BoxFuture, HttpHooks, Outcome as AttemptOutcome, Timing};
 pub use run::jobs::JobOptions;
-pub use run::policy::Policy;
+pub use run::policy::{Policy, PolicySource};
 pub use run::read::StreamSummary;
 pub use run::request::{Action, Outcome, ReadReport, RunError, RunReport, RunRequest, RunUsage, Selection};
 pub use run::runtime::{Runtime, RuntimeOptions};
@@ -76,6 +76,13 @@ pub mod manifest {
 
 /// Internals the benchmark binaries measure in isolation (a guest call, the writer). Not a
 /// stable API.
+/// The `host` command line, for the binary and the benches: not part of the library's API.
+#[doc(hidden)]
+pub mod command_line {
+    pub use crate::cli::package::packaged_args;
+    pub use crate::cli::{Cli, execute};
+}
+
 #[doc(hidden)]
 pub mod internals {
     pub use crate::data::protocol::{Output, checked_record};

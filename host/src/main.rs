@@ -10,9 +10,9 @@ fn main() -> ExitCode {
     // Started as a packaged connector (source-NAME, tap-NAME), the platform's arguments become
     // the host's.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let cli = match sluice_host::cli::package::packaged_args(args.clone()) {
-        Ok(Some(packaged)) => sluice_host::cli::Cli::parse_from(packaged),
-        Ok(None) => sluice_host::cli::Cli::parse_from(args),
+    let cli = match sluice_host::command_line::packaged_args(args.clone()) {
+        Ok(Some(packaged)) => sluice_host::command_line::Cli::parse_from(packaged),
+        Ok(None) => sluice_host::command_line::Cli::parse_from(args),
         Err(e) => {
             eprintln!("error: {e:#}");
             return ExitCode::FAILURE;
@@ -25,5 +25,5 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(sluice_host::cli::execute(cli, Box::new(std::io::stdout())))
+    runtime.block_on(sluice_host::command_line::execute(cli, Box::new(std::io::stdout())))
 }

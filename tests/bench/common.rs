@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use clap::Parser;
-use sluice_host::cli::Cli;
+use sluice_host::command_line::Cli;
 use sluice_tests::demo_api::DemoApi;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -43,7 +43,7 @@ pub async fn host_run_into(
     args.extend(extra.iter().map(|s| s.to_string()));
     let cli = Cli::parse_from(args);
     let started = Instant::now();
-    let code = sluice_host::cli::execute(cli, sink).await;
+    let code = sluice_host::command_line::execute(cli, sink).await;
     let elapsed = started.elapsed();
     assert_eq!(format!("{code:?}"), format!("{:?}", std::process::ExitCode::SUCCESS), "host run failed");
     elapsed

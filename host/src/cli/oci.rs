@@ -5,7 +5,7 @@
 //! `podman load`/`skopeo copy oci:DIR ...` read it.
 
 use anyhow::{Context, Result, bail};
-use serde_json::{Value, json};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
@@ -267,21 +267,22 @@ fn shared_libraries(binary: &Path) -> Result<Vec<PathBuf>> {
         .collect())
 }
 
-/// The image config of a layout (for tests and inspection).
-pub fn config_of(layout: &Path) -> Result<Value> {
-    let read = |digest: &str| -> Result<Value> {
-        let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
-        Ok(serde_json::from_slice(&std::fs::read(layout.join("blobs/sha256").join(hex))?)?)
-    };
-    let index: Value = serde_json::from_slice(&std::fs::read(layout.join("index.json"))?)?;
-    let manifest = read(index["manifests"][0]["digest"].as_str().unwrap_or_default())?;
-    read(manifest["config"]["digest"].as_str().unwrap_or_default())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cli::package::{Manifest, Pinned};
+    use serde_json::Value;
+
+    /// The image config of a layout (for the tests).
+    fn config_of(layout: &Path) -> Result<Value> {
+        let read = |digest: &str| -> Result<Value> {
+            let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+            Ok(serde_json::from_slice(&std::fs::read(layout.join("blobs/sha256").join(hex))?)?)
+        };
+        let index: Value = serde_json::from_slice(&std::fs::read(layout.join("index.json"))?)?;
+        let manifest = read(index["manifests"][0]["digest"].as_str().unwrap_or_default())?;
+        read(manifest["config"]["digest"].as_str().unwrap_or_default())
+    }
 
     fn sha(bytes: &[u8]) -> String {
         hex::encode(Sha256::digest(bytes))

@@ -142,7 +142,7 @@ impl CompileLimits {
 
     /// Compiles `wasm` for an engine built with `config`: in the helper process when there is
     /// one, else here.
-    pub fn compile(
+    pub(crate) fn compile(
         &self,
         engine: &wasmtime::Engine,
         wasm: &[u8],
@@ -160,7 +160,7 @@ impl CompileLimits {
     /// remembered in this process, and in `marker` when given (a file beside the cache's
     /// entries, so the next run of the CLI, a process of its own, does not pay again either; it
     /// counts for limits no larger than those it failed under).
-    pub fn compile_remembered(
+    pub(crate) fn compile_remembered(
         &self,
         engine: &wasmtime::Engine,
         wasm: &[u8],

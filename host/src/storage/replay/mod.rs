@@ -37,7 +37,7 @@ pub struct StorageOptions {
 }
 
 /// Storage opened for one run: the writer's sinks, and where the run is kept.
-pub struct Opened {
+pub(crate) struct Opened {
     pub sinks: Sinks,
     /// The run's folder in the lake, when it is kept.
     pub kept_at: Option<String>,
@@ -45,7 +45,7 @@ pub struct Opened {
 
 impl StorageOptions {
     /// Opens the stores (and the run's folder). Blocking: call it outside async code.
-    pub fn open(&self) -> anyhow::Result<Opened> {
+    pub(crate) fn open(&self) -> anyhow::Result<Opened> {
         if self.hold_state && self.replay_to.is_none() {
             anyhow::bail!("--replay-hold-state needs --replay-to");
         }
