@@ -164,6 +164,10 @@ impl<'de> Visitor<'de> for Object<'_> {
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an object")
     }
+    /// A repeated key on the path is read as Python's `json`, serde_json and JavaScript read
+    /// it (and so the Airbyte CDK and the declarative engine): its last value counts. The member
+    /// the path runs through goes last in the rest (members' order means nothing once no key
+    /// repeats), so a repeat costs no copy of what came before it.
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut records = None;
         let mut rest = String::from("{");
@@ -175,8 +179,10 @@ impl<'de> Visitor<'de> for Object<'_> {
             rest.push(':');
             rest.push_str(value);
         };
+        // The last object the path ran through, without its records.
+        let mut on_path: Option<String> = None;
         while let Some(key) = map.next_key::<String>()? {
-            if key != self.path[0] || records.is_some() {
+            if key != self.path[0] {
                 let value: &RawValue = map.next_value()?;
                 member(&mut rest, &key, value.get());
             } else if self.path.len() == 1 {
@@ -185,8 +191,11 @@ impl<'de> Visitor<'de> for Object<'_> {
                 let inner = Object { path: &self.path[1..], max: self.max, too_many: self.too_many };
                 let (found, inner) = map.next_value_seed(inner)?;
                 records = found;
-                member(&mut rest, &key, &inner);
+                on_path = Some(inner);
             }
+        }
+        if let Some(inner) = on_path {
+            member(&mut rest, &self.path[0], &inner);
         }
         rest.push('}');
         Ok((records, rest))
@@ -296,14 +305,22 @@ mod tests {
         assert_eq!(rest, br#"{"next":null}"#);
     }
 
-    /// Only the first member named like the path's key holds the records; a repeated key stays
-    /// in the rest (JSON parsers differ on duplicates; the host does not pick the last one).
+    /// A repeated key is read as JSON parsers that keep the last value read it (Python's, and
+    /// so the Airbyte CDK's; serde_json, and so the declarative engine's): the last list holds
+    /// the records, and of a repeated object on the path the rest keeps the last one.
     #[test]
-    fn a_repeated_key_is_kept_in_the_rest() {
+    fn a_repeated_key_holds_its_last_value() {
         let (records, rest) =
-            split(br#"{"data": [{"a":1}], "data": [{"b":2}]}"#, &path(&["data"]), 100).unwrap().unwrap();
-        assert_eq!(records, [r#"{"a":1}"#]);
-        assert_eq!(rest, br#"{"data":[{"b":2}]}"#);
+            split(br#"{"data": [{"a":1}], "next": 1, "data": [{"b":2}]}"#, &path(&["data"]), 100).unwrap().unwrap();
+        assert_eq!(records, [r#"{"b":2}"#]);
+        assert_eq!(rest, br#"{"next":1}"#);
+        let body = br#"{"r": {"items": [{"a":1}], "n": 1}, "x": 2, "r": {"items": [{"b":2}], "n": 3}}"#;
+        let (records, rest) = split(body, &path(&["r", "items"]), 100).unwrap().unwrap();
+        assert_eq!(records, [r#"{"b":2}"#]);
+        assert_eq!(rest, br#"{"x":2,"r":{"n":3}}"#);
+        // What serde_json reads of the whole body, records put back, is what the split gives.
+        let whole: serde_json::Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(whole["r"]["items"][0], serde_json::json!({"b": 2}));
     }
 
     /// 11.2 million `{}` in a 32 MiB answer were all taken out (824 MiB) before any limit
