@@ -796,3 +796,84 @@ fn streams_and_schemas_an_api_describes_are_the_cdks() {
     let (ok, message) = check_status(&run.messages);
     assert!(!ok && message.contains("dynamic_streams_check_configs"), "{message}");
 }
+
+/// `waves` for an integer cursor: ids 1 to 12 but 7, then 13 to 16 with a late 7 (below the
+/// saved id: neither engine reads it), then 17 and 18.
+fn counted_waves() -> [Vec<Value>; 3] {
+    let base = now() - 86_400;
+    let first = (1..=12).filter(|i| *i != 7).map(|i| event(i, base + i, 1)).collect();
+    let second = [7, 13, 14, 15, 16].iter().map(|i| event(*i, base + i, 1)).collect();
+    [first, second, vec![event(17, base + 17, 1), event(18, base + 18, 1)]]
+}
+
+/// IncrementingCountCursor: one slice from the saved id (read again: both engines read id 12 in
+/// sync 2 and 16 in sync 3) or `start_value` from the config, sent by `start_value_option` or
+/// through `stream_interval` in a template; states `{"id": n}` crossed between the engines.
+#[test]
+fn an_incrementing_count_cursor_moves_between_the_engines() {
+    three_syncs(
+        "cdk/counted.yaml",
+        &["counted_events", "templated_events"],
+        |api| json!({"base_url": api.base_url(), "start_id": 3}),
+        counted_waves(),
+    );
+}
+
+/// An IncrementingCountCursor's saved value: below `start_value` the sync starts at
+/// `start_value`; past every record nothing is read and the state stays; `0` is no value; the
+/// state is written as a number, in both engines. A value in text fails the stream in Sluice,
+/// naming the value (the CDK fails on it with a TypeError), and the other stream reads.
+#[test]
+fn an_incrementing_count_cursor_starts_where_the_cdk_starts() {
+    let api = demo_api(DemoApiConfig::default());
+    let files = Files::new();
+    let [first, ..] = counted_waves();
+    api.set_events(first);
+    let catalog = catalog(&[("counted_events", "incremental"), ("templated_events", "incremental")]);
+    let config = json!({"base_url": api.base_url(), "start_id": 3});
+    let sync = Sync { manifest: "cdk/counted.yaml", api: &api, config, catalog, files: &files };
+    let state = |counted: Value, templated: Value| {
+        json!([{"type": "STREAM", "stream": {"stream_descriptor": {"name": "counted_events"}, "stream_state": counted}},
+               {"type": "STREAM", "stream": {"stream_descriptor": {"name": "templated_events"}, "stream_state": templated}}])
+    };
+    for (given, counted_ids, templated_ids, after) in [
+        (state(json!({"id": 1}), json!({"id": 0})), vec![3, 4, 5, 6, 8, 9, 10, 11, 12], 11, (12, 12)),
+        (state(json!({"id": 50}), json!({"id": 50})), vec![], 0, (50, 50)),
+    ] {
+        let theirs = sync.cdk(Some(&given));
+        let ours = sync.sluice(Some(&given));
+        for stream in ["counted_events", "templated_events"] {
+            same_records(stream, &ours, &theirs, &format!("from {given}"));
+            assert_eq!(ours.state_of(stream), theirs.state_of(stream), "{stream} from {given}");
+        }
+        assert_eq!(ours.ids("counted_events"), counted_ids);
+        assert_eq!(ours.ids("templated_events").len(), templated_ids);
+        assert_eq!(ours.state_of("counted_events"), Some(json!({"id": after.0})));
+        assert_eq!(ours.state_of("templated_events"), Some(json!({"id": after.1})));
+    }
+    // A saved id in text: the CDK's TypeError, Sluice's refusal of the stream.
+    let text = state(json!({"id": "5"}), json!({"id": 5}));
+    let path = files.json("text-state.json", &text);
+    let config = files.json("text-config.json", &sync.config);
+    let catalog = files.json("text-catalog.json", &sync.catalog);
+    let run = host(&["read"])
+        .arg(manifest("cdk/counted.yaml"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--catalog")
+        .arg(&catalog)
+        .arg("--state")
+        .arg(&path)
+        .arg("--allow-host")
+        .arg(grant(&api))
+        .run();
+    let errors: Vec<String> = run
+        .messages
+        .iter()
+        .filter(|m| m["type"] == "TRACE" && m["trace"]["type"] == "ERROR")
+        .map(|m| m["trace"]["error"]["message"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(errors.iter().any(|e| e.contains("counted_events") && e.contains("\"5\"")), "{errors:?}");
+    let ours = Read { engine: "Sluice", messages: run.messages.clone(), stderr: run.stderr() };
+    assert_eq!(ours.ids("templated_events").len(), 7, "the other stream reads: {}", ours.explain());
+}

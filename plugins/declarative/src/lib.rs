@@ -10,6 +10,7 @@
 pub mod auth;
 pub mod config;
 pub mod config_check;
+pub mod counting;
 pub mod datetime;
 pub mod delegation;
 pub mod dynamic;
@@ -55,7 +56,10 @@ fn stream_of(engine: &Engine, node: &Value) -> Result<Stream> {
             )));
         }
     };
-    let cursor_field = slicing::Cursor::of(engine, node)?.map(|c| vec![c.field]);
+    let cursor_field = match slicing::Cursor::of(engine, node)? {
+        Some(cursor) => Some(vec![cursor.field]),
+        None => counting::Counter::of(engine, node)?.map(|c| vec![c.field]),
+    };
     let json_schema = match inline {
         Some(loader) => loader.get("schema").cloned().unwrap_or_else(|| json!({})),
         // Read from the API, as the CDK reads it at discover.

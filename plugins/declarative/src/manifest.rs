@@ -150,6 +150,8 @@ pub const SUPPORTED: &[(&str, &[&str])] = &[
             "primary_key",
         ],
     ),
+    // plugins/declarative/src/counting.rs
+    ("IncrementingCountCursor", &["cursor_field", "start_value", "start_value_option", "name", "primary_key"]),
     ("MinMaxDatetime", &["datetime", "datetime_format", "min_datetime", "max_datetime", "name", "primary_key"]),
     ("ListPartitionRouter", &["cursor_field", "values", "request_option", "name", "primary_key"]),
     // Applied to a state handed in (plugins/declarative/src/state.rs).
@@ -303,6 +305,7 @@ const UNSUPPORTED_FIELDS: &[(&str, &[&str])] = &[
     ("HttpRequester", &["fetch_properties_from_endpoint", "query_properties"]),
     ("DpathExtractor", &["record_expander"]),
     ("DatetimeBasedCursor", &["allow_catalog_defined_cursor_field", "clamping"]),
+    ("IncrementingCountCursor", &["allow_catalog_defined_cursor_field"]),
     ("OAuthAuthenticator", &["profile_assertion", "use_profile_assertion"]),
 ];
 
@@ -319,6 +322,7 @@ const DEFAULT_TYPES: &[(&str, &str)] = &[
     ("DeclarativeSource.streams", "DeclarativeStream"),
     ("DeclarativeStream.retriever", "SimpleRetriever"),
     ("DeclarativeStream.schema_loader", "JsonFileSchemaLoader"),
+    ("IncrementingCountCursor.start_value_option", "RequestOption"),
     ("DynamicSchemaLoader.retriever", "SimpleRetriever"),
     ("StateDelegatingStream.full_refresh_stream", "DeclarativeStream"),
     ("StateDelegatingStream.incremental_stream", "DeclarativeStream"),
@@ -360,6 +364,11 @@ const DATA_FIELDS: &[&str] = &[
     "refresh_request_body",
     "refresh_request_headers",
 ];
+
+/// Whether a field holds data rather than components.
+pub fn is_data_field(field: &str) -> bool {
+    DATA_FIELDS.contains(&field)
+}
 
 /// A loaded manifest: the resolved `DeclarativeSource`.
 pub struct Manifest {
@@ -464,7 +473,10 @@ impl Manifest {
         let mut delegating = Vec::new();
         for (i, stream) in streams.into_iter().enumerate() {
             let at = format!("streams[{i}]");
-            match check_supported(&stream, &at, &mut ignored).and_then(|()| crate::delegation::split(&stream, &at)) {
+            let checked = check_supported(&stream, &at, &mut ignored)
+                .and_then(|()| crate::counting::check(&stream, &at))
+                .and_then(|()| crate::delegation::split(&stream, &at));
+            match checked {
                 Ok(None) => kept.push(stream),
                 Ok(Some((incremental, side))) => {
                     kept.push(incremental);
@@ -753,9 +765,13 @@ fn check_stream(stream: &Value, at: &str, warnings: &mut Vec<String>) -> Result<
         }
     }
     if let Some(cursor) = stream.get("incremental_sync").filter(|c| c.is_object()) {
-        for field in ["cursor_field", "datetime_format", "start_datetime"] {
-            if cursor.get(field).is_none_or(Value::is_null) {
-                return Err(format!("{at}.incremental_sync: a DatetimeBasedCursor needs {field}"));
+        let (name, fields): (&str, &[&str]) = match kind(cursor) {
+            crate::counting::KIND => (crate::counting::KIND, &["cursor_field"]),
+            _ => ("DatetimeBasedCursor", &["cursor_field", "datetime_format", "start_datetime"]),
+        };
+        for field in fields {
+            if cursor.get(*field).is_none_or(Value::is_null) {
+                return Err(format!("{at}.incremental_sync: a {name} needs {field}"));
             }
         }
     }

@@ -2,12 +2,13 @@
 //! (`{"next": <the paginator's value>}`, plus the window being read when a routed partition walks
 //! its cursor's windows), so the engine keeps nothing between calls.
 
+use crate::counting::Counter;
 use crate::datetime::DateTime;
 use crate::engine::{Engine, Scope, kind};
 use crate::pagination_reset::{Policy, Tracker};
 use crate::records::{self, Shaper};
 use crate::requester::{self, Answer, Options};
-use crate::slicing::{self, Cursor};
+use crate::slicing::{self, Cursor, Inject};
 use serde_json::{Map, Value, json};
 use sluice_guest::{Error, Page, Partition, Result};
 
@@ -142,7 +143,16 @@ pub fn read_page(engine: &Engine, partition: &Partition, token: Option<Value>) -
         };
         scope.interval = cursor.interval_in(&window.0, &window.1, offset, utc_end);
     }
-    let mut paged = read_slice(engine, stream, cursor.as_deref(), &scope, position.next.take(), &partition.stream)?;
+    // An IncrementingCountCursor's one slice: from the partition's start, with no end.
+    let counter = match &cursor {
+        Some(_) => None,
+        None => Counter::of(engine, stream)?,
+    };
+    if let Some(counter) = &counter {
+        scope.interval = Counter::interval(counter.start_of(partition)?);
+    }
+    let inject = injector(cursor.as_deref(), counter.as_ref());
+    let mut paged = read_slice(engine, stream, inject, &scope, position.next.take(), &partition.stream)?;
     if let (Some(c), Some((start, end))) = (&cursor, position.window)
         && (c.data_feed || c.client_side)
     {
@@ -207,6 +217,15 @@ pub fn read_page(engine: &Engine, partition: &Partition, token: Option<Value>) -
     Ok(Page { records, next_token })
 }
 
+/// What adds a stream's cursor to its requests: its DatetimeBasedCursor or its counter.
+fn injector<'c>(cursor: Option<&'c Cursor>, counter: Option<&'c Counter>) -> Option<&'c dyn Inject> {
+    match (cursor, counter) {
+        (Some(cursor), _) => Some(cursor),
+        (None, Some(counter)) => Some(counter),
+        (None, None) => None,
+    }
+}
+
 /// The first window of a partition: a bounded partition is one window (its start raised by the
 /// host when part of it is finished); an open-ended one runs from its start (the saved cursor,
 /// less the lookback window) to the cursor's end, cut by `step`, and its later windows follow
@@ -242,7 +261,7 @@ fn first_window(
 pub fn read_slice(
     engine: &Engine,
     stream: &Value,
-    cursor: Option<&Cursor>,
+    cursor: Option<&dyn Inject>,
     scope: &Scope,
     next: Option<Value>,
     name: &str,
@@ -610,11 +629,12 @@ fn read_each(engine: &Engine, stream: &Value, max: usize, mut each: impl FnMut(&
         return Err(Error::config(format!("the parent stream {name} must use a SimpleRetriever")));
     }
     let cursor = Cursor::of(engine, stream)?;
+    let counter = Counter::of(engine, stream)?;
     let mut count = 0;
-    for scope in parent_scopes(engine, stream, cursor.as_ref(), name)? {
+    for scope in parent_scopes(engine, stream, cursor.as_ref(), counter.as_ref(), name)? {
         let mut next = None;
         for _ in 0..MAX_PAGES {
-            let paged = read_slice(engine, stream, cursor.as_ref(), &scope, next, name)?;
+            let paged = read_slice(engine, stream, injector(cursor.as_ref(), counter.as_ref()), &scope, next, name)?;
             if paged.reset {
                 return Err(Error::system(format!(
                     "the parent stream {name}: the API asked for a pagination reset, which a parent stream does not follow"
@@ -655,13 +675,23 @@ pub fn first_record(engine: &Engine, stream: &Value, name: &str) -> Result<Optio
     Err(Error::system(format!("{name}: more than {MAX_PAGES} pages without a record")))
 }
 
-/// A parent stream's slices, routers and cursor windows alike.
-fn parent_scopes(engine: &Engine, stream: &Value, cursor: Option<&Cursor>, name: &str) -> Result<Vec<Scope>> {
+/// A parent stream's slices, routers and cursor windows alike (a counter's one slice from its
+/// `start_value`, as the CDK reads a parent without state).
+fn parent_scopes(
+    engine: &Engine,
+    stream: &Value,
+    cursor: Option<&Cursor>,
+    counter: Option<&Counter>,
+    name: &str,
+) -> Result<Vec<Scope>> {
     // The routers' slices; one empty slice for a stream without a router.
     let slices = slicing::route(engine, &stream["retriever"], name)?.unwrap_or_else(|| vec![Default::default()]);
     let mut scopes = Vec::new();
     for (partition, extra) in slices {
-        let scope = Scope { partition, extra, ..Default::default() };
+        let mut scope = Scope { partition, extra, ..Default::default() };
+        if let Some(counter) = counter {
+            scope.interval = Counter::interval(counter.start);
+        }
         match cursor {
             None => scopes.push(scope),
             Some(c) => {

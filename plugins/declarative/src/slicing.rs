@@ -1,5 +1,6 @@
 //! Partition routers and the DatetimeBasedCursor as Sluice partitions, so the host owns what it
-//! already owns: concurrency across partitions, state, windows and checkpoints.
+//! already owns: concurrency across partitions, state, windows and checkpoints. (An
+//! IncrementingCountCursor is one open-ended partition, see `crate::counting`.)
 //!
 //! - Routers (ListPartitionRouter, SubstreamPartitionRouter, several as a product) give one
 //!   partition each, keyed `{"partition": ...}`; with a cursor, each is open-ended: the host
@@ -54,8 +55,11 @@ pub struct Cursor {
 impl Cursor {
     pub fn of(engine: &Engine, stream: &Value) -> Result<Option<Cursor>> {
         let Some(node) = stream.get("incremental_sync").filter(|n| !n.is_null()) else { return Ok(None) };
-        if kind(node) != "DatetimeBasedCursor" {
-            return Err(Error::config(format!("incremental_sync: {} is not supported", kind(node))));
+        match kind(node) {
+            "DatetimeBasedCursor" => {}
+            // Read by `crate::counting`.
+            crate::counting::KIND => return Ok(None),
+            other => return Err(Error::config(format!("incremental_sync: {other} is not supported"))),
         }
         let ctx = engine.context(node, &Scope::default(), Vec::new());
         let field = engine.text(node.get("cursor_field"), &ctx)?;
@@ -253,9 +257,16 @@ impl Cursor {
             .map(|at| *at.offset())
             .filter(|o| o.local_minus_utc() != 0)
     }
+}
 
+/// What a stream's cursor adds to a slice's requests.
+pub trait Inject {
+    fn inject(&self, engine: &Engine, scope: &Scope, options: &mut Options) -> Result<()>;
+}
+
+impl Inject for Cursor {
     /// `start_time_option` / `end_time_option` for this interval.
-    pub fn inject(&self, engine: &Engine, scope: &Scope, options: &mut Options) -> Result<()> {
+    fn inject(&self, engine: &Engine, scope: &Scope, options: &mut Options) -> Result<()> {
         let ctx = engine.context(&self.node, scope, Vec::new());
         for (option, name) in [("start_time_option", &self.start_name), ("end_time_option", &self.end_name)] {
             if let (Some(option), Some(value)) =
@@ -291,6 +302,10 @@ pub fn partitions_of(
     state: Option<&Value>,
 ) -> Result<Vec<Partition>> {
     let retriever = &stream["retriever"];
+    // One open-ended partition (a router beside it is refused when the manifest loads).
+    if let Some(counter) = crate::counting::Counter::of(engine, stream)? {
+        return Ok(vec![counter.partition(stream_name, state)?]);
+    }
     let cursor = Cursor::of(engine, stream)?;
     let routed = route(engine, retriever, stream_name)?;
     match (routed, cursor) {

@@ -13,9 +13,12 @@
 //!   own value (less the manifest's lookback), a new one at the global `state` less
 //!   `lookback_window` seconds, or at `start_datetime`.
 //!
+//! - An IncrementingCountCursor: `{cursor_field: number}` (see `crate::counting`).
+//!
 //! The host's form comes back in `to_host` with `low_water` (where windows or new partitions
 //! start, exclusive for windows), `newest` (the bookmark) and `partitions`.
 
+use crate::counting::Counter;
 use crate::datetime::{self, DateTime};
 use crate::engine::Engine;
 use crate::slicing::{self, Cursor};
@@ -40,7 +43,7 @@ pub fn shaped_streams(engine: &Engine) -> Result<Vec<String>> {
     let mut names = Vec::new();
     for stream in engine.manifest()?.streams() {
         let name = stream.get("name").and_then(Value::as_str).unwrap_or_default();
-        if engine.cursor(name)?.is_some() {
+        if engine.cursor(name)?.is_some() || Counter::of(engine, stream)?.is_some() {
             names.push(name.to_string());
         }
     }
@@ -103,6 +106,9 @@ pub fn to_host(engine: &Engine, stream: &str, state: &Value) -> Result<Option<Va
         && crate::delegation::past_retention(engine, delegating, state)?
     {
         return Ok(Some(json!({})));
+    }
+    if let Some(counter) = Counter::of(engine, engine.stream(stream)?)? {
+        return counter.to_host(state, stream).map(Some);
     }
     let cursor = cursor_of(engine, stream)?;
     let migrated = migrated(engine, stream, state, &cursor.field)?;
@@ -193,6 +199,9 @@ pub fn windows_from(
 
 /// The host's form of a stream as the CDK writes it.
 pub fn from_host(engine: &Engine, stream: &str, state: &Value) -> Result<Value> {
+    if let Some(counter) = Counter::of(engine, engine.stream(stream)?)? {
+        return Ok(counter.from_host(state));
+    }
     let cursor = cursor_of(engine, stream)?;
     let field = cursor.field.clone();
     let newest = state.get("newest").filter(|v| !v.is_null());

@@ -9,6 +9,8 @@
 //!   is within `[S, U]` (each bound optional; an integer of epoch seconds, or a date-time, with an
 //!   offset, `Z`, or none for UTC, `T` or a space between date and time; a bare date is its
 //!   midnight), of account `A` when given; `{"data": [...], "next_page": P + 1 | null}`.
+//!   With `since_id=N` only the events whose `id` is at least N (what an IncrementingCountCursor's
+//!   `start_value_option` sends).
 //!   With `format=xml` the page is XML: `<events next_page="P"><event id="1">` and an element a
 //!   field (what the XmlDecoder reads).
 //!   With `order=created` they are in `created` order (then `id`); with `page_limit=N` a page
@@ -56,6 +58,13 @@ pub(super) async fn events(
         };
     let (page, per_page) = (number("page", 1)?, number("per_page", 100)?.min(super::MAX_PAGE_SIZE));
     let account = q.get("account_id").map(|a| a.to_string());
+    let since_id =
+        match q.get("since_id").map(|v| v.trim()) {
+            None => None,
+            Some(v) => Some(v.parse::<i64>().map_err(|_| {
+                ApiError::new(StatusCode::BAD_REQUEST, format!("since_id must be an integer, not {v:?}"))
+            })?),
+        };
     let mut matching: Vec<Value> = shared
         .events()
         .into_iter()
@@ -64,6 +73,7 @@ pub(super) async fn events(
             since.is_none_or(|s| created >= s)
                 && until.is_none_or(|u| created <= u)
                 && account.as_deref().is_none_or(|a| plain(&e["account_id"]) == a)
+                && since_id.is_none_or(|n| e["id"].as_i64().is_some_and(|id| id >= n))
         })
         .collect();
     match q.get("order").map(String::as_str) {
