@@ -1,5 +1,5 @@
 //! The guest runtime: the only part that touches wasmtime. [`engine`] loads components,
-//! [`compile`] bounds compiling them, [`cache`] keeps the compiled code, [`sandbox`] is what a guest can see (its imports, memory limiter, logs),
+//! [`compile`] bounds compiling them, [`cache`] keeps the compiled code, [`sandbox`] is what a guest can see (its imports, memory limiter, logs; the records it forwards are kept in [`forwarded`]),
 //! [`limits`] what it may consume, [`manifest`] runs declarative manifests in the declarative engine, and
 //! [`connector`] makes instances and calls them.
 
@@ -7,6 +7,7 @@ pub mod cache;
 pub mod compile;
 pub mod connector;
 pub mod engine;
+pub mod forwarded;
 pub mod limits;
 pub mod manifest;
 pub mod sandbox;

@@ -55,7 +55,7 @@ pub struct GuestState {
     bodies: Bodies,
     /// What `forward-records` took out during the current `read-page` or `read-result` call,
     /// for the page it returns; `None` outside those calls.
-    forwarded: Option<crate::net::records::Forwarded>,
+    forwarded: Option<crate::guest::forwarded::Forwarded>,
     max_forwarded_records: usize,
     max_forwarded_bytes: usize,
 }
@@ -237,7 +237,7 @@ impl GuestState {
     /// A `read-page` or `read-result` call starts: records may be forwarded to its page.
     pub fn start_forwarding(&mut self) {
         let (records, bytes) = (self.max_forwarded_records, self.max_forwarded_bytes);
-        self.forwarded = Some(crate::net::records::Forwarded::new(records, bytes, "in this call"));
+        self.forwarded = Some(crate::guest::forwarded::Forwarded::new(records, bytes, "in this call"));
     }
 
     /// The call ended: the records it forwarded, oldest first (dropped if the call failed).

@@ -10,9 +10,9 @@
 use crate::bindings::{BodyUse, HttpError, Level, Outgoing, Page, Partition, Step, StepAnswer};
 use crate::data::protocol::{Output, OutputClosed};
 use crate::guest::connector::{CallError, Connector, Instance, page_context, put_first};
+use crate::guest::forwarded::Forwarded;
 use crate::guest::limits::Limits;
 use crate::guest::sandbox::GuestLog;
-use crate::net::records::Forwarded;
 use crate::run::asked::ask_streams;
 use crate::run::logs::emit_logs;
 use std::collections::HashSet;
