@@ -59,6 +59,7 @@ pub use run::read::StreamSummary;
 pub use run::request::{Action, Outcome, ReadReport, RunError, RunReport, RunRequest, RunUsage, Selection};
 pub use run::runtime::{Runtime, RuntimeOptions};
 pub use run::schedule::Concurrency;
+pub use run::shard::Shard;
 pub use run::stop::Stop;
 pub use storage::replay::{
     Cadence, Compression, LakeOptions, Location, Manifest, ReplayOptions, ReplayReport, Segment, StorageOptions,

@@ -19,5 +19,6 @@ mod policy;
 mod read;
 mod recording;
 mod replay;
+mod shards;
 mod singer;
 mod tenants;

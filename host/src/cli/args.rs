@@ -77,6 +77,9 @@ pub enum Command {
     /// Declarative manifests: which of a folder's the engine can run.
     #[command(subcommand)]
     Manifests(ManifestsCommand),
+    /// Saved states: the states of a sharded sync's shards merged into one.
+    #[command(subcommand)]
+    State(StateCommand),
     /// Run the conformance kit on a connector: spec, check, discover, a full read, pagination,
     /// partitions and an incremental read, checked against the contract. Prints a report (or
     /// JSON with --json); exits 0 only when every check passes.
@@ -343,6 +346,11 @@ pub struct ReadOptions {
     /// Partitions read at once within one stream [default: no limit beyond --concurrency].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub stream_concurrency: Option<u32>,
+    /// Read only shard I (0 to N-1) of N: the partitions whose stable hash of stream and
+    /// partition key falls there, so N processes read a sync between them, each partition once;
+    /// combine their final states with `host state merge`.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<crate::run::shard::Shard>,
     /// Never draw the progress display (it is drawn only when stderr is a terminal anyway).
     #[arg(long)]
     pub no_progress: bool,
@@ -473,6 +481,23 @@ pub enum RecordingCommand {
         /// Print every exchange as JSON lines instead.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StateCommand {
+    /// Merge the final states of one sync's shards (`read`/`run --shard I/N`; each a state file
+    /// or the shard's output, whose last STATE per stream counts) into the state the next sync
+    /// resumes from, sharded the same way, another way or not at all. Prints it as Airbyte
+    /// per-stream STATE messages (a JSON array `--state` reads).
+    Merge {
+        /// The shards' states.
+        #[arg(required = true, value_name = "STATE")]
+        states: Vec<PathBuf>,
+        /// Partition cursors kept per stream before its state falls back to one stream-level
+        /// cursor (as the runs' --max-partition-cursors).
+        #[arg(long, default_value_t = crate::data::state::DEFAULT_MAX_PARTITION_CURSORS, value_name = "N")]
+        max_partition_cursors: usize,
     },
 }
 

@@ -4,6 +4,7 @@
 
 use super::args::{
     Cli, Command, ConfiguredArgs, InspectArgs, ManifestsCommand, PluginArgs, ReadOptions, RecordingCommand, ReplayArgs,
+    StateCommand,
 };
 use crate::data::catalog;
 use crate::data::files;
@@ -34,6 +35,9 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
         Command::Replay(args) => replay(&args, sink).await,
         Command::Recording(command) => recording(command).await,
         Command::Manifests(ManifestsCommand::Check { dir, cache_dir }) => manifests_check(&dir, cache_dir).await,
+        Command::State(StateCommand::Merge { states, max_partition_cursors }) => {
+            state_merge(&states, max_partition_cursors, sink)
+        }
         Command::Inspect(args) => match inspect(args).await {
             Ok(code) => code,
             Err(fatal) => early_failure(&fatal, Format::Airbyte, sink).await,
@@ -143,6 +147,7 @@ fn read_options(request: &mut RunRequest, options: &ReadOptions) {
         partitions: options.concurrency as usize,
         per_stream: options.stream_concurrency.map(|n| n as usize),
         jobs: options.jobs.options(),
+        shard: options.shard,
     };
     request.progress = !options.no_progress;
     request.storage = options.storage.options();
@@ -555,6 +560,39 @@ const MAX_CONFIG_BYTES: u64 = 16 << 20;
 /// it are folded as they are read: [`InputState::parse_with_limit`]).
 fn load_state(path: Option<&std::path::Path>, request: &RunRequest) -> Result<InputState, Fatal> {
     let Some(path) = path else { return Ok(InputState::default()) };
+    parse_state_file(path, request.policy.limits.max_partition_cursors)
+}
+
+/// `host state merge`: the shards' states merged, as Airbyte per-stream STATE messages.
+fn state_merge(paths: &[std::path::PathBuf], max_cursors: usize, mut sink: Box<dyn Write + Send>) -> ExitCode {
+    let merged = paths
+        .iter()
+        .map(|path| parse_state_file(path, max_cursors).map_err(|e| anyhow::anyhow!(e.message)))
+        .collect::<Result<Vec<_>>>()
+        .and_then(|states| crate::run::shard::merge(states, max_cursors));
+    let written = merged.and_then(|streams| {
+        let messages: Vec<Value> = streams
+            .into_iter()
+            .map(|(name, state)| {
+                json!({"type": "STREAM", "stream": {"stream_descriptor": {"name": name}, "stream_state": state}})
+            })
+            .collect();
+        serde_json::to_writer(&mut sink, &messages)?;
+        sink.write_all(b"\n")?;
+        sink.flush()?;
+        Ok(())
+    });
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A state file read and parsed, keeping at most `max_cursors` partition cursors per stream.
+fn parse_state_file(path: &std::path::Path, max_cursors: usize) -> Result<InputState, Fatal> {
     // Bounded before it is read: a state file is parsed whole, and a hostile one of a million
     // partition cursors cost 12 GiB before it failed.
     let limit = format!(
@@ -575,7 +613,7 @@ fn load_state(path: Option<&std::path::Path>, request: &RunRequest) -> Result<In
             printable(&path.display().to_string())
         );
     }
-    InputState::parse_with_limit(&text, request.policy.limits.max_partition_cursors)
+    InputState::parse_with_limit(&text, max_cursors)
         .map_err(|e| Fatal::config(format!("invalid state {}: {e:#}", path.display())))
 }
 

@@ -1110,6 +1110,45 @@ impl StreamCursor {
         self.newest = n;
     }
 
+    /// Takes in what another shard's state of the same stream says is finished ([`crate::run::shard`]):
+    /// each partition's cursor the larger of the two, the finished ranges and low-water marks
+    /// together (each says a true thing of the sync, so their union does too).
+    pub fn merge_from(&mut self, other: &StreamCursor) {
+        for (text, (key, value)) in &other.partitions {
+            match self.partitions.get_mut(text) {
+                Some((_, mine)) if !greater(value, mine) => {}
+                Some((_, mine)) => *mine = value.clone(),
+                None => drop(self.partitions.insert(text.clone(), (key.clone(), value.clone()))),
+            }
+        }
+        if let Some(lw) = &other.low_water {
+            self.raise_low_water(lw.clone(), other.newest.clone());
+        } else {
+            self.newest = newer(self.newest.take(), other.newest.clone());
+        }
+        for (a, b, n) in &other.completed {
+            self.add_range(Some(a), b, n.clone());
+        }
+        self.bounded |= other.bounded;
+    }
+
+    /// The shards' merged state is a finished sync's: as [`StreamCursor::stream_finished`] does
+    /// for a run that read every partition, the bookmark is the newest cursor read: over every
+    /// partition (open-ended partitions), or (windows read without a gap) the low-water mark
+    /// comes down to it.
+    pub fn merged_finished(&mut self) {
+        if !self.partitions.is_empty() {
+            let newest =
+                self.partitions.values().map(|(_, v)| v.clone()).fold(self.newest.take(), |n, v| newer(n, Some(v)));
+            self.newest = newest;
+        } else if self.completed.is_empty()
+            && let (Some(n), Some(lw)) = (&self.newest, &self.low_water)
+            && greater(lw, n)
+        {
+            self.low_water = Some(canonical(n.clone()));
+        }
+    }
+
     /// Once every bounded partition of this run is known, nothing below the lowest start is
     /// this stream's to read: the low-water mark can start there.
     pub fn listing_complete(&mut self, lowest_start: Option<&Value>) {

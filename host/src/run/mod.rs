@@ -1,8 +1,8 @@
 //! A run, from request to report: the [`RunRequest`] and the one pipeline that executes it for
 //! the CLI and the [`Runtime`] alike ([`pipeline`]); its steps ([`session`]: load, open,
 //! discover, select, read); what the connector says of its streams before a read ([`asked`]); the scheduler of partitions ([`schedule`]) and the pagination loop
-//! ([`read`]), resuming inside partitions ([`resume`]), pages read in steps ([`steps`]) and states in a
-//! connector's shape ([`shape`]); the
+//! ([`read`]), resuming inside partitions ([`resume`]), pages read in steps ([`steps`]), states in a
+//! connector's shape ([`shape`]) and sharded reads ([`shard`]); the
 //! report-job orchestrator ([`jobs`]); the operator's [`policy`] and what a manifest hints at ([`hints`]); progress and the stop handle.
 
 pub mod asked;
@@ -20,5 +20,6 @@ pub mod runtime;
 pub mod schedule;
 pub mod session;
 pub mod shape;
+pub mod shard;
 pub mod steps;
 pub mod stop;

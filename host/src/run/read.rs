@@ -63,6 +63,8 @@ pub struct StreamSummary {
     pub failed: bool,
     /// Report jobs created again after one failed, timed out or was lost.
     pub job_retries: u64,
+    /// Partitions another shard reads (`--shard`).
+    pub other_shards: u64,
 }
 
 impl StreamSummary {

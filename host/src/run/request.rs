@@ -227,9 +227,11 @@ impl ReadReport {
             .streams
             .iter()
             .map(|s| {
-                let skipped = match s.skipped_partitions {
-                    0 => String::new(),
-                    n => format!(" ({n} already finished)"),
+                let skipped = match (s.skipped_partitions, s.other_shards) {
+                    (0, 0) => String::new(),
+                    (n, 0) => format!(" ({n} already finished)"),
+                    (0, m) => format!(" ({m} read by other shards)"),
+                    (n, m) => format!(" ({n} already finished, {m} read by other shards)"),
                 };
                 let status = match (s.failed, s.failed_partitions) {
                     (true, _) => ", FAILED".to_string(),

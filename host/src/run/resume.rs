@@ -132,6 +132,11 @@ impl Resumption {
         self.in_progress.get(key).map(|(_, c)| c)
     }
 
+    /// Keeps the part-read partitions whose key (compact JSON text) `keep` says.
+    pub fn retain_in_progress(&mut self, keep: impl Fn(&str) -> bool) {
+        self.in_progress.retain(|key, _| keep(key));
+    }
+
     /// True when a full read being resumed finished this partition already.
     pub fn is_done(&self, key: &str) -> bool {
         self.done.contains(key)

@@ -15,6 +15,7 @@ use crate::run::progress::Progress;
 use crate::run::read::{self, Listed, PartitionDone, SelectedStream, StreamSummary};
 use crate::run::resume::{self, Checkpoint, Resumption};
 use crate::run::shape::Shaper;
+use crate::run::shard::Shard;
 use crate::run::steps::Steps;
 use crate::run::stop::Stop;
 use serde_json::Value;
@@ -33,11 +34,13 @@ pub struct Concurrency {
     pub per_stream: Option<usize>,
     /// Report jobs: slots, polling, attempts, timeout.
     pub jobs: JobOptions,
+    /// Read only the partitions of this shard ([`crate::run::shard`]).
+    pub shard: Option<Shard>,
 }
 
 impl Default for Concurrency {
     fn default() -> Self {
-        Concurrency { partitions: 8, per_stream: None, jobs: JobOptions::default() }
+        Concurrency { partitions: 8, per_stream: None, jobs: JobOptions::default(), shard: None }
     }
 }
 
@@ -100,7 +103,9 @@ pub async fn read_streams(
     let shared = Shared {
         steps: Arc::new(Steps::known(&connector.limits, stepped)),
         resumable: Arc::new(resumable),
-        shaper: Arc::new(Shaper::new(shaped, answers.instance)),
+        // A shard's state speaks for its partitions only: it always carries the host's form, so
+        // the shards' states can be merged.
+        shaper: Arc::new(Shaper::new(shaped, answers.instance, concurrency.shard.is_some())),
         folded: Arc::new(folded),
         connector,
         out,
@@ -270,7 +275,7 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
     let mut stream = StreamRead {
         through_jobs: shared.jobs.as_ref().is_some_and(|j| j.reads_through_jobs(&name)),
         stream_permits: shared.concurrency.per_stream.map(|n| Arc::new(Semaphore::new(n.max(1)))),
-        saved_jobs: saved_job_handles(saved),
+        saved_jobs: saved_job_handles(saved, &name, shared.concurrency.shard),
         shaped,
         jobs_in_flight: Default::default(),
         last_state: None,
@@ -382,10 +387,14 @@ impl StreamRead {
     ) -> Result<Result<Resumption, String>, OutputClosed> {
         let full_read = self.cursor.is_none();
         let max_token_bytes = self.shared.limits.max_token_bytes;
-        let resumption = match Resumption::with_limit(&self.name, saved, full_read, max_cursors, max_token_bytes) {
+        let mut resumption = match Resumption::with_limit(&self.name, saved, full_read, max_cursors, max_token_bytes) {
             Ok(resumption) => resumption,
             Err(e) => return Ok(Err(format!("{e:#}"))),
         };
+        // Another shard's part-read partitions are its own to continue and carry on.
+        if let Some(shard) = self.shared.concurrency.shard {
+            resumption.retain_in_progress(|key| shard.owns(&self.name, key));
+        }
         if resumption.dropped() > 0 {
             let message = format!(
                 "stream {}: its saved state has more than {max_cursors} partitions in progress; the other {} \
@@ -587,6 +596,13 @@ impl StreamRead {
         if let Some((start, _)) = &range {
             track_lowest(&mut self.lowest_start, start.as_ref());
         }
+        if let Some(shard) = shared.concurrency.shard
+            && !shard.owns(name, &partition.key)
+        {
+            self.summary.other_shards += 1;
+            shared.progress.partition_done(name);
+            return Ok(());
+        }
         if let Some(resume) = &self.resume {
             let key = resume::key_text(&partition.key);
             if resume.is_done(&key) {
@@ -736,8 +752,11 @@ impl StreamRead {
     /// The stream's last state and its final status.
     async fn finish(mut self) -> Result<StreamSummary, OutputClosed> {
         self.summary.records = self.written.load(Ordering::Relaxed);
+        // What a finished sync hands the next one is decided once every partition is read: by
+        // the run itself, or for a shard, which read only some, by `host state merge`.
+        let sync_complete = self.summary.complete() && self.shared.concurrency.shard.is_none();
         if let Some(cursor) = self.cursor.as_mut() {
-            cursor.stream_finished(self.summary.complete());
+            cursor.stream_finished(sync_complete);
         }
         if let Some(resume) = self.resume.as_mut() {
             resume.stream_finished(self.summary.complete());
@@ -777,9 +796,19 @@ fn stream_state(cursor: Option<&StreamCursor>, jobs: &std::collections::BTreeMap
 
 /// Jobs a previous run left in flight, by partition key (compact JSON text, so a key matches
 /// however the guest spaced it).
-fn saved_job_handles(saved: Option<&Value>) -> std::collections::HashMap<String, Value> {
+/// The report jobs saved in a stream's state, by partition key; in a sharded read, only this
+/// shard's (another shard polls, reads or aborts its own, and carries them on).
+fn saved_job_handles(
+    saved: Option<&Value>,
+    stream: &str,
+    shard: Option<Shard>,
+) -> std::collections::HashMap<String, Value> {
     let entries = saved.and_then(|s| s.get("jobs")).and_then(Value::as_array).cloned().unwrap_or_default();
-    entries.into_iter().filter_map(|e| Some((e.get("partition")?.to_string(), e.get("job")?.clone()))).collect()
+    entries
+        .into_iter()
+        .filter_map(|e| Some((e.get("partition")?.to_string(), e.get("job")?.clone())))
+        .filter(|(key, _)| shard.is_none_or(|s| s.owns(stream, key)))
+        .collect()
 }
 
 /// The permits a partition needs: its stream's (when capped) and the run's.

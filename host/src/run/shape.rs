@@ -28,13 +28,16 @@ const RESUME_ONLY: [&str; 4] = ["completed", "in_progress", "jobs", "done"];
 pub struct Shaper {
     streams: HashSet<String>,
     kept: Mutex<Option<Instance>>,
+    /// Every state carries the host's form (a shard's, which `host state merge` reads).
+    always_resume: bool,
 }
 
 impl Shaper {
-    /// `instance`: one to begin with, kept only when there is a stream to shape.
-    pub fn new(streams: HashSet<String>, instance: Option<Instance>) -> Self {
+    /// `instance`: one to begin with, kept only when there is a stream to shape. With
+    /// `always_resume`, every state carries the host's form beside its shape.
+    pub fn new(streams: HashSet<String>, instance: Option<Instance>, always_resume: bool) -> Self {
         let instance = instance.filter(|_| !streams.is_empty());
-        Shaper { streams, kept: Mutex::new(instance) }
+        Shaper { streams, kept: Mutex::new(instance), always_resume }
     }
 
     pub fn shapes(&self, stream: &str) -> bool {
@@ -115,12 +118,26 @@ impl Shaper {
             }
         };
         shaped.remove(RESUME_KEY);
-        if RESUME_ONLY.iter().any(|k| state.get(k).is_some()) {
+        if self.always_resume || RESUME_ONLY.iter().any(|k| state.get(k).is_some()) {
             let print = fingerprint(&Value::Object(shaped.clone()));
             shaped.insert(RESUME_KEY.into(), json!({"for": print, "state": state}));
         }
         Ok(Value::Object(shaped))
     }
+}
+
+/// The host's form carried beside a shaped state, when it was written with that very shape.
+pub fn carried_host_form(saved: &Value) -> Option<Value> {
+    let (shaped, resume) = split(saved);
+    let resume = resume?;
+    let belongs = resume.get("for").and_then(Value::as_str) == Some(&fingerprint(&shaped));
+    resume.get("state").filter(|s| belongs && s.is_object()).cloned()
+}
+
+/// A state in the host's form for a shaped stream, with nothing in the connector's shape: a
+/// later run reads the host's form (it belongs to the empty shape), and ends with its shape.
+pub fn host_form_only(state: Value) -> Value {
+    json!({ RESUME_KEY: {"for": fingerprint(&json!({})), "state": state} })
 }
 
 /// A shaped state without the resume data, and the resume data.
@@ -133,6 +150,12 @@ fn split(saved: &Value) -> (Value, Option<Value>) {
 /// A digest of a JSON value that does not depend on the order of its keys (another engine may
 /// write them in another order).
 fn fingerprint(value: &Value) -> String {
+    blake3::hash(canonical_text(value).as_bytes()).to_hex()[..32].to_string()
+}
+
+/// A JSON value's text with every object's members in key order: the same for any order
+/// another engine (or a connector in another run) wrote them in.
+pub fn canonical_text(value: &Value) -> String {
     fn canonical(v: &Value, out: &mut String) {
         match v {
             Value::Object(map) => {
@@ -160,7 +183,7 @@ fn fingerprint(value: &Value) -> String {
     }
     let mut text = String::new();
     canonical(value, &mut text);
-    blake3::hash(text.as_bytes()).to_hex()[..32].to_string()
+    text
 }
 
 #[cfg(test)]
