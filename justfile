@@ -138,8 +138,21 @@ setup-s3-server:
     "$venv/bin/pip" install --quiet --disable-pip-version-check $spec
     echo "$spec" > "$venv/.spec"
 
+# The Prometheus project's Python client from PyPI, pinned, in a virtualenv: its parser reads the
+# metrics `--metrics-file` writes in the tests.
+setup-metrics-parser:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    spec="prometheus-client==0.26.0"
+    venv=target/tools/prometheus
+    [[ -x $venv/bin/python && "$(cat "$venv/.spec" 2>/dev/null)" == "$spec" ]] && exit 0
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check $spec
+    echo "$spec" > "$venv/.spec"
+
 # Run every test.
-test: build-plugins setup-singer-targets setup-s3-server setup-platform-clients setup-cdk test-guest-sdks
+test: build-plugins setup-singer-targets setup-s3-server setup-platform-clients setup-cdk setup-metrics-parser test-guest-sdks
     @command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
     cargo nextest run --workspace --exclude demo-source --exclude test-connector --exclude wrong-version --exclude hostile --exclude broken-connector --no-fail-fast
     # nextest does not run doc tests: the embedding guide's example and the crate docs. The same

@@ -14,6 +14,7 @@ mod hostile;
 mod init;
 mod jobs;
 mod languages;
+mod metrics;
 mod platform;
 mod policy;
 mod read;

@@ -351,6 +351,11 @@ pub struct ReadOptions {
     /// combine their final states with `host state merge`.
     #[arg(long, value_name = "I/N")]
     pub shard: Option<crate::run::shard::Shard>,
+    /// When the read ends, write its metrics to FILE in the Prometheus text format (records,
+    /// partitions by outcome, HTTP requests, retries, denials and bytes, guest CPU, throttling,
+    /// instances, peak memory, duration).
+    #[arg(long, value_name = "FILE")]
+    pub metrics_file: Option<PathBuf>,
     /// Never draw the progress display (it is drawn only when stderr is a terminal anyway).
     #[arg(long)]
     pub no_progress: bool,

@@ -79,7 +79,8 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
                     read_options(&mut request, &args.options);
                     Ok(request)
                 });
-            run_request(&args.common.plugin, request, Format::Airbyte, sink).await
+            let metrics = args.options.metrics_file.as_deref();
+            run_request_with_metrics(&args.common.plugin, request, Format::Airbyte, sink, metrics).await
         }
         Command::Run(args) if args.about.is_some() => about(&args, sink).await,
         Command::Run(args) if args.test => connection_test(&args).await,
@@ -103,7 +104,8 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
                 read_options(&mut request, &args.options);
                 Ok(request)
             })();
-            run_request(&args.common.plugin, request, args.format, sink).await
+            let metrics = args.options.metrics_file.as_deref();
+            run_request_with_metrics(&args.common.plugin, request, args.format, sink, metrics).await
         }
     }
 }
@@ -182,6 +184,17 @@ async fn run_request(
     format: Format,
     sink: Box<dyn Write + Send>,
 ) -> ExitCode {
+    run_request_with_metrics(args, request, format, sink, None).await
+}
+
+/// [`run_request`], writing a read's metrics to `metrics` (`--metrics-file`) when it ends.
+async fn run_request_with_metrics(
+    args: &PluginArgs,
+    request: Result<RunRequest, Fatal>,
+    format: Format,
+    sink: Box<dyn Write + Send>,
+    metrics: Option<&std::path::Path>,
+) -> ExitCode {
     let runtime =
         request.and_then(|request| Ok((runtime_for(args, &request.policy, request.concurrency.partitions)?, request)));
     let (runtime, mut request) = match runtime {
@@ -216,7 +229,16 @@ async fn run_request(
             if std::io::IsTerminal::is_terminal(&std::io::stderr()) && format == Format::Airbyte {
                 eprintln!("{}", printable(&read.summary_line()));
             }
-            if read.ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+            let written = metrics.map_or(Ok(()), |path| std::fs::write(path, read.prometheus_text(&[])));
+            match written {
+                Err(e) => {
+                    let path = metrics.map(|p| p.display().to_string()).unwrap_or_default();
+                    eprintln!("error: cannot write the metrics to {}: {e}", printable(&path));
+                    ExitCode::FAILURE
+                }
+                Ok(()) if read.ok() => ExitCode::SUCCESS,
+                Ok(()) => ExitCode::FAILURE,
+            }
         }
         (None, Ok(_)) => ExitCode::SUCCESS,
     };

@@ -3,12 +3,13 @@
 //! discover, select, read); what the connector says of its streams before a read ([`asked`]); the scheduler of partitions ([`schedule`]) and the pagination loop
 //! ([`read`]), resuming inside partitions ([`resume`]), pages read in steps ([`steps`]), states in a
 //! connector's shape ([`shape`]) and sharded reads ([`shard`]); the
-//! report-job orchestrator ([`jobs`]); the operator's [`policy`] and what a manifest hints at ([`hints`]); progress and the stop handle.
+//! report-job orchestrator ([`jobs`]); the operator's [`policy`] and what a manifest hints at ([`hints`]); progress, the stop handle, and a read's [`metrics`].
 
 pub mod asked;
 pub mod hints;
 pub mod jobs;
 pub mod logs;
+pub mod metrics;
 pub mod pipeline;
 pub mod plugins;
 pub mod policy;

@@ -1,0 +1,150 @@
+//! A read's numbers in the Prometheus text exposition format (version 0.0.4): what
+//! `--metrics-file` writes at the end of a run, and what an embedder can serve or push for each
+//! run ([`ReadReport::prometheus_text`]). Counters are the run's totals; gauges its peaks.
+
+use super::read::StreamSummary;
+use super::request::ReadReport;
+use std::fmt::Write as _;
+
+/// One metric family: its name, help, type and samples (labels, value).
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    kind: &'static str,
+    samples: Vec<(Vec<(&'static str, String)>, f64)>,
+}
+
+impl Family {
+    fn new(name: &'static str, kind: &'static str, help: &'static str) -> Self {
+        Family { name, help, kind, samples: Vec::new() }
+    }
+
+    fn one(mut self, value: f64) -> Self {
+        self.samples.push((Vec::new(), value));
+        self
+    }
+
+    fn labelled(mut self, labels: Vec<(&'static str, String)>, value: f64) -> Self {
+        self.samples.push((labels, value));
+        self
+    }
+
+    fn write(&self, run_labels: &[(&str, &str)], out: &mut String) {
+        let _ = writeln!(out, "# HELP {} {}", self.name, self.help);
+        let _ = writeln!(out, "# TYPE {} {}", self.name, self.kind);
+        for (labels, value) in &self.samples {
+            out.push_str(self.name);
+            let all: Vec<(&str, &str)> =
+                run_labels.iter().copied().chain(labels.iter().map(|(k, v)| (*k, v.as_str()))).collect();
+            if !all.is_empty() {
+                out.push('{');
+                for (i, (key, value)) in all.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    let _ = write!(out, "{key}=\"{}\"", escape(value));
+                }
+                out.push('}');
+            }
+            let _ = writeln!(out, " {value}");
+        }
+    }
+}
+
+/// A label value as the format writes it: backslash, double quote and line feed escaped.
+fn escape(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+impl ReadReport {
+    /// The run's metrics in the Prometheus text format, each sample with `labels` (a tenant, a
+    /// connection) before its own.
+    pub fn prometheus_text(&self, labels: &[(&str, &str)]) -> String {
+        let usage = &self.usage;
+        let per_stream = |name, help, value: fn(&StreamSummary) -> f64| {
+            self.streams
+                .iter()
+                .fold(Family::new(name, "counter", help), |f, s| f.labelled(vec![("stream", s.name.clone())], value(s)))
+        };
+        let mut partitions =
+            Family::new("sluice_partitions_total", "counter", "Partitions listed, by stream and what became of them.");
+        for s in &self.streams {
+            let read = s.partitions - s.failed_partitions - s.skipped_partitions - s.other_shards;
+            for (outcome, n) in [
+                ("read", read),
+                ("failed", s.failed_partitions),
+                ("already_finished", s.skipped_partitions),
+                ("other_shard", s.other_shards),
+            ] {
+                partitions =
+                    partitions.labelled(vec![("stream", s.name.clone()), ("outcome", outcome.into())], n as f64);
+            }
+        }
+        let complete = self.streams.iter().fold(
+            Family::new("sluice_stream_complete", "gauge", "1 when every partition of the stream was read."),
+            |f, s| f.labelled(vec![("stream", s.name.clone())], if s.complete() { 1.0 } else { 0.0 }),
+        );
+        let families = [
+            per_stream("sluice_records_total", "Records written, by stream.", |s| s.records as f64),
+            partitions,
+            complete,
+            per_stream("sluice_job_retries_total", "Report jobs created again, by stream.", |s| s.job_retries as f64),
+            Family::new("sluice_http_requests_total", "counter", "HTTP requests sent (attempts).")
+                .one(usage.requests as f64),
+            Family::new("sluice_http_retries_total", "counter", "HTTP attempts that were retries.")
+                .one(usage.retries as f64),
+            Family::new("sluice_http_denied_total", "counter", "HTTP requests the egress policy denied.")
+                .one(usage.denied as f64),
+            Family::new("sluice_http_bytes_total", "counter", "HTTP body bytes, by direction.")
+                .labelled(vec![("direction", "in".into())], usage.bytes_in as f64)
+                .labelled(vec![("direction", "out".into())], usage.bytes_out as f64),
+            Family::new("sluice_guest_cpu_seconds_total", "counter", "CPU time spent in guest code.")
+                .one(usage.guest_cpu.as_secs_f64()),
+            Family::new("sluice_guest_throttled_seconds_total", "counter", "Time busy guests were paused, by cause.")
+                .labelled(vec![("cause", "contended".into())], usage.throttled.as_secs_f64())
+                .labelled(vec![("cause", "policy".into())], usage.policy_throttled.as_secs_f64()),
+            Family::new("sluice_instances_total", "counter", "Guest instances made.").one(usage.instances as f64),
+            Family::new("sluice_instances_live_peak", "gauge", "The most guest instances alive at once.")
+                .one(usage.peak_live_instances as f64),
+            Family::new("sluice_guest_memory_peak_bytes", "gauge", "The most memory one guest instance held.")
+                .one(usage.peak_memory_bytes as f64),
+            Family::new("sluice_run_seconds", "gauge", "How long the read took.").one(self.elapsed.as_secs_f64()),
+        ];
+        let mut out = String::new();
+        for family in &families {
+            family.write(labels, &mut out);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::request::RunUsage;
+    use std::time::Duration;
+
+    #[test]
+    fn a_reports_numbers_are_written_in_the_text_format() {
+        let report = ReadReport {
+            streams: vec![StreamSummary {
+                name: "a\"b".into(),
+                records: 7,
+                partitions: 5,
+                failed_partitions: 1,
+                skipped_partitions: 1,
+                other_shards: 2,
+                ..Default::default()
+            }],
+            usage: RunUsage { requests: 3, guest_cpu: Duration::from_millis(1500), ..Default::default() },
+            elapsed: Duration::from_secs(2),
+        };
+        let text = report.prometheus_text(&[("tenant", "t\n1")]);
+        assert!(text.contains("# TYPE sluice_records_total counter\n"), "{text}");
+        assert!(text.contains("sluice_records_total{tenant=\"t\\n1\",stream=\"a\\\"b\"} 7\n"), "{text}");
+        assert!(text.contains("outcome=\"read\"} 1\n") && text.contains("outcome=\"other_shard\"} 2\n"), "{text}");
+        assert!(text.contains("sluice_stream_complete{tenant=\"t\\n1\",stream=\"a\\\"b\"} 0\n"), "{text}");
+        assert!(text.contains("sluice_guest_cpu_seconds_total{tenant=\"t\\n1\"} 1.5\n"), "{text}");
+        assert!(text.contains("sluice_http_requests_total{tenant=\"t\\n1\"} 3\n"), "{text}");
+    }
+}
