@@ -1405,6 +1405,34 @@ mod tests {
         assert!(cursor.check_kind(&json!(5)).is_err());
     }
 
+    /// A connector's windows read completely hand the next sync the newest record read, not the
+    /// end of the last window: a record written after the sync with a cursor between the two
+    /// (late data, replication lag) is read by the next one (#26, for SDK connectors as for
+    /// manifests). A sync with a failed window hands on nothing past it.
+    #[test]
+    fn a_finished_sync_hands_on_its_newest_record_so_late_records_are_read() {
+        let mut cursor = StreamCursor::new("w", vec!["n".into()], None).unwrap();
+        cursor.listing_complete(Some(&json!(0)));
+        for (start, end, newest) in [(20, 30, 25), (0, 10, 9), (10, 20, 18)] {
+            cursor.complete_range(Some(&json!(start)), &json!(end), Some(json!(newest)));
+        }
+        cursor.stream_finished(true);
+        assert_eq!(cursor.to_state(), json!({"cursor_field": ["n"], "low_water": 25, "newest": 25}));
+        let next = StreamCursor::new("w", vec!["n".into()], Some(&cursor.to_state())).unwrap();
+        // The last window is read again past the newest record: a late 27 is found.
+        assert_eq!(next.resume(Some(&json!(20)), &json!(30)), Resume::From(json!(25)));
+        assert_eq!(next.resume(Some(&json!(10)), &json!(20)), Resume::Skip);
+        // A failed middle window: the mark stays below it, the finished window after it is kept.
+        let mut failed = StreamCursor::new("w", vec!["n".into()], None).unwrap();
+        failed.listing_complete(Some(&json!(0)));
+        for (start, end, newest) in [(0, 10, 9), (20, 30, 25)] {
+            failed.complete_range(Some(&json!(start)), &json!(end), Some(json!(newest)));
+        }
+        failed.stream_finished(false);
+        assert_eq!(failed.to_state()["low_water"], 10);
+        assert_eq!(failed.resume(Some(&json!(10)), &json!(20)), Resume::Read);
+    }
+
     /// Past its cap of partition cursors a state keeps one stream-level cursor: the lowest, so
     /// no partition resumes past what it read; once every partition finished it rises to the
     /// lowest this run reached.
