@@ -370,3 +370,88 @@ async fn instances_wait_for_a_slot_of_a_full_pool() {
         assert_eq!(sink.ids("account_items"), (1..=RECORDS).collect::<Vec<_>>());
     }
 }
+
+/// Waits (bounded) until `tenant` has `n` runs going.
+async fn until_active(runtime: &Runtime, tenant: &str, n: u64) {
+    for _ in 0..10_000 {
+        if runtime.tenant_usage(tenant).is_some_and(|u| u.runs_active == n) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    panic!("tenant {tenant} never had {n} runs going: {:?}", runtime.tenant_usage(tenant));
+}
+
+/// A tenant's quota of runs at once: past it a run is refused (saying why) or waits for one to
+/// end, as the quota says; the tenant's usage is the sum of its runs'.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_runs_at_once_are_refused_or_wait_past_its_quota() {
+    let api = demo_api(DemoApiConfig { records: RECORDS, accounts: 4, latency_ms: 20, ..Default::default() });
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = Arc::new(Runtime::new(cache.path().to_path_buf(), true).unwrap());
+    runtime.set_tenant("refusing", sluice_host::TenantQuota { max_runs: Some(1), ..Default::default() });
+    let first = {
+        let (runtime, request) = (runtime.clone(), tenant(&api, Shared::default()));
+        tokio::spawn(async move { runtime.run_for("refusing", request).await.read() })
+    };
+    until_active(&runtime, "refusing", 1).await;
+    let refused = runtime.run_for("refusing", tenant(&api, Shared::default())).await.read().unwrap_err();
+    assert!(refused.message.contains("already has 1 run(s) going"), "{}", refused.message);
+    assert_eq!(refused.failure, FailureType::Transient);
+    let first = first.await.unwrap().unwrap();
+    let usage = runtime.tenant_usage("refusing").unwrap();
+    assert_eq!((usage.runs_started, usage.runs_refused, usage.runs_active), (1, 1, 0));
+    assert_eq!((usage.records, usage.requests), (first.usage.records, first.usage.requests));
+
+    // Waiting: three runs, one at a time, all read in full.
+    let wait = Some(std::time::Duration::from_secs(120));
+    runtime.set_tenant(
+        "waiting",
+        sluice_host::TenantQuota { max_runs: Some(1), wait_for_run: wait, ..Default::default() },
+    );
+    let mut runs = tokio::task::JoinSet::new();
+    for _ in 0..3 {
+        let (runtime, request) = (runtime.clone(), tenant(&api, Shared::default()));
+        runs.spawn(async move { runtime.run_for("waiting", request).await.read() });
+    }
+    let mut records = 0;
+    while let Some(done) = runs.join_next().await {
+        let report = done.unwrap().unwrap_or_else(|e| panic!("a waiting run ran: {e}"));
+        assert!(report.ok(), "{}", report.summary_line());
+        records += report.usage.records;
+    }
+    let usage = runtime.tenant_usage("waiting").unwrap();
+    assert_eq!((usage.runs_started, usage.runs_refused, usage.peak_runs_active), (3, 0, 1), "{usage:?}");
+    assert_eq!(usage.records, records);
+    assert_eq!(records, 3 * 2 * RECORDS);
+}
+
+/// A tenant's API budget holds across its runs: two runs at once together send no faster than
+/// the tenant's rate to the API host (each run alone would go as fast as the API answers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_api_budget_is_shared_by_its_runs() {
+    let api = demo_api(DemoApiConfig { records: RECORDS, accounts: 4, ..Default::default() });
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = Arc::new(Runtime::new(cache.path().to_path_buf(), true).unwrap());
+    // Slow enough that the two runs unpaced (well under a second here) would be far quicker.
+    let rate = 8.0;
+    runtime.set_tenant("budgeted", sluice_host::TenantQuota { api_rate_per_host: Some(rate), ..Default::default() });
+    let started = std::time::Instant::now();
+    let mut runs = tokio::task::JoinSet::new();
+    for _ in 0..2 {
+        let (runtime, request) = (runtime.clone(), tenant(&api, Shared::default()));
+        runs.spawn(async move { runtime.run_for("budgeted", request).await.read() });
+    }
+    let mut requests = 0;
+    while let Some(done) = runs.join_next().await {
+        let report = done.unwrap().unwrap();
+        assert!(report.ok(), "{}", report.summary_line());
+        requests += report.usage.requests;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    // Slots are handed out one interval apart across both runs: the last request goes no
+    // sooner than (requests - 1) intervals after the first.
+    let floor = (requests - 1) as f64 / rate;
+    assert!(elapsed >= floor, "{requests} requests in {elapsed:.3} s, under the shared {rate}/s ({floor:.3} s)");
+    assert_eq!(runtime.tenant_usage("budgeted").unwrap().requests, requests);
+}

@@ -10,11 +10,10 @@ use super::body::{BodySource, error_chain};
 use super::grants::{EgressPolicy, is_internal};
 use super::hooks::{Answer, Attempt, HttpHooks, Outcome, Timing};
 use crate::bindings::{HttpError, Request, Response};
+use crate::net::pace::Pacer;
 use anyhow::Result;
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -103,8 +102,8 @@ pub struct Egress {
     options: HttpOptions,
     retry_budget: AtomicU64,
     in_flight: tokio::sync::Semaphore,
-    /// When each host may next be sent a request, under the per-host rate.
-    next_slot: Mutex<HashMap<String, Instant>>,
+    /// Spaces requests to each host under the per-host rate.
+    pacer: Option<Pacer>,
     pub stats: EgressStats,
     /// Around every attempt, in order: the first that answers one keeps it off the network.
     hooks: Vec<Arc<dyn HttpHooks>>,
@@ -120,9 +119,6 @@ impl fmt::Display for Denial {
     }
 }
 impl std::error::Error for Denial {}
-
-/// The longest wait between two requests to one host that a per-host rate can ask for.
-const MAX_PACE: Duration = Duration::from_secs(3600);
 
 /// How long a streamed body may take to read in all: a day; the read timeout still bounds each
 /// wait for more bytes.
@@ -215,7 +211,7 @@ impl Egress {
             policy,
             retry_budget: AtomicU64::new(options.retry_budget),
             in_flight: tokio::sync::Semaphore::new(options.max_in_flight.max(1)),
-            next_slot: Mutex::new(HashMap::new()),
+            pacer: options.max_rate_per_host.map(Pacer::new),
             options,
             stats: EgressStats::default(),
             hooks: Vec::new(),
@@ -288,7 +284,12 @@ impl Egress {
                 None if self.offline() => Err(Failure::Other(HttpError::Denied(format!(
                     "nothing answers {method} {url} and HTTP is offline"
                 )))),
-                None => self.attempt(&method, &url, &headers, &req, stream).await,
+                None => {
+                    for hook in &self.hooks {
+                        hook.before_send(&this).await;
+                    }
+                    self.attempt(&method, &url, &headers, &req, stream).await
+                }
             };
             let timing = || Timing { started, elapsed: clock.elapsed() };
             for hook in &self.hooks {
@@ -354,18 +355,9 @@ impl Egress {
 
     /// Waits for this host's next slot under the per-host rate.
     async fn pace(&self, url: &url::Url) {
-        let Some(rate) = self.options.max_rate_per_host else { return };
-        // A rate too small to mean anything (or not a number) is one request an hour.
-        let interval = Duration::try_from_secs_f64(1.0 / rate).unwrap_or(MAX_PACE).min(MAX_PACE);
-        let wait = {
-            let mut slots = self.next_slot.lock().unwrap_or_else(|e| e.into_inner());
-            let now = Instant::now();
-            let slot = slots.entry(url.host_str().unwrap_or_default().to_string()).or_insert(now);
-            let start = (*slot).max(now);
-            *slot = start + interval;
-            start - now
-        };
-        tokio::time::sleep(wait).await;
+        if let Some(pacer) = &self.pacer {
+            pacer.wait(url.host_str().unwrap_or_default()).await;
+        }
     }
 
     /// One attempt: the request and the redirects it leads to, each hop checked against the

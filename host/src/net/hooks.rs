@@ -66,6 +66,13 @@ pub trait HttpHooks: Send + Sync {
         false
     }
 
+    /// Runs before an attempt goes to the network (one no hook answered), and may wait: a
+    /// budget shared with other runs paces it here (a tenant's API budget). It slows the
+    /// request that is being made, never another one.
+    fn before_send<'a>(&'a self, _attempt: &'a Attempt<'a>) -> BoxFuture<'a> {
+        Box::pin(async {})
+    }
+
     /// Sees every attempt's outcome, in the order attempts finish. It may wait (for a bounded
     /// queue), which slows the request that is being made, never another one. The body of an
     /// answer streamed to the guest is empty here, unless a hook [`HttpHooks::needs_bodies`].

@@ -1,5 +1,6 @@
 //! The network: the one place that opens sockets for guests. [`grants`] says who may be
-//! reached, [`egress`] makes the requests (timeouts, retries, rate limits, size caps), [`body`]
+//! reached, [`egress`] makes the requests (timeouts, retries, rate limits, size caps), [`pace`] spaces them
+//! per host, [`body`]
 //! hands streamed bodies to guests a piece at a time, [`records`] takes the records out of a
 //! JSON answer for `send-records`, and [`hooks`] is the seam recording, replay and an
 //! embedder's policy plug into.
@@ -8,6 +9,7 @@ pub mod body;
 pub mod egress;
 pub mod grants;
 pub mod hooks;
+pub mod pace;
 pub mod records;
 
 pub use egress::{Egress, HttpOptions};

@@ -3,7 +3,7 @@
 //! discover, select, read); what the connector says of its streams before a read ([`asked`]); the scheduler of partitions ([`schedule`]) and the pagination loop
 //! ([`read`]), resuming inside partitions ([`resume`]), pages read in steps ([`steps`]), states in a
 //! connector's shape ([`shape`]) and sharded reads ([`shard`]); the
-//! report-job orchestrator ([`jobs`]); the operator's [`policy`] and what a manifest hints at ([`hints`]); progress, the stop handle, and a read's [`metrics`].
+//! report-job orchestrator ([`jobs`]); the operator's [`policy`] and what a manifest hints at ([`hints`]); progress, the stop handle, a read's [`metrics`], and quotas across a tenant's runs ([`tenants`]).
 
 pub mod asked;
 pub mod hints;
@@ -24,3 +24,4 @@ pub mod shape;
 pub mod shard;
 pub mod steps;
 pub mod stop;
+pub mod tenants;

@@ -6,6 +6,7 @@ use super::plugins::Plugins;
 use super::policy::{Policy, PolicySource};
 use super::request::{RunError, RunReport, RunRequest};
 use super::session::{self, HttpSetup};
+use super::tenants::{TenantQuota, TenantUsage, Tenants};
 use crate::data::protocol::Output;
 use crate::guest::cache::ComponentCache;
 use crate::guest::compile::CompileLimits;
@@ -49,6 +50,7 @@ impl Default for RuntimeOptions {
 /// Shared by every run of the process.
 pub struct Runtime {
     plugins: Plugins,
+    tenants: Tenants,
 }
 
 impl Runtime {
@@ -66,7 +68,7 @@ impl Runtime {
             options.pooled_instances,
         )?
         .with_compile(options.compile);
-        Ok(Runtime { plugins: Plugins::new(Arc::new(engine)) })
+        Ok(Runtime { plugins: Plugins::new(Arc::new(engine)), tenants: Tenants::default() })
     }
 
     /// True when instances come from the pooling allocator.
@@ -78,6 +80,36 @@ impl Runtime {
     /// what the run did (per-stream results and guest usage for a read) or why it failed.
     pub async fn run(&self, request: RunRequest) -> RunReport {
         super::pipeline::execute(&self.plugins, request).await
+    }
+
+    /// Sets a tenant's quota across its runs ([`Runtime::run_for`]); runs already going keep
+    /// the slots they hold, and the tenant's usage is kept.
+    pub fn set_tenant(&self, tenant: &str, quota: TenantQuota) {
+        self.tenants.set(tenant, quota);
+    }
+
+    /// Runs `request` as one of `tenant`'s runs: it starts when the tenant's quota of runs at
+    /// once allows (waiting for a slot as long as the quota says, else its report is the
+    /// refusal, and nothing is written to its sink), its requests share the tenant's API budget
+    /// with the tenant's other runs, and what it used is added to the tenant's usage.
+    pub async fn run_for(&self, tenant: &str, mut request: RunRequest) -> RunReport {
+        let tenant = self.tenants.get(tenant);
+        let admitted = match tenant.admit().await {
+            Ok(admitted) => admitted,
+            Err(refused) => return refused,
+        };
+        if let Some(budget) = tenant.budget() {
+            request.http_hooks.push(budget);
+        }
+        let report = self.run(request).await;
+        tenant.count(&report);
+        drop(admitted);
+        report
+    }
+
+    /// What `tenant`'s runs used so far (`None` for a tenant never named).
+    pub fn tenant_usage(&self, tenant: &str) -> Option<TenantUsage> {
+        self.tenants.usage(tenant)
     }
 
     /// The plugin at `path`, loaded once per content (see [`Plugins::plugin`]).
