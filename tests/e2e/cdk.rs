@@ -324,6 +324,73 @@ fn a_global_substream_cursor_moves_between_the_engines() {
     );
 }
 
+/// `incremental_dependency: true` on a parent with its own cursor: the parent is read from the
+/// parent state inside the child's state (`parent_state: {event_accounts: {updated}}`), so a
+/// later sync lists only the accounts updated since the parent's bookmark, while the child's
+/// known partitions keep their own cursors; both engines write the parent state they reached,
+/// over three syncs with states crossed, and send the same requests for the same records.
+#[test]
+fn a_parent_read_incrementally_moves_between_the_engines() {
+    let base = now() - 86_400;
+    let config = |api: &DemoApi| json!({"base_url": api.base_url(), "start_date": iso(base - 30 * 86_400)});
+    three_syncs("cdk/dependent.yaml", &["event_accounts", "account_events"], config, waves(base, 3));
+
+    // The requests of the child alone, in a second sync from each engine's first state and
+    // from the other's.
+    let api = demo_api(DemoApiConfig::default());
+    let files = Files::new();
+    let sync = Sync {
+        manifest: "cdk/dependent.yaml",
+        api: &api,
+        config: config(&api),
+        catalog: catalog(&[("account_events", "incremental")]),
+        files: &files,
+    };
+    let [first, second, _] = waves(base, 3);
+    api.set_events(first.clone());
+    let (theirs, ours) = (sync.cdk(None), sync.sluice(None));
+    let (cdk_state, our_state) = (theirs.final_states(), ours.final_states());
+    let parent_state = ours.state_of("account_events").expect("a state")["parent_state"].clone();
+    assert_eq!(parent_state, theirs.state_of("account_events").unwrap()["parent_state"]);
+    assert!(parent_state["event_accounts"]["updated"].is_string(), "the parent's bookmark: {parent_state}");
+    api.set_events(first.into_iter().chain(second).collect());
+    // Each request's path and sorted query, in order of path.
+    let requests = |run: &dyn Fn() -> Read| -> (Vec<String>, Read) {
+        let before = api.stats().recent_requests.len();
+        let read = run();
+        let mut sent: Vec<String> = api.stats().recent_requests[before..]
+            .iter()
+            .map(|r| {
+                let (path, query) = r.split_once('?').unwrap_or((r, ""));
+                let mut pairs: Vec<&str> = query.split('&').filter(|p| !p.is_empty()).collect();
+                pairs.sort();
+                format!("{path}?{}", pairs.join("&"))
+            })
+            .collect();
+        sent.sort();
+        (sent, read)
+    };
+    let (by_cdk, theirs) = requests(&|| sync.cdk(Some(&cdk_state)));
+    let (by_sluice, ours) = requests(&|| sync.sluice(Some(&our_state)));
+    same_records("account_events", &ours, &theirs, "sync 2");
+    assert_eq!(by_sluice, by_cdk, "sync 2: the requests (Sluice's on the left)");
+    let parents: Vec<&String> = by_cdk.iter().filter(|r| r.starts_with("/v2/event_accounts")).collect();
+    assert!(parents.len() == 1 && parents[0].contains("since="), "the parent read from its bookmark: {parents:?}");
+    let accounts: std::collections::BTreeSet<&str> = by_cdk
+        .iter()
+        .filter_map(|r| {
+            r.split('&').find_map(|p| p.strip_prefix("/v2/events?account_id=").or(p.strip_prefix("account_id=")))
+        })
+        .collect();
+    assert_eq!(accounts.len(), 2, "only the accounts updated since the first sync: {by_cdk:?}");
+    let (crossed_sluice, crossed_ours) = requests(&|| sync.sluice(Some(&cdk_state)));
+    let (crossed_cdk, crossed_theirs) = requests(&|| sync.cdk(Some(&our_state)));
+    same_records("account_events", &crossed_ours, &theirs, "sync 2, Sluice from the CDK's state");
+    same_records("account_events", &ours, &crossed_theirs, "sync 2, the CDK from Sluice's state");
+    assert_eq!(crossed_sluice, by_cdk, "sync 2, Sluice from the CDK's state: the requests");
+    assert_eq!(crossed_cdk, by_cdk, "sync 2, the CDK from Sluice's state: the requests");
+}
+
 /// The connection status one engine's `check` wrote: succeeded, and the message.
 fn check_status(messages: &[Value]) -> (bool, String) {
     let status = messages

@@ -13,6 +13,7 @@ pub mod config_check;
 pub mod counting;
 pub mod datetime;
 pub mod delegation;
+pub mod dependency;
 pub mod dynamic;
 pub mod engine;
 pub mod interpolation;

@@ -775,13 +775,14 @@ fn check_stream(stream: &Value, at: &str, warnings: &mut Vec<String>) -> Result<
             }
         }
     }
-    check_parents(retriever, &format!("{at}.retriever"), warnings);
+    check_parents(retriever, &format!("{at}.retriever"), warnings, Some(stream));
     Ok(())
 }
 
 /// A parent that is a `StateDelegatingStream` is read as its full-refresh stream: the CDK reads
-/// the incremental one only with a parent state, which the engine does not follow (parents are
-/// read in full), and reading all parents lists every child partition.
+/// the incremental one only with a parent state, which the engine does not follow for such a
+/// parent (it is read in full, its saved state handed on), and reading all parents lists every
+/// child partition.
 fn parents_read_in_full(node: &mut Value) {
     match node {
         Value::Object(map) => {
@@ -801,28 +802,51 @@ fn parents_read_in_full(node: &mut Value) {
     }
 }
 
-/// A parent stream is read in full to list a substream's partitions: with `incremental_dependency`
-/// the CDK would list only the parents changed since the last run. Reading all of them reads every
-/// child partition (the host's state of each still holds), so it is allowed, and said.
-fn check_parents(node: &Value, path: &str, warnings: &mut Vec<String>) {
+/// `incremental_dependency` is followed (`crate::dependency`) for a SimpleRetriever stream with a
+/// DatetimeBasedCursor whose parent has a DatetimeBasedCursor and no router of its own. Elsewhere
+/// the parent is read in full, which reads every child partition (the host's state of each still
+/// holds), so it is allowed, and said: on a stream without `incremental_sync` it has no effect,
+/// as the CDK warns; a parent of another kind, or a parent's parent, is read in full (its saved
+/// state handed on as it was).
+fn check_parents(node: &Value, path: &str, warnings: &mut Vec<String>, child: Option<&Value>) {
+    let datetime = |s: &Value| s.get("incremental_sync").is_some_and(|c| kind(c) == "DatetimeBasedCursor");
     match node {
         Value::Object(map) => {
-            if map.get("type").and_then(Value::as_str) == Some("ParentStreamConfig")
-                && map.get("incremental_dependency").and_then(Value::as_bool) == Some(true)
-            {
-                warnings.push(format!(
-                    "{path}: incremental_dependency is not followed: the parent is read in full, and every child partition with it"
-                ));
+            let parent_config = map.get("type").and_then(Value::as_str) == Some("ParentStreamConfig");
+            if parent_config && map.get("incremental_dependency").and_then(Value::as_bool) == Some(true) {
+                let parent = map.get("stream").unwrap_or(&Value::Null);
+                let routed = parent["retriever"].get("partition_router").is_some_and(|r| !r.is_null());
+                let why = match child {
+                    Some(c) if c.get("incremental_sync").is_none_or(Value::is_null) => {
+                        Some("has no effect: the stream has no incremental_sync, and every parent record is read")
+                    }
+                    Some(c) if !datetime(c) || kind(&c["retriever"]) != "SimpleRetriever" => Some(
+                        "is not followed (only for a SimpleRetriever stream with a DatetimeBasedCursor): the parent is \
+                         read in full, and every child partition with it",
+                    ),
+                    Some(_) if !datetime(parent) || routed => Some(
+                        "is not followed for a parent without a DatetimeBasedCursor of its own or with a router: the \
+                         parent is read in full, and its saved state handed on as it was",
+                    ),
+                    Some(_) => None,
+                    None => Some(
+                        "is not followed for a parent's parent: the parent is read in full, and every child partition with it",
+                    ),
+                };
+                if let Some(why) = why {
+                    warnings.push(format!("{path}: incremental_dependency {why}"));
+                }
             }
+            let child = child.filter(|_| !parent_config);
             for (k, v) in map {
                 if (v.is_object() || v.is_array()) && !DATA_FIELDS.contains(&k.as_str()) {
-                    check_parents(v, &format!("{path}.{k}"), warnings);
+                    check_parents(v, &format!("{path}.{k}"), warnings, child);
                 }
             }
         }
         Value::Array(items) => {
             for (i, v) in items.iter().enumerate().filter(|(_, v)| v.is_object() || v.is_array()) {
-                check_parents(v, &format!("{path}[{i}]"), warnings);
+                check_parents(v, &format!("{path}[{i}]"), warnings, child);
             }
         }
         _ => {}
@@ -1137,9 +1161,19 @@ mod tests {
         s["retriever"]["partition_router"] = json!({"type": "SubstreamPartitionRouter", "parent_stream_configs": [
             {"stream": stream("parent"), "parent_key": "id", "partition_field": "p", "incremental_dependency": true}
         ]});
-        let m = Manifest::load(&json!({"streams": [s]})).unwrap();
-        let said = "streams[0].retriever.partition_router.parent_stream_configs[0]: incremental_dependency";
+        let m = Manifest::load(&json!({"streams": [s.clone()]})).unwrap();
+        let said =
+            "streams[0].retriever.partition_router.parent_stream_configs[0]: incremental_dependency has no effect";
         assert!(m.ignored[0].starts_with(said), "{:?}", m.ignored);
+        // Followed for a parent with a DatetimeBasedCursor, under a child with one.
+        let cursor =
+            json!({"type": "DatetimeBasedCursor", "cursor_field": "u", "datetime_format": "%s", "start_datetime": "0"});
+        s["retriever"]["type"] = json!("SimpleRetriever");
+        s["incremental_sync"] = cursor.clone();
+        let m = Manifest::load(&json!({"streams": [s.clone()]})).unwrap();
+        assert!(m.ignored[0].contains("without a DatetimeBasedCursor of its own"), "{:?}", m.ignored);
+        s["retriever"]["partition_router"]["parent_stream_configs"][0]["stream"]["incremental_sync"] = cursor;
+        assert!(Manifest::load(&json!({"streams": [s]})).unwrap().ignored.is_empty());
     }
 
     #[test]

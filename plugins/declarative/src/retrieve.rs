@@ -608,8 +608,20 @@ fn next_token(
 /// Every record of a stream (all partitions, all pages), with the partition each came from: for
 /// a substream router's parent.
 pub fn read_all(engine: &Engine, stream: &Value, max: usize) -> Result<Vec<(Map<String, Value>, Value)>> {
+    read_all_from(engine, stream, max, None)
+}
+
+/// [`read_all`] from a saved state of the stream: its cursor's windows start where the CDK's
+/// would from that state ([`crate::state::windows_from`]), as a parent with
+/// `incremental_dependency` is read.
+pub fn read_all_from(
+    engine: &Engine,
+    stream: &Value,
+    max: usize,
+    state: Option<&Value>,
+) -> Result<Vec<(Map<String, Value>, Value)>> {
     let mut out = Vec::new();
-    read_each(engine, stream, max, |scope, record| out.push((scope.partition.clone(), record)))?;
+    read_each(engine, stream, max, state, |scope, record| out.push((scope.partition.clone(), record)))?;
     Ok(out)
 }
 
@@ -617,12 +629,18 @@ pub fn read_all(engine: &Engine, stream: &Value, max: usize) -> Result<Vec<(Map<
 /// and all): what an `HttpComponentsResolver` makes streams from.
 pub fn read_all_slices(engine: &Engine, stream: &Value, max: usize) -> Result<Vec<(Value, Value)>> {
     let mut out = Vec::new();
-    read_each(engine, stream, max, |scope, record| out.push((scope.slice(), record)))?;
+    read_each(engine, stream, max, None, |scope, record| out.push((scope.slice(), record)))?;
     Ok(out)
 }
 
 /// Hands every record of a stream to `each` with its slice; at most `max` of them.
-fn read_each(engine: &Engine, stream: &Value, max: usize, mut each: impl FnMut(&Scope, Value)) -> Result<()> {
+fn read_each(
+    engine: &Engine,
+    stream: &Value,
+    max: usize,
+    state: Option<&Value>,
+    mut each: impl FnMut(&Scope, Value),
+) -> Result<()> {
     let name = stream.get("name").and_then(Value::as_str).unwrap_or("parent");
     let retriever = &stream["retriever"];
     if kind(retriever) != "SimpleRetriever" {
@@ -631,7 +649,7 @@ fn read_each(engine: &Engine, stream: &Value, max: usize, mut each: impl FnMut(&
     let cursor = Cursor::of(engine, stream)?;
     let counter = Counter::of(engine, stream)?;
     let mut count = 0;
-    for scope in parent_scopes(engine, stream, cursor.as_ref(), counter.as_ref(), name)? {
+    for scope in parent_scopes(engine, stream, cursor.as_ref(), counter.as_ref(), state, name)? {
         let mut next = None;
         for _ in 0..MAX_PAGES {
             let paged = read_slice(engine, stream, injector(cursor.as_ref(), counter.as_ref()), &scope, next, name)?;
@@ -676,12 +694,13 @@ pub fn first_record(engine: &Engine, stream: &Value, name: &str) -> Result<Optio
 }
 
 /// A parent stream's slices, routers and cursor windows alike (a counter's one slice from its
-/// `start_value`, as the CDK reads a parent without state).
+/// `start_value`, as the CDK reads a parent without state); the windows from `state` when given.
 fn parent_scopes(
     engine: &Engine,
     stream: &Value,
     cursor: Option<&Cursor>,
     counter: Option<&Counter>,
+    state: Option<&Value>,
     name: &str,
 ) -> Result<Vec<Scope>> {
     // The routers' slices; one empty slice for a stream without a router.
@@ -695,10 +714,12 @@ fn parent_scopes(
         match cursor {
             None => scopes.push(scope),
             Some(c) => {
-                let (from, to) = (c.start(engine)?, c.end(engine)?);
-                for (s, e) in c.windows(from, to) {
+                let ((from, offset), to) = (crate::state::windows_from(engine, c, state, name)?, c.end(engine)?);
+                let windows = c.windows(from, to);
+                let last = windows.len().saturating_sub(1);
+                for (i, (s, e)) in windows.into_iter().enumerate() {
                     let mut scope = scope.clone();
-                    scope.interval = c.interval(&s, &e);
+                    scope.interval = c.interval_in(&s, &e, offset, i == last);
                     scopes.push(scope);
                 }
             }

@@ -307,6 +307,11 @@ pub fn partitions_of(
         return Ok(vec![counter.partition(stream_name, state)?]);
     }
     let cursor = Cursor::of(engine, stream)?;
+    if let Some(cursor) = &cursor
+        && crate::dependency::follows(engine, stream)?
+    {
+        return dependent_partitions(engine, stream, stream_name, cursor, state);
+    }
     let routed = route(engine, retriever, stream_name)?;
     match (routed, cursor) {
         (None, None) => Ok(vec![Partition::whole(stream_name)]),
@@ -362,18 +367,95 @@ pub fn partitions_of(
     }
 }
 
+/// The partitions of a substream that follows `incremental_dependency`
+/// ([`crate::dependency`]): its dependent parents read from the parent states the saved state
+/// holds, each partition started where the CDK starts it (its own saved cursor, else the global
+/// cursor less the lookback window, else `start_datetime`) and tagged with the listing: its id,
+/// how many partitions it has and the parent states it reached.
+fn dependent_partitions(
+    engine: &Engine,
+    stream: &Value,
+    stream_name: &str,
+    cursor: &Cursor,
+    state: Option<&Value>,
+) -> Result<Vec<Partition>> {
+    use crate::dependency::{self, LISTING};
+    // The listing is handed the state as saved: in the CDK's shape, read as `to_host` reads it
+    // (the host's resume data beside it left out), or in the host's own form.
+    let host = match state.and_then(Value::as_object) {
+        Some(object) => {
+            let shaped: Map<String, Value> = object
+                .iter()
+                .filter(|(k, _)| !k.starts_with("__sluice"))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let shaped = Value::Object(shaped);
+            crate::state::to_host(engine, stream_name, &shaped)?.or(Some(shaped))
+        }
+        None => None,
+    };
+    let saved = host.as_ref().map(|s| dependency::read_host(cursor, s)).unwrap_or_default();
+    let mut parents = Parents { saved: saved.parent_states.clone().unwrap_or_default(), reached: Map::new() };
+    let mut slices = route_in(engine, &stream["retriever"], stream_name, Some(&mut parents))?.unwrap_or_default();
+    if !crate::state::is_empty(state) {
+        slices.iter_mut().for_each(|(_, extra)| drop(extra.remove(CHILD_RESPONSE)));
+    }
+    let start = cursor.host_value(&cursor.start(engine)?);
+    let new_from = saved.new_from.as_ref().and_then(dependency::cursor_value).unwrap_or(start);
+    // Each partition once (the host keeps one cursor per key), as the CDK reads a partition once.
+    let mut seen = std::collections::HashSet::new();
+    let mut listed: Vec<(Value, CursorValue)> = Vec::new();
+    for (partition, extra) in slices {
+        let text = dependency::canonical(&Value::Object(partition.clone()));
+        let own = saved.own.get(&text).and_then(|(_, v)| dependency::cursor_value(v));
+        let mut key = json!({"partition": partition});
+        if !extra.is_empty() {
+            key["extra_fields"] = Value::Object(extra);
+        }
+        if seen.insert(key.to_string()) {
+            listed.push((key, own.unwrap_or_else(|| new_from.clone())));
+        }
+    }
+    let keys: Vec<Value> = listed.iter().map(|(k, _)| k.clone()).collect();
+    let tag = json!({"id": dependency::listing_id(&parents.reached, &keys), "of": listed.len(), "parent_state": parents.reached});
+    listed
+        .into_iter()
+        .map(|(mut key, start)| {
+            key[LISTING] = tag.clone();
+            Ok(Partition::keyed(stream_name, key)?.starting_at(Some(start)))
+        })
+        .collect()
+}
+
 pub type Slice = (Map<String, Value>, Map<String, Value>);
+
+/// The parent states of a listing that follows `incremental_dependency`: those it starts from
+/// (by parent stream name) and those it reaches.
+pub struct Parents {
+    pub saved: Map<String, Value>,
+    pub reached: Map<String, Value>,
+}
 
 /// The router's slices (partition and extra fields), the product of several routers; `None`
 /// without a router.
 pub fn route(engine: &Engine, retriever: &Value, stream: &str) -> Result<Option<Vec<Slice>>> {
+    route_in(engine, retriever, stream, None)
+}
+
+/// [`route`], its dependent parents (with `parents`) read from their saved states.
+fn route_in(
+    engine: &Engine,
+    retriever: &Value,
+    stream: &str,
+    mut parents: Option<&mut Parents>,
+) -> Result<Option<Vec<Slice>>> {
     let routers = routers(retriever);
     if routers.is_empty() {
         return Ok(None);
     }
     let mut product: Vec<Slice> = vec![(Map::new(), Map::new())];
     for (i, router) in routers.iter().enumerate() {
-        let own = router_slices(engine, router, stream, i)?;
+        let own = router_slices(engine, router, stream, i, parents.as_deref_mut())?;
         let mut next = Vec::with_capacity(product.len() * own.len());
         for (p, e) in &product {
             for (op, oe) in &own {
@@ -389,7 +471,13 @@ pub fn route(engine: &Engine, retriever: &Value, stream: &str) -> Result<Option<
     Ok(Some(product))
 }
 
-fn router_slices(engine: &Engine, router: &Value, stream: &str, index: usize) -> Result<Vec<Slice>> {
+fn router_slices(
+    engine: &Engine,
+    router: &Value,
+    stream: &str,
+    index: usize,
+    mut parents: Option<&mut Parents>,
+) -> Result<Vec<Slice>> {
     let ctx = engine.context(router, &Scope::default(), Vec::new());
     match kind(router) {
         "ListPartitionRouter" => {
@@ -437,7 +525,10 @@ fn router_slices(engine: &Engine, router: &Value, stream: &str, index: usize) ->
                     _ => None,
                 };
                 let parent_stream = &parent["stream"];
-                let records = retrieve::read_all(engine, parent_stream, MAX_PARENT_RECORDS)?;
+                let records = match parents.as_deref_mut().filter(|_| crate::dependency::depends(parent)) {
+                    Some(parents) => read_dependent(engine, parent, parents)?,
+                    None => retrieve::read_all(engine, parent_stream, MAX_PARENT_RECORDS)?,
+                };
                 for (parent_slice, record) in records {
                     let Some(value) = dpath(&record, &key) else { continue };
                     let mut partition = Map::new();
@@ -463,6 +554,28 @@ fn router_slices(engine: &Engine, router: &Value, stream: &str, index: usize) ->
             "stream {stream}: retriever.partition_router[{index}]: {other} is not supported"
         ))),
     }
+}
+
+/// A dependent parent's records, read from its saved state, and the state it reached: a parent
+/// with a DatetimeBasedCursor (and no router of its own) is read from the saved state as it
+/// would read itself, and reaches the newest cursor value read (never before where it started);
+/// any other parent is read in full and its saved state handed on as it was.
+fn read_dependent(engine: &Engine, parent: &Value, parents: &mut Parents) -> Result<Vec<(Map<String, Value>, Value)>> {
+    let stream = &parent["stream"];
+    let name = crate::dependency::parent_name(parent);
+    let saved = parents.saved.get(&name);
+    let cursor = Cursor::of(engine, stream)?.filter(|_| routers(&stream["retriever"]).is_empty());
+    let Some(cursor) = cursor else {
+        if let Some(saved) = saved {
+            parents.reached.insert(name, saved.clone());
+        }
+        return retrieve::read_all(engine, stream, MAX_PARENT_RECORDS);
+    };
+    let mut read = crate::dependency::ParentRead::new(engine, &cursor, saved, &name)?;
+    let records = retrieve::read_all_from(engine, stream, MAX_PARENT_RECORDS, saved)?;
+    records.iter().for_each(|(_, record)| read.observe(record));
+    parents.reached.insert(name, read.state());
+    Ok(records)
 }
 
 /// `a/b/c` (or `a.b` is not split: dpath uses `/`) in a record.

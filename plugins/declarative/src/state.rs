@@ -11,7 +11,9 @@
 //!   [{"partition": P, "cursor": {cursor_field: value}}], "state": {cursor_field: value},
 //!   "lookback_window": seconds, "parent_state": {...}}`. A partition in `states` starts at its
 //!   own value (less the manifest's lookback), a new one at the global `state` less
-//!   `lookback_window` seconds, or at `start_datetime`.
+//!   `lookback_window` seconds, or at `start_datetime`. `parent_state` is `{}`, or with
+//!   `incremental_dependency` the parent states (see `crate::dependency`, which also says how
+//!   they travel through the host's form).
 //!
 //! - An IncrementingCountCursor: `{cursor_field: number}` (see `crate::counting`).
 //!
@@ -135,15 +137,32 @@ pub fn to_host(engine: &Engine, stream: &str, state: &Value) -> Result<Option<Va
                 .push(json!({"partition": {"partition": partition}, "cursor": host_json(&cursor, &at, Some(value))}));
         }
         // With one cursor for all partitions, every partition starts from the global one.
-        if !partitions.is_empty() && !cursor.global {
-            host["partitions"] = Value::Array(partitions);
+        if cursor.global {
+            partitions.clear();
         }
+        let mut new_from = None;
         if let Some(value) = global {
             let at = read_value(&cursor, value, stream)?;
             let lookback = object.get("lookback_window").and_then(Value::as_i64).unwrap_or(0);
             let from = at - chrono::Duration::seconds(lookback.max(0));
-            host["low_water"] = host_json(&cursor, &from, (lookback == 0).then_some(value));
+            new_from = Some(host_json(&cursor, &from, (lookback == 0).then_some(value)));
             host["newest"] = host_json(&cursor, &at, Some(value));
+        }
+        let node = engine.stream(stream)?;
+        if crate::dependency::follows(engine, node)? {
+            // The parent states, the global cursor and where a new partition starts travel in an
+            // entry of their own, and the low-water mark is the start (see `crate::dependency`).
+            let parents = crate::dependency::saved_parent_states(engine, node, state.as_object().unwrap_or(object))?;
+            let start = host_json(&cursor, &cursor.start(engine)?, None);
+            let global = host.get("newest").cloned();
+            let at = new_from.clone().unwrap_or_else(|| start.clone());
+            partitions.push(crate::dependency::carrier(parents, global, new_from, at));
+            host["low_water"] = start;
+        } else if let Some(from) = new_from {
+            host["low_water"] = from;
+        }
+        if !partitions.is_empty() {
+            host["partitions"] = Value::Array(partitions);
         }
         return Ok(Some(host));
     }
@@ -206,10 +225,28 @@ pub fn from_host(engine: &Engine, stream: &str, state: &Value) -> Result<Value> 
     let field = cursor.field.clone();
     let newest = state.get("newest").filter(|v| !v.is_null());
     if routed(engine, stream)? {
+        let node = engine.stream(stream)?;
+        // A stream that follows `incremental_dependency`: one state per partition (a listing
+        // tags its keys), without the parent states' entries, and the parent states.
+        let dependent = match crate::dependency::follows(engine, node)? {
+            true => Some(crate::dependency::read_host(&cursor, state)),
+            false => None,
+        };
         let mut states = Vec::new();
+        let mut written = std::collections::HashSet::new();
         for entry in state.get("partitions").and_then(Value::as_array).into_iter().flatten() {
-            let (Some(key), Some(value)) = (entry.get("partition"), entry.get("cursor")) else { continue };
+            let (Some(key), Some(mut value)) = (entry.get("partition"), entry.get("cursor")) else { continue };
             let partition = key.get("partition").cloned().unwrap_or_else(|| key.clone());
+            if let Some(saved) = &dependent {
+                if crate::dependency::is_carrier(key) {
+                    continue;
+                }
+                let text = crate::dependency::canonical(&partition);
+                if !written.insert(text.clone()) {
+                    continue;
+                }
+                value = crate::dependency::written_cursor(&cursor, saved, &text).unwrap_or(value);
+            }
             states.push(json!({"partition": partition, "cursor": {&field: state_text(&cursor, value)?}}));
         }
         let mut out = Map::new();
@@ -225,7 +262,8 @@ pub fn from_host(engine: &Engine, stream: &str, state: &Value) -> Result<Value> 
             .iter()
             .any(|r| crate::engine::kind(r) == "SubstreamPartitionRouter");
         if substream {
-            out.insert("parent_state".into(), json!({}));
+            let parents = dependent.and_then(|d| d.parent_states).unwrap_or_default();
+            out.insert("parent_state".into(), Value::Object(parents));
         }
         return Ok(Value::Object(out));
     }
@@ -260,7 +298,7 @@ pub(crate) fn read_value(cursor: &Cursor, value: &Value, stream: &str) -> Result
 
 /// A value as the CDK writes it in a state: in `datetime_format`, as text; a value already
 /// written in that format is kept as it is (with its own offset, as the CDK keeps it).
-fn state_text(cursor: &Cursor, value: &Value) -> Result<String> {
+pub(crate) fn state_text(cursor: &Cursor, value: &Value) -> Result<String> {
     if let Value::String(s) = value
         && datetime::parse(s, &cursor.format).is_ok()
     {

@@ -16,10 +16,14 @@
 //!   With `order=created` they are in `created` order (then `id`); with `page_limit=N` a page
 //!   past the N-th is refused, `400 {"errors": "You cannot access events beyond the N-th page"}`
 //!   (as Freshdesk refuses tickets past the 300th page).
-//! - `GET /v2/event_accounts?embed=K`: `{"data": [{"id": A}, ...]}`, the accounts the events
-//!   name; with `embed`, each carries its first page of events as `/v2/events?account_id=A&per_page=K`
-//!   answers it, under `events` (what a `lazy_read_pointer` reads, as Stripe embeds an invoice's
-//!   first lines in the invoice).
+//! - `GET /v2/event_accounts?embed=K&since=S&until=U`: `{"data": [{"id": A, "updated": T}, ...]}`,
+//!   the accounts the events name, in `id` order, `updated` the newest `created` of the account's
+//!   events as an RFC 3339 date-time in UTC (an account is updated when it gets an event: what a
+//!   parent stream with its own cursor reads, for `incremental_dependency`); with `since` / `until`
+//!   (as for `/v2/events`) only the accounts whose `updated` is within them; with `embed`, each
+//!   carries its first page of events as `/v2/events?account_id=A&per_page=K` answers it, under
+//!   `events` (what a `lazy_read_pointer` reads, as Stripe embeds an invoice's first lines in the
+//!   invoice).
 //! - `PUT /v2/events` with a JSON array: the events served from now on (as
 //!   [`DemoApi::set_events`](super::DemoApi::set_events), for a server in another process).
 
@@ -38,15 +42,7 @@ pub(super) async fn events(
     q: Result<Query<Params>, QueryRejection>,
 ) -> ApiResult<Response> {
     let Query(q) = q?;
-    let bound = |name: &str| -> ApiResult<Option<i64>> {
-        match q.get(name).map(|v| v.trim()).filter(|v| !v.is_empty()) {
-            None => Ok(None),
-            Some(v) => parse_instant(v).map(Some).ok_or_else(|| {
-                ApiError::new(StatusCode::BAD_REQUEST, format!("{name}: not a date-time or epoch: {v:?}"))
-            }),
-        }
-    };
-    let (since, until) = (bound("since")?, bound("until")?);
+    let (since, until) = (bound(&q, "since")?, bound(&q, "until")?);
     let number =
         |name: &str, default: u64| -> ApiResult<u64> {
             match q.get(name) {
@@ -161,29 +157,48 @@ pub(super) async fn event_accounts(
             )?)
         }
     };
+    let (since, until) = (bound(&q, "since")?, bound(&q, "until")?);
     let events = shared.events();
-    let mut ids: Vec<Value> = Vec::new();
+    // Each account with the newest `created` of its events.
+    let mut accounts: Vec<(Value, i64)> = Vec::new();
     for e in &events {
         let id = e["account_id"].clone();
-        if !id.is_null() && !ids.contains(&id) {
-            ids.push(id);
+        let created = e["created"].as_i64().unwrap_or(i64::MIN);
+        if id.is_null() {
+            continue;
+        }
+        match accounts.iter_mut().find(|(a, _)| *a == id) {
+            Some((_, updated)) => *updated = (*updated).max(created),
+            None => accounts.push((id, created)),
         }
     }
-    ids.sort_by_key(|v| v.as_i64());
-    let accounts = ids
+    accounts.retain(|(_, updated)| since.is_none_or(|s| *updated >= s) && until.is_none_or(|u| *updated <= u));
+    accounts.sort_by_key(|(id, _)| id.as_i64());
+    let accounts = accounts
         .into_iter()
-        .map(|id| match embed {
-            None => json!({"id": id}),
-            Some(per_page) => {
+        .map(|(id, updated)| {
+            let mut account = json!({"id": id, "updated": super::data::format_rfc3339(updated)});
+            if let Some(per_page) = embed {
                 let mut own: Vec<&Value> = events.iter().filter(|e| e["account_id"] == id).collect();
                 own.sort_by_key(|e| e["id"].as_i64());
                 let next = if own.len() > per_page { json!(2) } else { Value::Null };
                 let data: Vec<Value> = own.into_iter().take(per_page).cloned().collect();
-                json!({"id": id, "events": {"data": data, "next_page": next}})
+                account["events"] = json!({"data": data, "next_page": next});
             }
+            account
         })
         .collect::<Vec<_>>();
     Ok(Json(json!({"data": accounts})))
+}
+
+/// A `since` / `until` parameter: epoch seconds, from an integer or a date-time.
+fn bound(q: &Params, name: &str) -> ApiResult<Option<i64>> {
+    match q.get(name).map(|v| v.trim()).filter(|v| !v.is_empty()) {
+        None => Ok(None),
+        Some(v) => parse_instant(v)
+            .map(Some)
+            .ok_or_else(|| ApiError::new(StatusCode::BAD_REQUEST, format!("{name}: not a date-time or epoch: {v:?}"))),
+    }
 }
 
 fn plain(v: &Value) -> String {
