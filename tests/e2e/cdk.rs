@@ -303,12 +303,72 @@ fn windows_with_offsets_read_as_the_cdk_reads_them() {
 #[test]
 fn a_substream_cursor_per_partition_moves_between_the_engines() {
     let base = now() - 86_400;
+    substream_syncs("cdk/substream.yaml", base, waves(base, 3));
+}
+
+/// A partition with nothing to read in a first sync (account 3's events are all older than
+/// `start_date`): its state is the CDK's in both engines, and so are the later syncs'.
+#[test]
+fn a_partition_that_reads_nothing_in_a_first_sync_is_the_cdks() {
+    let base = now() - 86_400;
+    let [mut first, second, third] = waves(base, 2);
+    first.extend((0..3).map(|i| event(300 + i, base - 40 * 86_400 + i, 3)));
+    substream_syncs("cdk/substream.yaml", base, [first, second, third]);
+}
+
+/// `end_datetime: today_utc()`: a sync reads up to today 00:00 UTC and hands on the newest
+/// record read, not today, so the second sync of the same day still reads the late records
+/// written before today (Sluice once saved today and read none of them).
+#[test]
+fn a_sync_ending_today_hands_on_its_newest_record_as_the_cdk_does() {
+    let today = now() - now() % 86_400;
+    // Every wave but the fresh records is before today 00:00.
+    let base = today - 2 * 3600;
     three_syncs(
-        "cdk/substream.yaml",
-        &["event_accounts", "account_events"],
+        "cdk/today.yaml",
+        &["events_until_today"],
         |api| json!({"base_url": api.base_url(), "start_date": iso(base - 30 * 86_400)}),
-        waves(base, 3),
+        waves(base, 1),
     );
+}
+
+/// A substream read in full refresh: the same records in both engines; the parent, which has
+/// no cursor, ends with the CDK's state of a full read in both. The child, which has one, ends
+/// with its cursor's state in the CDK and with that mark in Sluice (a known difference, in
+/// docs/declarative.md); the next full sync reads everything again in both.
+#[test]
+fn a_substream_read_in_full_ends_as_the_cdk_ends_it() {
+    let base = now() - 86_400;
+    let api = demo_api(DemoApiConfig::default());
+    let files = Files::new();
+    let [first, second, _] = waves(base, 3);
+    api.set_events(first.clone());
+    let streams = ["event_accounts", "account_events"];
+    let catalog = catalog(&streams.iter().map(|s| (*s, "full_refresh")).collect::<Vec<_>>());
+    let config = json!({"base_url": api.base_url(), "start_date": iso(base - 30 * 86_400)});
+    let sync = Sync { manifest: "cdk/substream.yaml", api: &api, config, catalog, files: &files };
+    let (theirs, ours) = (sync.cdk(None), sync.sluice(None));
+    for stream in streams {
+        same_records(stream, &ours, &theirs, "first full sync");
+    }
+    let full_read = Some(json!({"__ab_no_cursor_state_message": true}));
+    assert_eq!(theirs.state_of("event_accounts"), full_read);
+    assert_eq!(ours.state_of("event_accounts"), full_read);
+    assert_eq!(ours.state_of("account_events"), full_read);
+    api.set_events(first.into_iter().chain(second).collect());
+    // From the full reads' state (Sluice's), both read everything again.
+    let (theirs_again, ours_again) = (sync.cdk(Some(&ours.final_states())), sync.sluice(Some(&ours.final_states())));
+    for stream in streams {
+        same_records(stream, &ours_again, &theirs_again, "second full sync");
+    }
+    assert_eq!(ours_again.ids("account_events").len(), 17, "everything again");
+    // Handed the CDK's cursor state, the CDK reads a full-refresh stream from it (incrementally);
+    // Sluice reads a full refresh in full: a superset, nothing lost (docs/declarative.md).
+    let (theirs_from_cursor, ours_from_cursor) =
+        (sync.cdk(Some(&theirs.final_states())), sync.sluice(Some(&theirs.final_states())));
+    let ours_ids = ours_from_cursor.ids("account_events");
+    assert_eq!(ours_ids.len(), 17);
+    assert!(theirs_from_cursor.ids("account_events").iter().all(|id| ours_ids.contains(id)));
 }
 
 /// `global_substream_cursor`: one cursor for every partition of the substream, its state
@@ -316,12 +376,7 @@ fn a_substream_cursor_per_partition_moves_between_the_engines() {
 #[test]
 fn a_global_substream_cursor_moves_between_the_engines() {
     let base = now() - 86_400;
-    three_syncs(
-        "cdk/global.yaml",
-        &["event_accounts", "account_events"],
-        |api| json!({"base_url": api.base_url(), "start_date": iso(base - 30 * 86_400)}),
-        waves(base, 3),
-    );
+    substream_syncs("cdk/global.yaml", base, waves(base, 3));
 }
 
 /// `incremental_dependency: true` on a parent with its own cursor: the parent is read from the
@@ -389,6 +444,17 @@ fn a_parent_read_incrementally_moves_between_the_engines() {
     same_records("account_events", &ours, &crossed_theirs, "sync 2, the CDK from Sluice's state");
     assert_eq!(crossed_sluice, by_cdk, "sync 2, Sluice from the CDK's state: the requests");
     assert_eq!(crossed_cdk, by_cdk, "sync 2, the CDK from Sluice's state: the requests");
+}
+
+/// [`three_syncs`] of a substream manifest (`event_accounts` and its `account_events`), from a
+/// `start_date` 30 days before `base`.
+fn substream_syncs(manifest: &str, base: i64, waves: [Vec<Value>; 3]) {
+    three_syncs(
+        manifest,
+        &["event_accounts", "account_events"],
+        |api| json!({"base_url": api.base_url(), "start_date": iso(base - 30 * 86_400)}),
+        waves,
+    );
 }
 
 /// The connection status one engine's `check` wrote: succeeded, and the message.

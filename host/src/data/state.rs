@@ -947,11 +947,21 @@ impl StreamCursor {
         self.partitions.get(&key.to_string()).map(|(_, v)| v).or(self.low_water.as_ref())
     }
 
-    /// Records that an open-ended partition was fully written up to `max_seen`. True when this
-    /// made the state fall back to a stream-level cursor (more partition cursors than allowed).
+    /// Records that an open-ended partition was fully written up to `max_seen`, from its saved
+    /// start. True when this made the state fall back to a stream-level cursor (more partition
+    /// cursors than allowed). The tests' shorthand of [`StreamCursor::complete_from`].
+    #[cfg(test)]
     pub fn complete(&mut self, key: &Value, max_seen: Option<Value>) -> bool {
+        self.complete_from(key, None, max_seen)
+    }
+
+    /// [`StreamCursor::complete`] for a partition read from `start` (its cursor range's start
+    /// as it was read: the saved cursor, or a later one the connector chose): a partition that
+    /// wrote nothing keeps that start, so one listed with a start of its own is recorded even
+    /// in a first sync.
+    pub fn complete_from(&mut self, key: &Value, start: Option<&Value>, max_seen: Option<Value>) -> bool {
         self.read_any |= max_seen.is_some();
-        let start = self.start_for(key).cloned();
+        let start = start.or(self.start_for(key)).cloned();
         let best = match (start, max_seen) {
             (Some(a), Some(b)) => Some(if greater(&b, &a) { b } else { a }),
             (a, b) => a.or(b),
@@ -1431,6 +1441,24 @@ mod tests {
         failed.stream_finished(false);
         assert_eq!(failed.to_state()["low_water"], 10);
         assert_eq!(failed.resume(Some(&json!(10)), &json!(20)), Resume::Read);
+    }
+
+    /// A partition that wrote nothing keeps the start it was read from, also in a first sync
+    /// (no saved cursor, no low-water mark): a connector that chose it is not sent back before it.
+    #[test]
+    fn an_empty_partition_keeps_the_start_it_was_read_from() {
+        let mut cursor = StreamCursor::new("s", vec!["t".into()], None).unwrap();
+        cursor.complete_from(&json!({"p": 1}), Some(&json!("2024-01-02T00:00:00Z")), None);
+        cursor.complete_from(
+            &json!({"p": 2}),
+            Some(&json!("2024-01-02T00:00:00Z")),
+            Some(json!("2024-01-03T00:00:00Z")),
+        );
+        cursor.complete(&json!({"p": 3}), None);
+        assert_eq!(
+            cursor.to_state()["partitions"],
+            json!([{"partition": {"p": 1}, "cursor": "2024-01-02T00:00:00Z"}, {"partition": {"p": 2}, "cursor": "2024-01-03T00:00:00Z"}])
+        );
     }
 
     /// Past its cap of partition cursors a state keeps one stream-level cursor: the lowest, so

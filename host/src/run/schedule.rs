@@ -554,7 +554,9 @@ impl StreamRead {
                         Some((start, end)) => cursor.complete_range(start.as_ref(), end, done.max_cursor.clone()),
                         None => {
                             let key: Value = serde_json::from_str(&finished.partition.key).unwrap_or(Value::Null);
-                            if cursor.complete(&key, done.max_cursor) {
+                            let range = finished.partition.cursor_range.as_ref();
+                            let start = range.and_then(|r| r.start.as_ref()).map(read::cursor_to_json);
+                            if cursor.complete_from(&key, start.as_ref(), done.max_cursor) {
                                 let message = format!(
                                     "stream {name} has more than {} partition cursors: its state falls back to one \
                                      stream-level cursor (the lowest of them), from which every partition resumes",
