@@ -398,6 +398,8 @@ async fn a_tenants_runs_at_once_are_refused_or_wait_past_its_quota() {
     let refused = runtime.run_for("refusing", tenant(&api, Shared::default())).await.read().unwrap_err();
     assert!(refused.message.contains("already has 1 run(s) going"), "{}", refused.message);
     assert_eq!(refused.failure, FailureType::Transient);
+    // A quota set again while a run goes: the run still counts when it ends.
+    runtime.set_tenant("refusing", sluice_host::TenantQuota { max_runs: Some(1), ..Default::default() });
     let first = first.await.unwrap().unwrap();
     let usage = runtime.tenant_usage("refusing").unwrap();
     assert_eq!((usage.runs_started, usage.runs_refused, usage.runs_active), (1, 1, 0));

@@ -103,7 +103,7 @@ fn merge_stream(stream: &str, states: Vec<(usize, Value)>, max_cursors: usize) -
                 shaped = true;
                 carried_host_form(&state).ok_or_else(|| {
                     anyhow!(
-                        "state {} of stream {stream:?}: the host's form beside it was written for another state                          (merge the states the shards wrote, not states another engine moved on)",
+                        "state {} of stream {stream:?}: the host's form beside it was written for another state (merge the states the shards wrote, not states another engine moved on)",
                         file + 1
                     )
                 })?
@@ -126,7 +126,7 @@ fn merge_stream(stream: &str, states: Vec<(usize, Value)>, max_cursors: usize) -
             for (file, state) in &host_forms {
                 let other = StreamCursor::with_limit(stream, field.clone(), Some(state), max_cursors).map_err(|e| {
                     anyhow!(
-                        "state {} of stream {stream:?} is not in the host's form ({e:#}); a shaped state must carry                          it beside (shards do)",
+                        "state {} of stream {stream:?} is not in the host's form ({e:#}); a shaped state must carry it beside (shards do)",
                         file + 1
                     )
                 })?;

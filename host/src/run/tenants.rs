@@ -46,7 +46,9 @@ pub(crate) struct Tenant {
     quota: TenantQuota,
     runs: Option<Arc<Semaphore>>,
     budget: Option<Arc<ApiBudget>>,
-    usage: Mutex<TenantUsage>,
+    /// Shared with the tenant as it was before its quota was last set: its runs still going
+    /// count here when they end.
+    usage: Arc<Mutex<TenantUsage>>,
 }
 
 /// The tenants of a runtime, by name.
@@ -54,10 +56,11 @@ pub(crate) struct Tenant {
 pub(crate) struct Tenants(Mutex<HashMap<String, Arc<Tenant>>>);
 
 impl Tenants {
-    /// Sets a tenant's quota, keeping its usage (runs already going keep the slots they hold).
+    /// Sets a tenant's quota, keeping its usage (runs already going keep the slots they hold,
+    /// outside the new quota's count).
     pub fn set(&self, name: &str, quota: TenantQuota) {
         let mut tenants = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let usage = tenants.get(name).map(|t| t.usage()).unwrap_or_default();
+        let usage = tenants.get(name).map(|t| t.usage.clone()).unwrap_or_default();
         tenants.insert(name.to_string(), Arc::new(Tenant::new(name, quota, usage)));
     }
 
@@ -65,7 +68,7 @@ impl Tenants {
     pub fn get(&self, name: &str) -> Arc<Tenant> {
         let mut tenants = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let tenant = tenants.entry(name.to_string());
-        tenant.or_insert_with(|| Arc::new(Tenant::new(name, TenantQuota::default(), TenantUsage::default()))).clone()
+        tenant.or_insert_with(|| Arc::new(Tenant::new(name, TenantQuota::default(), Arc::default()))).clone()
     }
 
     pub fn usage(&self, name: &str) -> Option<TenantUsage> {
@@ -86,10 +89,10 @@ impl Drop for Admitted {
 }
 
 impl Tenant {
-    fn new(name: &str, quota: TenantQuota, usage: TenantUsage) -> Self {
+    fn new(name: &str, quota: TenantQuota, usage: Arc<Mutex<TenantUsage>>) -> Self {
         let runs = quota.max_runs.map(|n| Arc::new(Semaphore::new(n.max(1))));
         let budget = quota.api_rate_per_host.map(|rate| Arc::new(ApiBudget(Pacer::new(rate))));
-        Tenant { name: name.to_string(), quota, runs, budget, usage: Mutex::new(usage) }
+        Tenant { name: name.to_string(), quota, runs, budget, usage }
     }
 
     fn with_usage(&self, change: impl FnOnce(&mut TenantUsage)) {
