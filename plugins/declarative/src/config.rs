@@ -41,6 +41,12 @@ impl Config {
         self.fields.get(key)
     }
 
+    /// Whether `key` was parsed (named by a template or the engine), for tests.
+    #[cfg(test)]
+    pub fn was_parsed(&self, key: &str) -> bool {
+        self.fields.index(key).is_some_and(|i| self.fields.parsed[i].get().is_some())
+    }
+
     /// The whole config as one value (parsed at the first call: checking it against the spec, a
     /// selector that walks it).
     pub fn value(&self) -> &Value {

@@ -87,7 +87,7 @@ fn load(text: &str, check_config: bool) -> Result<Rc<Engine>> {
     };
     let interp = Interpolator::with_config(&config);
     let source = manifest;
-    let manifest = Manifest::load_with(&source, Some((&interp, config.value())), None)
+    let manifest = Manifest::load_with(&source, Some((&interp, &config)), None)
         .map_err(|e| Error::config(format!("the manifest: {e}")))?;
     // As source-declarative-manifest does before any command: the config against the spec.
     // `host manifests check` discovers without a config: nothing to check against the spec.
@@ -176,7 +176,7 @@ impl Engine {
         self.resolving.set(true);
         let fetched = self.read_resolvers();
         self.resolving.set(false);
-        let full = Manifest::load_with(&self.source, Some((&self.interp, self.config.value())), Some(&fetched?))
+        let full = Manifest::load_with(&self.source, Some((&self.interp, &self.config)), Some(&fetched?))
             .map_err(|e| Error::config(format!("the manifest: {e}")))?;
         // What was kept while the resolvers were read was for their streams.
         self.cursors.borrow_mut().clear();
@@ -464,6 +464,25 @@ pub fn kind(component: &Value) -> &str {
 #[cfg(test)]
 mod tests {
     use super::same_text;
+
+    #[test]
+    fn a_read_leaves_the_config_fields_no_template_named_unparsed() {
+        // A ListPartitionRouter's keys in the config: every partition's instance loads the engine,
+        // and parsing the whole list there made a run's cost grow with the square of its
+        // partitions (the dynamic streams' expansion did, for a manifest that has none).
+        let manifest = serde_json::json!({
+            "version": "6.44.0", "type": "DeclarativeSource",
+            "check": {"type": "CheckStream", "stream_names": ["s"]},
+            "streams": [{"type": "DeclarativeStream", "name": "s", "schema_loader": {"type": "InlineSchemaLoader", "schema": {}},
+                "retriever": {"type": "SimpleRetriever",
+                    "requester": {"type": "HttpRequester", "url_base": "{{ config['base_url'] }}", "path": "/x"},
+                    "record_selector": {"type": "RecordSelector", "extractor": {"type": "DpathExtractor", "field_path": []}}}}]
+        });
+        let config =
+            serde_json::json!({"base_url": "http://127.0.0.1:1", "accounts": [1, 2, 3], super::MANIFEST_KEY: manifest});
+        let engine = super::for_read(&config.to_string()).unwrap();
+        assert!(!engine.config.was_parsed("accounts"), "no template names the accounts");
+    }
 
     #[test]
     fn texts_compare_as_equal_strings_do() {

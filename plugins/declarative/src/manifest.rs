@@ -398,7 +398,7 @@ impl Manifest {
     /// an API lists are made from `fetched` (by definition), or left [`Manifest::deferred`].
     pub fn load_with(
         manifest: &Value,
-        dynamic: Option<(&Interpolator, &Value)>,
+        dynamic: Option<(&Interpolator, &crate::config::Config)>,
         fetched: Option<&crate::dynamic::Fetched>,
     ) -> Result<Manifest, String> {
         if !manifest.is_object() {
@@ -426,7 +426,7 @@ impl Manifest {
                     }
                     let streams = match dynamic {
                         Some((interp, config)) => {
-                            crate::dynamic::expand(definition, i, interp, config, listed, &mut budget)?
+                            crate::dynamic::expand(definition, i, interp, config.value(), listed, &mut budget)?
                         }
                         None => {
                             return Err(
