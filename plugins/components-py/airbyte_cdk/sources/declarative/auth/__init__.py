@@ -1,0 +1,3 @@
+from airbyte_cdk.sources.declarative.auth.oauth import DeclarativeOauth2Authenticator, DeclarativeSingleUseRefreshTokenOauth2Authenticator
+
+__all__ = ["DeclarativeOauth2Authenticator", "DeclarativeSingleUseRefreshTokenOauth2Authenticator"]

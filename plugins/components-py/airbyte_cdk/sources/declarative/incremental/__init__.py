@@ -1,0 +1,3 @@
+from airbyte_cdk.sources.declarative.incremental.datetime_based_cursor import DatetimeBasedCursor
+
+__all__ = ["DatetimeBasedCursor"]

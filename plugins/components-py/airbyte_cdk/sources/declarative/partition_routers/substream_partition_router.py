@@ -1,0 +1,60 @@
+"""SubstreamPartitionRouter and ParentStreamConfig with the CDK's fields. Reading the parent stream
+is the engine's job: in the sandbox a parent stream is a handle the host reads (not wired yet)."""
+
+from dataclasses import InitVar, dataclass
+from typing import Any, Iterable, List, Mapping, Optional, Union
+
+from airbyte_cdk._unsupported import unsupported
+from airbyte_cdk.sources.declarative.interpolation.interpolated_string import InterpolatedString
+from airbyte_cdk.sources.declarative.partition_routers.partition_router import PartitionRouter
+from airbyte_cdk.sources.types import Config, StreamSlice, StreamState
+
+
+@dataclass
+class ParentStreamConfig:
+    stream: Any
+    parent_key: Union[InterpolatedString, str]
+    partition_field: Union[InterpolatedString, str]
+    config: Config
+    parameters: InitVar[Mapping[str, Any]]
+    extra_fields: Optional[Union[List[List[str]], List[List[InterpolatedString]]]] = None
+    request_option: Optional[Any] = None
+    incremental_dependency: bool = False
+    lazy_read_pointer: Optional[List[Union[InterpolatedString, str]]] = None
+
+    def __post_init__(self, parameters: Mapping[str, Any]) -> None:
+        self.parent_key = InterpolatedString.create(self.parent_key, parameters=parameters)
+        self.partition_field = InterpolatedString.create(self.partition_field, parameters=parameters)
+
+
+@dataclass
+class SubstreamPartitionRouter(PartitionRouter):
+    parent_stream_configs: List[ParentStreamConfig]
+    config: Config
+    parameters: InitVar[Mapping[str, Any]]
+
+    def __post_init__(self, parameters: Mapping[str, Any]) -> None:
+        if not self.parent_stream_configs:
+            raise ValueError("SubstreamPartitionRouter needs at least 1 parent stream")
+        self._parameters = parameters
+
+    def get_request_params(self, **kwargs) -> Mapping[str, Any]:
+        return {}
+
+    def get_request_headers(self, **kwargs) -> Mapping[str, Any]:
+        return {}
+
+    def get_request_body_data(self, **kwargs):
+        return {}
+
+    def get_request_body_json(self, **kwargs) -> Mapping[str, Any]:
+        return {}
+
+    def stream_slices(self) -> Iterable[StreamSlice]:
+        raise unsupported("SubstreamPartitionRouter.stream_slices (reading the parent stream from custom code)")
+
+    def set_initial_state(self, stream_state: StreamState) -> None:
+        self._state = stream_state
+
+    def get_stream_state(self) -> Optional[Mapping[str, StreamState]]:
+        return None

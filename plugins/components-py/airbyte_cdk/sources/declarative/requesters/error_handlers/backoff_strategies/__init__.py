@@ -1,0 +1,4 @@
+from airbyte_cdk.sources.declarative.requesters.error_handlers.backoff_strategies.exponential_backoff_strategy import ExponentialBackoffStrategy
+from airbyte_cdk.sources.declarative.requesters.error_handlers.backoff_strategies.wait_time_from_header_backoff_strategy import WaitTimeFromHeaderBackoffStrategy
+
+__all__ = ["ExponentialBackoffStrategy", "WaitTimeFromHeaderBackoffStrategy"]

@@ -1,0 +1,4 @@
+from airbyte_cdk.sources.declarative.requesters.request_options.interpolated_request_options_provider import InterpolatedRequestOptionsProvider
+from airbyte_cdk.sources.declarative.requesters.request_options.request_options_provider import RequestOptionsProvider
+
+__all__ = ["InterpolatedRequestOptionsProvider", "RequestOptionsProvider"]

@@ -1,0 +1,3 @@
+from airbyte_cdk.sources.declarative.validators.validation_strategy import ValidationStrategy
+
+__all__ = ["ValidationStrategy"]
