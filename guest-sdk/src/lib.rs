@@ -50,7 +50,8 @@ pub trait Source {
     /// Reads the config text the host passes to every call. The default is [`parse_config`]
     /// (serde, a field set to `null` taken as absent, errors naming the field); a connector that
     /// keeps what it built from a config between calls, and so need not parse the same text
-    /// again, may override it.
+    /// again, may override it (and then override [`Source::partition_config_fields`] too, if
+    /// it reads fields `Config` does not name).
     fn parse_config(text: &str) -> Result<Self::Config> {
         parse_config(text)
     }
@@ -142,6 +143,18 @@ pub trait Source {
     fn state_from_host(_config: &Self::Config, _stream: &str, state: &Value) -> Result<Value> {
         Ok(state.clone())
     }
+
+    /// The top-level config fields that reading a partition uses (contract 0.1.7): the host
+    /// then hands [`Source::read_page`], [`Source::read_step`] and the [`AsyncJobs`] calls a
+    /// config with only those, so a field only [`Source::partitions`] reads (a list of the
+    /// accounts to read, as long as the run has partitions) is not read again by every
+    /// partition's fresh instance. The default is the fields `Config` names
+    /// ([`config_fields`]), which is right unless [`Source::parse_config`] reads more than
+    /// `Config` names; `None` hands every call the whole config. Name fewer to leave out what
+    /// only the listing reads (those fields must then be optional in `Config`).
+    fn partition_config_fields(_config: &Self::Config) -> Option<Vec<String>> {
+        config_fields::<Self::Config>()
+    }
 }
 
 /// A config as [`Source::parse_config`] reads it by default: a JSON object deserialized into `T`,
@@ -172,6 +185,36 @@ pub fn parse_config<T: serde::de::DeserializeOwned>(text: &str) -> Result<T> {
     })
 }
 
+/// The top-level fields a config type reads: the names (aliases too) a `#[derive(Deserialize)]`
+/// struct declares, for [`Source::partition_config_fields`]. `None` when `T` is not such a
+/// struct, or takes fields it does not name (`#[serde(flatten)]`, a map).
+pub fn config_fields<T: serde::de::DeserializeOwned>() -> Option<Vec<String>> {
+    /// A deserializer that only notes the fields a struct asks for.
+    struct Fields<'a>(&'a mut Option<Vec<String>>);
+    impl<'de> serde::Deserializer<'de> for Fields<'_> {
+        type Error = serde::de::value::Error;
+        fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> std::result::Result<V::Value, Self::Error> {
+            Err(serde::de::Error::custom("not a struct"))
+        }
+        fn deserialize_struct<V: serde::de::Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> std::result::Result<V::Value, Self::Error> {
+            *self.0 = Some(fields.iter().map(|f| f.to_string()).collect());
+            Err(serde::de::Error::custom("fields noted"))
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option
+            unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
+        }
+    }
+    let mut fields = None;
+    let _ = T::deserialize(Fields(&mut fields));
+    fields
+}
+
 /// Exports a [`Source`] implementation as the component's `source` interface (in the
 /// `async-connector` world, with no stream read through jobs).
 #[macro_export]
@@ -182,7 +225,7 @@ macro_rules! export_source {
 }
 
 /// Exports a type implementing [`Source`] and [`AsyncJobs`]: the `source` and `async-jobs`
-/// interfaces (world `shaped-connector`, contract 0.1.6).
+/// interfaces (world `partition-config-connector`, contract 0.1.7).
 #[macro_export]
 macro_rules! export_async_source {
     ($source:ty) => {
@@ -282,6 +325,14 @@ macro_rules! export_async_source {
                     $crate::__private::read_step::<$source>(config, partition, token, answers)
                 }
             }
+            impl $crate::__private::PartitionConfigGuest for __SluiceExport {
+                fn partition_fields(
+                    config: ::std::string::String,
+                ) -> $crate::__private::WitResult<::std::option::Option<::std::vec::Vec<::std::string::String>>>
+                {
+                    $crate::__private::partition_fields::<$source>(config)
+                }
+            }
             impl $crate::__private::StateShapeGuest for __SluiceExport {
                 fn shaped_streams(
                     config: ::std::string::String,
@@ -356,13 +407,13 @@ pub trait AsyncJobs: Source {
 /// Glue used by [`export_source!`]; not part of the API.
 #[doc(hidden)]
 pub mod __private {
-    /// One world for every Rust connector: `shaped-connector` (a connector without job
+    /// One world for every Rust connector: `partition-config-connector` (a connector without job
     /// streams answers `settings` with none, and the host never calls the rest; one without
     /// resumable, stepped or shaped streams names none).
     pub mod bindings {
         wit_bindgen::generate!({
             path: "../wit",
-            world: "shaped-connector",
+            world: "partition-config-connector",
             pub_export_macro: true,
             export_macro_name: "__export_connector",
         });
@@ -372,6 +423,7 @@ pub mod __private {
     pub use bindings::exports::sluice::connector::async_jobs::{
         Guest as AsyncJobsGuest, JobSettings, JobStatus as WitJobStatus,
     };
+    pub use bindings::exports::sluice::connector::partition_config::Guest as PartitionConfigGuest;
     pub use bindings::exports::sluice::connector::resume::Guest as ResumeGuest;
     pub use bindings::exports::sluice::connector::source::Guest;
     pub use bindings::exports::sluice::connector::state_shape::Guest as StateShapeGuest;
@@ -481,6 +533,12 @@ pub mod __private {
         run().map_err(Into::into)
     }
 
+    pub fn partition_fields<S: Source>(config_json: String) -> WitResult<Option<Vec<String>>> {
+        let run =
+            || -> crate::Result<Option<Vec<String>>> { Ok(S::partition_config_fields(&config::<S>(&config_json)?)) };
+        run().map_err(Into::into)
+    }
+
     /// A step ends with the first request the host has not answered, whatever `read_step` made
     /// of the error that told it so; else with its page.
     pub fn read_step<S: Source>(
@@ -508,8 +566,23 @@ pub mod __private {
 
     impl<S: Source> Source for WithoutJobs<S> {
         type Config = S::Config;
+        fn parse_config(text: &str) -> crate::Result<S::Config> {
+            S::parse_config(text)
+        }
         fn spec() -> Value {
             S::spec()
+        }
+        fn shaped_streams(config: &S::Config) -> crate::Result<Vec<String>> {
+            S::shaped_streams(config)
+        }
+        fn state_to_host(config: &S::Config, stream: &str, state: &Value) -> crate::Result<Option<Value>> {
+            S::state_to_host(config, stream, state)
+        }
+        fn state_from_host(config: &S::Config, stream: &str, state: &Value) -> crate::Result<Value> {
+            S::state_from_host(config, stream, state)
+        }
+        fn partition_config_fields(config: &S::Config) -> Option<Vec<String>> {
+            S::partition_config_fields(config)
         }
         fn hosts(config: &S::Config) -> crate::Result<Vec<String>> {
             S::hosts(config)
@@ -638,6 +711,32 @@ pub mod __private {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_config_structs_fields_are_its_names_and_aliases() {
+        #[derive(serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Plain {
+            base_url: String,
+            #[serde(alias = "size")]
+            page_size: Option<u32>,
+            #[serde(rename = "token")]
+            api_key: Option<String>,
+        }
+        let mut fields = config_fields::<Plain>().unwrap();
+        fields.sort();
+        assert_eq!(fields, ["base_url", "page_size", "size", "token"]);
+        #[derive(serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Flattened {
+            base_url: String,
+            #[serde(flatten)]
+            rest: std::collections::HashMap<String, Value>,
+        }
+        assert_eq!(config_fields::<Flattened>(), None, "a flattened struct takes any field");
+        assert_eq!(config_fields::<Value>(), None);
+        assert_eq!(config_fields::<std::collections::HashMap<String, String>>(), None);
+    }
 
     /// The fields of guest-sdk/cases/config_fields.json, as a connector declares them in Rust.
     #[derive(serde::Deserialize, Debug, PartialEq, serde::Serialize)]

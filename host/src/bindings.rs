@@ -47,11 +47,19 @@ pub mod shaped {
     extension_world!("shaped-connector");
 }
 
+/// The `partition-config-connector` world (0.1.7): its `partition-config` export.
+pub mod partition_config {
+    extension_world!("partition-config-connector");
+}
+
 pub use exports::sluice::connector::source::{
     CapabilitySet as Capabilities, Guest as Source, Page, Partition, PartitionBatch, Stream,
 };
 pub use jobs::exports::sluice::connector::async_jobs::{
     Guest as AsyncJobs, GuestIndices as AsyncJobsIndices, JobSettings, JobStatus,
+};
+pub use partition_config::exports::sluice::connector::partition_config::{
+    Guest as PartitionConfig, GuestIndices as PartitionConfigIndices,
 };
 pub use resume::exports::sluice::connector::resume::{Guest as Resume, GuestIndices as ResumeIndices};
 pub use shaped::exports::sluice::connector::state_shape::{Guest as StateShape, GuestIndices as StateShapeIndices};
@@ -79,6 +87,7 @@ pub enum ContractVersion {
     V0_1_4,
     V0_1_5,
     V0_1_6,
+    V0_1_7,
 }
 
 /// How the host serves a contract version: the shim between a guest built for it and the host.
@@ -86,16 +95,24 @@ pub enum ContractVersion {
 pub enum Shim {
     /// The 0.1 track only ever added interfaces, functions and worlds, so the current bindings
     /// serve every 0.1 guest: wasmtime's linker resolves a guest's `@0.1.k` imports against the
-    /// host's `@0.1.6`, and the exports a guest of 0.1.k does not have are looked up and found
+    /// host's `@0.1.7`, and the exports a guest of 0.1.k does not have are looked up and found
     /// missing (the features they carry are off for it). A 0.2 gets its own bindings and shim.
     Track0_1,
 }
 
 impl ContractVersion {
-    pub const ALL: [ContractVersion; 7] =
-        [Self::V0_1_0, Self::V0_1_1, Self::V0_1_2, Self::V0_1_3, Self::V0_1_4, Self::V0_1_5, Self::V0_1_6];
+    pub const ALL: [ContractVersion; 8] = [
+        Self::V0_1_0,
+        Self::V0_1_1,
+        Self::V0_1_2,
+        Self::V0_1_3,
+        Self::V0_1_4,
+        Self::V0_1_5,
+        Self::V0_1_6,
+        Self::V0_1_7,
+    ];
     /// Where new work goes (`wit/connector.wit`); released, it is frozen as the others are.
-    pub const CURRENT: ContractVersion = Self::V0_1_6;
+    pub const CURRENT: ContractVersion = Self::V0_1_7;
 
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -106,6 +123,7 @@ impl ContractVersion {
             Self::V0_1_4 => "0.1.4",
             Self::V0_1_5 => "0.1.5",
             Self::V0_1_6 => "0.1.6",
+            Self::V0_1_7 => "0.1.7",
         }
     }
 
@@ -119,7 +137,7 @@ impl ContractVersion {
         Shim::Track0_1
     }
 
-    /// The versions served, as messages name them: `0.1.0 to 0.1.6`.
+    /// The versions served, as messages name them: `0.1.0 to 0.1.7`.
     pub fn served() -> String {
         format!("{WIT_PACKAGE}@{} to {}", Self::ALL[0].as_str(), Self::CURRENT.as_str())
     }

@@ -174,7 +174,7 @@ fn files_that_are_not_components_are_refused() {
 fn a_plugin_for_another_wit_version_is_refused() {
     let stderr = refused(&plugin("wrong-version"));
     assert!(stderr.contains("sluice:connector@9.0.0"), "{stderr}");
-    assert!(stderr.contains("this host supports sluice:connector@0.1.0 to 0.1.6"), "{stderr}");
+    assert!(stderr.contains("this host supports sluice:connector@0.1.0 to 0.1.7"), "{stderr}");
     assert!(stderr.contains("a contract this host does not serve"), "{stderr}");
 }
 

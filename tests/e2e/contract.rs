@@ -10,7 +10,7 @@ use wit_parser::{Resolve, Type, TypeDefKind, WorldItem, WorldKey};
 
 /// The released versions, each with the sha256 of its frozen text: a released contract never
 /// changes (0.1.3 and 0.1.4 did, after their release, which is what this stops).
-const RELEASED: [(&str, &str); 7] = [
+const RELEASED: [(&str, &str); 8] = [
     ("0.1.0", "9d9a2796101dd2a6d8e2049440251ed140c3398534dbbbf9cd53ae858a116ccf"),
     ("0.1.1", "97c6d1920cf8cc9f3c6b8387c61cacdd94bd857f55c5d81c1a753a915c898d4d"),
     ("0.1.2", "b530e069423dccaeea679b87247631ff52af672c8624f5bf3797b5624a877376"),
@@ -18,6 +18,7 @@ const RELEASED: [(&str, &str); 7] = [
     ("0.1.4", "85dbecdace449424ec86d308babdea3452f5a5a495db8704ef80128951d7db46"),
     ("0.1.5", "c706f9b7a5d41a9dd9d0e45e1603ad2cbc3f7d3d7883d44c347f6567359287fc"),
     ("0.1.6", "96169ce4fd3ba734820deacd6871ea4f0d117fed66f26e7159aacd52bbd9f227"),
+    ("0.1.7", "9352445ad143caf304840274e5171635336a1ca9a72556f718720a0e19066c57"),
 ];
 
 fn wit_dir() -> PathBuf {

@@ -670,3 +670,21 @@ fn manifests_check_reports_the_reach_over_a_folder() {
     assert!(!text.contains("metadata.yaml"), "{text}");
     assert!(text.contains("4 manifests: 2 read in full (50 %), 1 in part, 1 refused"), "{text}");
 }
+
+/// A ListPartitionRouter's keys in the config: the engine names the fields the manifest's
+/// templates read outside the listing (contract 0.1.7), so each partition's instance is handed
+/// the config without the list, and still reads its account.
+#[test]
+fn partitions_of_a_config_list_read_without_the_list() {
+    let api = demo_api(DemoApiConfig { records: 40, accounts: 20, ..Default::default() });
+    let files = Files::new();
+    let accounts: Vec<u64> = (1..=20).collect();
+    let config = json!({"base_url": api.base_url(), "accounts": accounts, "unused": "x"});
+    let run = run_manifest("partitions.yaml", &api, &config, &files, &[]);
+    assert!(run.success(), "{}", run.explain());
+    let mut ids: Vec<u64> = run.ids("account_items");
+    ids.sort();
+    assert_eq!(ids, (1..=40).collect::<Vec<_>>());
+    let said = run.logs().iter().any(|l| l.contains("without the config fields they do not use: accounts, unused"));
+    assert!(said, "{:?}", run.logs());
+}

@@ -124,3 +124,23 @@ fn a_panic_in_check_is_a_failed_check() {
     assert_eq!(status["status"], "FAILED");
     assert!(status["message"].as_str().unwrap().contains("crashed"), "{status}");
 }
+
+/// A connector built for contract 0.1.7 names the config fields its partitions read (the Rust
+/// SDK: those its `Config` names); the host hands the calls that read a partition only those,
+/// so a long list only the listing reads is not read again in every partition's instance.
+#[test]
+fn partitions_get_only_the_config_fields_the_connector_names() {
+    let keys: Vec<u64> = (0..1000).collect();
+    let run = run_mode(json!({"mode": "config-fields", "listing_keys": keys, "partitions": 3}));
+    assert!(run.success(), "{}", run.explain());
+    let records = run.records("numbers");
+    assert_eq!(records.len(), 3);
+    for record in records {
+        assert_eq!(record["config_fields"], json!(["mode", "partitions"]), "{record}");
+    }
+    let said = run
+        .logs()
+        .iter()
+        .any(|l| l.contains("partitions are read without the config fields they do not use: listing_keys"));
+    assert!(said, "{:?}", run.logs());
+}

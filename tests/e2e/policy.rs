@@ -18,7 +18,7 @@ fn inspect_shows_identity_needs_and_the_effective_grant() {
         hex::encode(sha2::Sha256::digest(&wasm))
     };
     assert_eq!(report["sha256"], json!(sha));
-    assert_eq!(report["wit"], "sluice:connector@0.1.6");
+    assert_eq!(report["wit"], "sluice:connector@0.1.7");
     assert_eq!(report["declared_hosts"], json!([grant(&api)]));
     assert_eq!(report["missing_grants"], json!([grant(&api)]), "nothing granted yet");
 
@@ -36,7 +36,7 @@ fn inspect_shows_identity_needs_and_the_effective_grant() {
     let text = String::from_utf8_lossy(&text.stdout).into_owned();
     assert!(text.contains(&format!("NOT granted: {}", grant(&api))), "{text}");
     let run = host(&["spec"]).arg(plugin("demo-source")).run();
-    assert!(run.logs()[0].contains(&sha) && run.logs()[0].contains("sluice:connector@0.1.6"), "{:?}", run.logs());
+    assert!(run.logs()[0].contains(&sha) && run.logs()[0].contains("sluice:connector@0.1.7"), "{:?}", run.logs());
 }
 
 #[test]

@@ -394,7 +394,7 @@ fn the_manifest_says_what_produced_the_run_but_not_the_config() {
     let manifest = lake.manifest(&uri);
     let plugin_sha = hex::encode(Sha256::digest(std::fs::read(plugin("demo-source")).unwrap()));
     assert_eq!(manifest["plugin"]["sha256"], plugin_sha.as_str());
-    assert_eq!(manifest["plugin"]["wit"], "sluice:connector@0.1.6");
+    assert_eq!(manifest["plugin"]["wit"], "sluice:connector@0.1.7");
     let config = demo_config(&api, 50).to_string();
     assert_eq!(manifest["plugin"]["config_sha256"], hex::encode(Sha256::digest(config.as_bytes())).as_str());
     assert!(!manifest.to_string().contains(&api.base_url()), "the config leaked into the manifest");

@@ -82,7 +82,7 @@ async fn fifty_runs(hostile_mode: &str) {
                 assert!(report.ok(), "{}", report.summary_line());
                 let all: Vec<u64> = (1..=RECORDS).collect();
                 // Every tenant's output starts with the plugin's identity, loaded once or not.
-                assert!(sink.first_log().contains("sha256") && sink.first_log().contains("sluice:connector@0.1.6"));
+                assert!(sink.first_log().contains("sha256") && sink.first_log().contains("sluice:connector@0.1.7"));
                 assert_eq!(sink.ids("items"), all);
                 assert_eq!(sink.ids("account_items"), all);
                 // Per-run accounting.

@@ -6,7 +6,7 @@
 
 import {
   closeBody, forwardRecords, open, readBytes, readLines, send, sendRecords,
-} from 'sluice:connector/http@0.1.6';
+} from 'sluice:connector/http@0.1.7';
 import { SluiceError } from './errors.js';
 import { Answer, RecordsResponse, RequestBuilder, Response, httpError, statusError } from './requests.js';
 import { Lines } from './types.js';

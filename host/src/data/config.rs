@@ -47,6 +47,23 @@ pub fn check(spec: &Value, config: &Value) -> Verdict {
     Verdict::Invalid(format!("the config does not match the connector's spec: {}", errors.join("; ")))
 }
 
+/// The config with only its top-level `fields` (in the config's order; names it does not have
+/// left out), for the calls that read a partition (contract 0.1.7, `partition-config`), and the
+/// names of the fields left out. `None` when that leaves the config as it is, or it is not an
+/// object.
+pub fn only_fields(config: &str, fields: &[String]) -> Option<(String, Vec<String>)> {
+    let Ok(Value::Object(mut all)) = serde_json::from_str::<Value>(config) else { return None };
+    let mut left_out = Vec::new();
+    all.retain(|name, _| {
+        let kept = fields.iter().any(|f| f == name);
+        if !kept {
+            left_out.push(name.clone());
+        }
+        kept
+    });
+    (!left_out.is_empty()).then(|| (Value::Object(all).to_string(), left_out))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,6 +99,20 @@ mod tests {
         assert!(m.contains("field nested.start") && m.contains("string"), "{m}");
         assert!(matches!(check(&spec(), &json!({"base_url": "http://h", "page_size": 5})), Verdict::Valid));
         assert!(matches!(check(&json!({"type": 5}), &json!({})), Verdict::Unchecked(_)));
+    }
+
+    #[test]
+    fn a_partitions_config_keeps_the_fields_named_in_the_configs_order() {
+        let config = r#"{"base_url": "http://h", "accounts": [1, 2, 3], "token": "t", "n": 1.50}"#;
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let (only, left_out) = only_fields(config, &names(&["token", "base_url", "absent"])).unwrap();
+        assert_eq!(only, r#"{"base_url":"http://h","token":"t"}"#);
+        assert_eq!(left_out, ["accounts", "n"]);
+        // Numbers as written (the connector parses them as it would the whole config).
+        assert_eq!(only_fields(config, &names(&["n"])).unwrap().0, r#"{"n":1.50}"#);
+        assert_eq!(only_fields(config, &names(&["base_url", "accounts", "token", "n"])), None, "nothing left out");
+        assert_eq!(only_fields("[1]", &names(&["a"])), None);
+        assert_eq!(only_fields(config, &[]).unwrap().0, "{}");
     }
 
     /// A spec with a 50,000-long `$ref` chain aborted the host (stack overflow) while the

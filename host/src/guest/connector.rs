@@ -57,6 +57,9 @@ pub struct Connector {
     pub limits: Limits,
     /// Accounting across every instance of this connector.
     pub usage: Arc<Usage>,
+    /// The config with only the fields the connector's partitions read (`partition-config`,
+    /// contract 0.1.7), once the run has asked; the whole config until then.
+    partition_config: std::sync::OnceLock<String>,
 }
 
 /// What a run's guests used, for the run summary and the library API.
@@ -95,6 +98,8 @@ pub struct Instance {
     stepped: Option<bindings::SteppedPages>,
     /// The `state-shape` exports, for plugins that have them.
     shape: Option<bindings::StateShape>,
+    /// The `partition-config` export, for plugins that have it.
+    partition_config: Option<bindings::PartitionConfig>,
     limits: Limits,
     usage: Arc<Usage>,
     /// A manifest's spec, which `spec` answers instead of the engine's.
@@ -112,7 +117,26 @@ impl Connector {
             Some(manifest) => crate::guest::manifest::inject(&config, &manifest.json),
             None => config,
         };
-        Connector { plugin, config, egress, limits, usage: Arc::default() }
+        Connector { plugin, config, egress, limits, usage: Arc::default(), partition_config: Default::default() }
+    }
+
+    /// The config a partition's calls get: the fields the connector named (see
+    /// [`Connector::narrow_partition_config`]), or the whole config.
+    pub fn partition_config(&self) -> &String {
+        self.partition_config.get().unwrap_or(&self.config)
+    }
+
+    /// Hands partitions' calls only the top-level `fields` of the config (in its order; names it
+    /// does not have are left out), and says which fields that leaves out. Once a run: a later
+    /// call changes nothing.
+    pub fn narrow_partition_config(&self, fields: &[String]) -> Vec<String> {
+        let Some((narrowed, left_out)) = crate::data::config::only_fields(&self.config, fields) else {
+            return Vec::new();
+        };
+        match self.partition_config.set(narrowed) {
+            Ok(()) => left_out,
+            Err(_) => Vec::new(),
+        }
     }
 
     /// A fresh instance. Instantiating runs guest code (its start functions), so it is a call
@@ -181,9 +205,11 @@ impl Connector {
             let resume = self.plugin.resume.as_ref().map(|r| r.load(&mut store, &instance)).transpose()?;
             let stepped = self.plugin.stepped.as_ref().map(|r| r.load(&mut store, &instance)).transpose()?;
             let shape = self.plugin.shape.as_ref().map(|r| r.load(&mut store, &instance)).transpose()?;
-            Ok((bindings, jobs, resume, stepped, shape))
+            let partition_config =
+                self.plugin.partition_config.as_ref().map(|r| r.load(&mut store, &instance)).transpose()?;
+            Ok((bindings, jobs, resume, stepped, shape, partition_config))
         });
-        let (bindings, jobs, resume, stepped, shape) =
+        let (bindings, jobs, resume, stepped, shape, partition_config) =
             loaded.map_err(|e| CallError::Trap(format!("cannot instantiate: {e:#}")))?;
         let declared_spec = self.plugin.manifest.as_ref().map(|m| m.spec.clone());
         let live = self.usage.live_instances.fetch_add(1, Ordering::Relaxed) + 1;
@@ -194,6 +220,7 @@ impl Connector {
             resume,
             stepped,
             shape,
+            partition_config,
             store,
             limits: self.limits.clone(),
             usage: self.usage.clone(),
@@ -369,6 +396,18 @@ impl Instance {
 
     /// The streams whose state the connector shapes; none for connectors without `state-shape`
     /// (built for contracts before 0.1.6).
+    /// The top-level config fields a partition's calls read (`None`: the whole config; also for
+    /// plugins built for contracts before 0.1.7).
+    pub async fn partition_fields(&mut self, config: &String) -> Result<Option<Vec<String>>, CallError> {
+        let Instance { store, partition_config, limits, usage, .. } = self;
+        let Some(exports) = partition_config.as_ref() else { return Ok(None) };
+        let context = r#"{"call":"partition-fields"}"#.to_string();
+        export_call(store, limits, usage, context, exports, async |e, store| {
+            e.call_partition_fields(store, config).await
+        })
+        .await
+    }
+
     pub async fn shaped_streams(&mut self, config: &String) -> Result<Vec<String>, CallError> {
         let Instance { store, shape, limits, usage, .. } = self;
         let Some(shape) = shape.as_ref() else { return Ok(Vec::new()) };

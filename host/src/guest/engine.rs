@@ -7,8 +7,8 @@
 //! hash: a second run of the same plugin deserializes in milliseconds.
 
 use crate::bindings::{
-    AsyncJobsIndices, ConnectorIndices, ConnectorPre, ContractVersion, ResumeIndices, Shim, StateShapeIndices,
-    SteppedPagesIndices, WIT_PACKAGE, WIT_VERSION,
+    AsyncJobsIndices, ConnectorIndices, ConnectorPre, ContractVersion, PartitionConfigIndices, ResumeIndices, Shim,
+    StateShapeIndices, SteppedPagesIndices, WIT_PACKAGE, WIT_VERSION,
 };
 use crate::guest::cache::ComponentCache;
 use crate::guest::compile::{CompileLimits, engine_config};
@@ -52,6 +52,8 @@ pub struct Plugin {
     pub stepped: Option<SteppedPagesIndices>,
     /// Where the `state-shape` exports are, when the plugin has them (contract 0.1.6).
     pub shape: Option<StateShapeIndices>,
+    /// Where the `partition-config` export is, when the plugin has it (contract 0.1.7).
+    pub partition_config: Option<PartitionConfigIndices>,
     pub load: LoadInfo,
     /// The engine's pool slots (see [`Engine`]), when instances come from a pool.
     pub slots: Option<Arc<tokio::sync::Semaphore>>,
@@ -230,35 +232,16 @@ impl Engine {
             let prefix = format!("{WIT_PACKAGE}/{interface}@");
             component.component_type().exports(&self.engine).any(|(name, _)| name.starts_with(&prefix))
         };
-        let exports_jobs = exports("async-jobs");
-        let resume = if exports("resume") {
-            Some(ResumeIndices::new(&instance_pre).map_err(|e| {
-                anyhow!("{shown} exports a resume interface this host cannot use (another revision?): {e}")
-            })?)
-        } else {
-            None
-        };
-        let stepped = if exports("stepped-pages") {
-            Some(SteppedPagesIndices::new(&instance_pre).map_err(|e| {
-                anyhow!("{shown} exports a stepped-pages interface this host cannot use (another revision?): {e}")
-            })?)
-        } else {
-            None
-        };
-        let shape = if exports("state-shape") {
-            Some(StateShapeIndices::new(&instance_pre).map_err(|e| {
-                anyhow!("{shown} exports a state-shape interface this host cannot use (another revision?): {e}")
-            })?)
-        } else {
-            None
-        };
-        let jobs = if exports_jobs {
-            Some(AsyncJobsIndices::new(&instance_pre).map_err(|e| {
-                anyhow!("{shown} exports an async-jobs interface this host cannot use (another revision?): {e}")
-            })?)
-        } else {
-            None
-        };
+        // Each later contract's exports, found where the plugin has them.
+        let resume = optional(exports("resume"), &shown, "a resume", || ResumeIndices::new(&instance_pre))?;
+        let stepped =
+            optional(exports("stepped-pages"), &shown, "a stepped-pages", || SteppedPagesIndices::new(&instance_pre))?;
+        let shape =
+            optional(exports("state-shape"), &shown, "a state-shape", || StateShapeIndices::new(&instance_pre))?;
+        let jobs = optional(exports("async-jobs"), &shown, "an async-jobs", || AsyncJobsIndices::new(&instance_pre))?;
+        let partition_config = optional(exports("partition-config"), &shown, "a partition-config", || {
+            PartitionConfigIndices::new(&instance_pre)
+        })?;
         let indices = ConnectorIndices::new(&instance_pre).map_err(|e| {
             anyhow!("{shown} does not export the connector interface this host expects (built against another revision of {WIT_PACKAGE}@{WIT_VERSION}? rebuild it with this repository's SDK): {e}")
         })?;
@@ -278,6 +261,7 @@ impl Engine {
             resume,
             stepped,
             shape,
+            partition_config,
             load: LoadInfo { cache_hit, elapsed: started.elapsed(), cache_file },
             slots: self.slots.clone(),
             manifest: None,
@@ -315,6 +299,21 @@ impl Engine {
             if exports.is_empty() { "nothing".to_string() } else { exports.join(", ") }
         )
     }
+}
+
+/// A later contract's export indices when the plugin exports the interface (`what`: "a resume").
+fn optional<T>(
+    present: bool,
+    shown: &dyn std::fmt::Display,
+    what: &str,
+    indices: impl FnOnce() -> wasmtime::Result<T>,
+) -> Result<Option<T>> {
+    if !present {
+        return Ok(None);
+    }
+    indices()
+        .map(Some)
+        .map_err(|e| anyhow!("{shown} exports {what} interface this host cannot use (another revision?): {e}"))
 }
 
 /// Whether `version` is a later release of the track this host serves (a 0.1.7 for a 0.1.6 host).

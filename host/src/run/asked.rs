@@ -1,5 +1,6 @@
 //! What a connector says of its streams before a read: which go through report jobs, which
-//! resume inside a partition, whose states it shapes, which it reads in steps. Each is one
+//! resume inside a partition, whose states it shapes, which it reads in steps, and which config
+//! fields its partitions read. Each is one
 //! short call; they are asked once per run, one after the other on one instance (a fresh one
 //! only after a call failed, as a trap leaves an instance unusable), so a run pays one
 //! instantiation for them, not four.
@@ -71,7 +72,47 @@ pub async fn ask(connector: &Connector, out: &Output) -> Result<Answers, OutputC
         true => asking.ask(async |i: &mut Instance, config: &String| i.stepped_streams(config).await).await?.map(set),
         false => Ok(HashSet::new()),
     };
+    if plugin.partition_config.is_some() {
+        let fields = asking.ask(async |i: &mut Instance, config: &String| i.partition_fields(config).await).await?;
+        narrow(connector, out, fields).await?;
+    }
     Ok(Answers { jobs, resumable, shaped, stepped, instance: asking.kept })
+}
+
+/// The most config fields a connector may name for its partitions: a config has tens.
+const MAX_PARTITION_FIELDS: usize = 1000;
+
+/// Hands the connector's partitions the config fields it named, or says why they get the whole.
+async fn narrow(
+    connector: &Connector,
+    out: &Output,
+    fields: Result<Option<Vec<String>>, CallError>,
+) -> Result<(), OutputClosed> {
+    let whole = "its partitions get the whole config";
+    match fields {
+        Ok(None) => Ok(()),
+        Ok(Some(fields)) if fields.len() <= MAX_PARTITION_FIELDS => {
+            let left_out = connector.narrow_partition_config(&fields);
+            if left_out.is_empty() {
+                return Ok(());
+            }
+            let message =
+                format!("partitions are read without the config fields they do not use: {}", left_out.join(", "));
+            out.log("INFO", &message).await
+        }
+        Ok(Some(fields)) => {
+            let message = format!(
+                "the connector named {} config fields for its partitions, more than {MAX_PARTITION_FIELDS}: {whole}",
+                fields.len()
+            );
+            out.log("WARN", &message).await
+        }
+        Err(e) => {
+            let message =
+                format!("the connector cannot say which config fields its partitions read ({}): {whole}", e.message());
+            out.log("WARN", &message).await
+        }
+    }
 }
 
 /// Asks a fresh instance for a set of streams (`ask`: those that resume, those read in steps);

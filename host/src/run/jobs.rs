@@ -184,7 +184,7 @@ impl Orchestrator {
             Ok(i) => i,
             Err(e) => return Ok(Err(e)),
         };
-        let ended = instance.end_job(&self.connector.config, partition, &handle.to_string(), abort).await;
+        let ended = instance.end_job(self.connector.partition_config(), partition, &handle.to_string(), abort).await;
         self.logs(&mut instance).await?;
         Ok(ended)
     }
@@ -210,7 +210,7 @@ impl Orchestrator {
             Ok(i) => i,
             Err(e) => return Ok(Err(e)),
         };
-        let created = instance.create_job(&self.connector.config, partition).await;
+        let created = instance.create_job(self.connector.partition_config(), partition).await;
         self.logs(&mut instance).await?;
         let handle = match created {
             Ok(handle) => handle,
@@ -360,7 +360,7 @@ impl Orchestrator {
             interval = (interval.mul_f64(1.5)).min(self.options.max_poll_interval);
             let polled = match self.instance().await {
                 Ok(mut instance) => {
-                    let polled = instance.poll_job(&self.connector.config, partition, &handle).await;
+                    let polled = instance.poll_job(self.connector.partition_config(), partition, &handle).await;
                     self.logs(&mut instance).await?;
                     polled
                 }

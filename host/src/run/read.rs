@@ -359,7 +359,7 @@ impl<'c> Reader<'c> {
         job: Option<(&String, &String)>,
         token: Option<&String>,
     ) -> Result<Result<Page, CallError>, OutputClosed> {
-        let config = &connector.config;
+        let config = connector.partition_config();
         Ok(match (self, job) {
             (Reader::Steps(stepping), _) => steps::read_page(stepping, Some(out), partition, token).await?,
             (Reader::Instance(instance), None) => instance.read_page(config, partition, token).await,

@@ -136,7 +136,7 @@ pub async fn read_page(
                 Ok(instance) => instance,
                 Err(e) => return Ok(Err(e)),
             };
-            let step = instance.read_step(&connector.config, partition, token, &answers).await;
+            let step = instance.read_step(connector.partition_config(), partition, token, &answers).await;
             logs(out, instance.take_logs()).await?;
             // An instance whose call failed is not used again (after a trap it cannot be).
             if step.is_ok() {

@@ -159,6 +159,11 @@ impl Engine {
         &self.base
     }
 
+    /// The manifest as given.
+    pub fn source(&self) -> &Value {
+        &self.source
+    }
+
     /// Whether this is `host manifests check` discovering without a config.
     pub fn is_reach_check(&self) -> bool {
         self.config.get(REACH_CHECK_KEY) == Some(&Value::Bool(true))

@@ -21,6 +21,7 @@ pub mod jobs;
 pub mod manifest;
 pub mod normalize;
 pub mod pagination_reset;
+pub mod partition_fields;
 pub mod records;
 pub mod requester;
 pub mod retrieve;
@@ -250,6 +251,12 @@ impl Source for Declarative {
         let mut page = retrieve::read_page(&engine, partition, token)?;
         records::omit_top_level_nulls(&mut page.records);
         Ok(page)
+    }
+
+    /// The config fields the manifest's templates read outside the listing, and the manifest.
+    fn partition_config_fields(config: &Self::Config) -> Option<Vec<String>> {
+        let engine = engine::for_config(&config.0).ok()?;
+        partition_fields::of(engine.source(), &[engine::MANIFEST_KEY])
     }
 
     /// Every incremental stream's state is written as the Airbyte CDK writes it.

@@ -28,8 +28,18 @@ fn one() -> u64 {
 
 struct TestConnector;
 
+std::thread_local! {
+    /// The config text this instance was last handed, for `mode = "config-fields"`.
+    static CONFIG_TEXT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
 impl Source for TestConnector {
     type Config = Config;
+
+    fn parse_config(text: &str) -> Result<Config> {
+        CONFIG_TEXT.with(|t| *t.borrow_mut() = text.to_string());
+        sluice_guest::parse_config(text)
+    }
 
     fn spec() -> Value {
         json!({"type": "object", "properties": {"mode": {"type": "string"}}})
@@ -83,6 +93,12 @@ impl Source for TestConnector {
             };
             let (start, end) = (bound(partition.cursor_start())?, bound(partition.cursor_end())?);
             return Page::from_values((start + 1..=end).map(|n| json!({"n": n, "p": p})));
+        }
+        if config.mode == "config-fields" {
+            // The config's top-level fields as this partition's call got them.
+            let text = CONFIG_TEXT.with(|t| t.borrow().clone());
+            let fields: serde_json::Map<String, Value> = serde_json::from_str(&text).unwrap_or_default();
+            return Page::from_values([json!({"id": p, "config_fields": fields.keys().collect::<Vec<_>>()})]);
         }
         if config.mode == "repeat-token" {
             // The same next token forever: the host must stop the loop.
