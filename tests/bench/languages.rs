@@ -10,6 +10,8 @@
 //! 2. Start-up with a warm cache: loading the plugin (engine, cached compiled code, linking),
 //!    then the first instance and call (`spec`), in this process; and the wall time of a whole
 //!    `host spec` process when the release host is built.
+//! 5. The first run of a packaged connector with an empty cache (a fresh machine or container),
+//!    with the compiled code the package carries and without it.
 //! 4. Memory: the peak RSS and PSS of a whole `host run` process reading 16 partitions at once
 //!    (`account_items` over 16 accounts, then over 64), each language against Rust.
 
@@ -94,7 +96,55 @@ fn main() {
         );
     }
 
+    first_run_of_a_package(&root, cache.path());
     memory(&root, cache.path(), work.path());
+}
+
+/// [5] The first run of a packaged connector on a fresh machine: `source-NAME spec` with an
+/// empty cache, the package's compiled code taken instead of compiling the component, against
+/// the same with the compiled code left out (as packages were before).
+fn first_run_of_a_package(root: &Path, cache: &Path) {
+    println!("\n[5] first run of a package with an empty cache (`source-NAME spec`, median of 3)");
+    let Some(host) = common::release_host("[5] first run of a package") else { return };
+    for (language, name) in PLUGINS {
+        // Beside the host binary, so the package links it.
+        let scratch = tempfile::tempdir_in(root.join("target")).unwrap();
+        let out = scratch.path().join("pkg");
+        let status = std::process::Command::new(&host)
+            .args(["package", "--name", "demo", "--out"])
+            .arg(&out)
+            .arg(plugin_path(root, name))
+            .arg("--cache-dir")
+            .arg(cache)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "{language}: host package");
+        let first_run = || {
+            let fresh = tempfile::tempdir().unwrap();
+            let started = Instant::now();
+            let status = std::process::Command::new(out.join("source-demo"))
+                .arg("spec")
+                .env("SLUICE_CACHE_DIR", fresh.path())
+                .stdout(std::process::Stdio::null())
+                .status()
+                .unwrap();
+            assert!(status.success(), "{language}: source-demo spec");
+            started.elapsed()
+        };
+        let mut packaged: Vec<Duration> = (0..3).map(|_| first_run()).collect();
+        // Without the compiled code: what a first run cost before packages carried it.
+        let manifest = out.join("demo.package.json");
+        let mut pinned: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+        pinned.as_object_mut().unwrap().remove("compiled");
+        std::fs::write(&manifest, pinned.to_string()).unwrap();
+        let mut compiling: Vec<Duration> = (0..1).map(|_| first_run()).collect();
+        println!(
+            "  {language:<11} {:>7.0} ms with the packaged compiled code, {:>7.0} ms compiling",
+            ms(median(&mut packaged)),
+            ms(median(&mut compiling))
+        );
+    }
 }
 
 /// Peak RSS of whole `host run` processes reading 16 partitions at once, each language against

@@ -213,3 +213,48 @@ fn a_second_start_of_the_python_plugin_uses_the_cache() {
 fn a_second_start_of_the_javascript_plugin_uses_the_cache() {
     second_start_uses_the_cache("demo-source-js");
 }
+
+/// A packaged Python or JavaScript connector carries its compiled code (for the host that
+/// packaged it): run with a fresh cache, as in a new container, it loads that code (pinned by
+/// sha256 in the package manifest) instead of compiling its 13-19 MB component, and the cache
+/// then holds it; code that is not the pinned one is compiled over, never run.
+#[test]
+fn a_package_carries_its_compiled_code_to_a_fresh_machine() {
+    for name in ["demo-source-py", "demo-source-js"] {
+        let warm = warm_cache(name);
+        // Beside the host binary, so the package links it instead of copying it.
+        let scratch = tempfile::tempdir_in(workspace_root().join("target")).unwrap();
+        let out = scratch.path().join("pkg");
+        let made = host(&["package", "--name", "demo", "--out"]).arg(&out).arg(plugin(name)).cache_dir(&warm).run_raw();
+        assert!(made.status.success(), "{name}: {}", String::from_utf8_lossy(&made.stderr));
+        let manifest: Value = serde_json::from_slice(&std::fs::read(out.join("demo.package.json")).unwrap()).unwrap();
+        let compiled = out.join(manifest["compiled"]["file"].as_str().expect("the compiled code is pinned"));
+        let spec = |cache: &std::path::Path| {
+            let output = std::process::Command::new(out.join("source-demo"))
+                .arg("spec")
+                .env("SLUICE_CACHE_DIR", cache)
+                .output()
+                .unwrap();
+            assert!(output.status.success(), "{name}: {}", String::from_utf8_lossy(&output.stderr));
+            let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+            let first: Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
+            first["log"]["message"].as_str().unwrap().to_string()
+        };
+        let fresh = tempfile::tempdir().unwrap();
+        let first = spec(&fresh.path().join("cache"));
+        assert!(first.contains("loaded the compiled code packaged with it"), "{name}: {first}");
+        let second = spec(&fresh.path().join("cache"));
+        assert!(second.contains("loaded compiled code from cache"), "{name}: {second}");
+        if name != "demo-source-js" {
+            continue;
+        }
+        // Damaged (or another host's): compiled, not run (the smaller component: a compile is seconds).
+        let mut bytes = std::fs::read(&compiled).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0xff;
+        std::fs::write(&compiled, bytes).unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let damaged = spec(&other.path().join("cache"));
+        assert!(damaged.contains("compiled in"), "{name}: {damaged}");
+    }
+}

@@ -125,6 +125,12 @@ pub struct PluginArgs {
     /// Memory compiling a plugin may use (in a child process), MiB.
     #[arg(long, default_value_t = 4096, value_name = "MIB", value_parser = clap::value_parser!(u64).range(16..=MAX_MIB))]
     pub compile_memory_mb: u64,
+    /// The compiled code a package ships (set by a packaged connector's `source-NAME` and
+    /// `tap-NAME`): taken when the cache has none for the plugin, if its sha256 is this.
+    #[arg(long, hide = true, value_name = "FILE", requires = "packaged_code_sha256")]
+    pub packaged_code: Option<PathBuf>,
+    #[arg(long, hide = true, value_name = "SHA256")]
+    pub packaged_code_sha256: Option<String>,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
 }
@@ -139,6 +145,11 @@ impl PluginArgs {
             max_function_bytes: self.max_function_kib << 10,
             timeout: Duration::from_secs(self.compile_timeout_s),
             memory_bytes: self.compile_memory_mb << 20,
+            packaged: self
+                .packaged_code
+                .clone()
+                .zip(self.packaged_code_sha256.clone())
+                .map(|(file, sha256)| crate::guest::compile::PackagedCode { file, sha256 }),
             ..crate::guest::compile::CompileLimits::in_child_process()
         }
     }

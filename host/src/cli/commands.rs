@@ -278,11 +278,19 @@ async fn package(args: &super::args::PackageArgs) -> ExitCode {
         policy.deny_ungranted |= args.deny_ungranted;
         session::grants(&policy.allow_hosts)?;
         let spec = spec_of(&args.plugin, &policy).await?;
+        let policy_limits = policy.limits.clone();
         let policy = serde_json::to_value(&policy).map_err(|e| Fatal::system(e.to_string()))?;
         let max_plugin_bytes = args.plugin.max_plugin_mb << 20;
-        let mut files =
-            super::package::write(&args.plugin.plugin, &args.name, &policy, &spec, &args.out, max_plugin_bytes)
-                .map_err(|e| Fatal::config(format!("{e:#}")))?;
+        let compiled = compiled_entry(&args.plugin, &policy_limits)?;
+        let mut files = super::package::write(
+            &args.plugin.plugin,
+            &args.name,
+            (&policy, &spec),
+            Some(&compiled),
+            &args.out,
+            max_plugin_bytes,
+        )
+        .map_err(|e| Fatal::config(format!("{e:#}")))?;
         if args.oci {
             let version = args.image_version.as_deref().unwrap_or(env!("CARGO_PKG_VERSION"));
             let image = super::oci::write(&args.out, &args.name, version, &args.out.join("image"))
@@ -317,6 +325,21 @@ async fn spec_of(plugin: &PluginArgs, policy: &Policy) -> Result<Value, Fatal> {
         Ok(_) => unreachable!("a spec request answers with the spec"),
         Err(fatal) => Err(fatal),
     }
+}
+
+/// The cache entry of the plugin's compiled code (the engine's, for a manifest), as a packaged
+/// run's engine looks for it: [`spec_of`] has just compiled it into the cache.
+fn compiled_entry(plugin: &PluginArgs, limits: &crate::guest::limits::Limits) -> Result<std::path::PathBuf, Fatal> {
+    let cache_dir = plugin.cache_dir.clone().unwrap_or_else(ComponentCache::default_dir);
+    let pooling = limits.memory_bytes <= POOLED_MAX_MEMORY as u64;
+    let engine = crate::guest::engine::Engine::with_options(cache_dir, pooling, limits.wasm_stack_bytes, 1)
+        .map_err(|e| Fatal::system(format!("cannot start the engine: {e:#}")))?;
+    let component = match crate::guest::manifest::is_manifest(&plugin.plugin) {
+        true => crate::guest::manifest::engine_path().map_err(|e| Fatal::config(format!("{e:#}")))?,
+        false => plugin.plugin.clone(),
+    };
+    let loaded = engine.load(&component).map_err(|e| Fatal::config(format!("{e:#}")))?;
+    Ok(loaded.load.cache_file)
 }
 
 /// `run --test`: the check, its verdict in the exit status (a Singer tap's `--test`).

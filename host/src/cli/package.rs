@@ -28,6 +28,10 @@ pub struct Manifest {
     /// package pins is honoured without being named (see `run::policy::resolve`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<Pinned>,
+    /// The plugin's (or the engine's) compiled code for the host that packaged it, named as its
+    /// cache entry: a fresh machine runs it without compiling (a host built otherwise compiles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compiled: Option<Pinned>,
 }
 
 /// A file beside the package and the sha256 it must have.
@@ -53,14 +57,14 @@ pub fn read_manifest(dir: &Path, name: &str) -> Result<Manifest> {
 }
 
 /// Writes the package of `plugin` as `name` into `out`; `policy` is the policy file's JSON
-/// (grants and limits), and `spec` the connector's spec (for the Meltano settings). A component
-/// (and the engine) is read up to `max_plugin_bytes` (`--max-plugin-mb`), a manifest up to the
-/// manifest's own cap.
+/// (grants and limits), `spec` the connector's spec (for the Meltano settings), and `compiled`
+/// the cache entry of the plugin's (or the engine's) compiled code. A component (and the engine)
+/// is read up to `max_plugin_bytes` (`--max-plugin-mb`), a manifest up to the manifest's own cap.
 pub fn write(
     plugin: &Path,
     name: &str,
-    policy: &Value,
-    spec: &Value,
+    (policy, spec): (&Value, &Value),
+    compiled: Option<&Path>,
     out: &Path,
     max_plugin_bytes: u64,
 ) -> Result<Vec<PathBuf>> {
@@ -108,6 +112,16 @@ pub fn write(
             Some(Pinned { file, sha256: crate::storage::replay::manifest::sha256_hex(&engine_bytes) })
         }
     };
+    let compiled = match compiled {
+        None => None,
+        Some(entry) => {
+            let file = entry.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let cap = Cap::new("compiled code", max_plugin_bytes.saturating_mul(4)).regular();
+            let code = files::read_capped(entry, cap)?;
+            written.push(put(&file, &code)?);
+            Some(Pinned { file, sha256: crate::storage::replay::manifest::sha256_hex(&code) })
+        }
+    };
     let manifest = Manifest {
         name: name.to_string(),
         plugin: file,
@@ -115,6 +129,7 @@ pub fn write(
         sluice: env!("CARGO_PKG_VERSION").to_string(),
         engine,
         policy: Some(policy_pin),
+        compiled,
     };
     let manifest_file = manifest_path(out, name);
     let manifest_name = manifest_file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -212,10 +227,21 @@ pub fn packaged_args(args: Vec<OsString>) -> Result<Option<Vec<OsString>>> {
     let rest: Vec<OsString> = args[1..].to_vec();
     let host = OsString::from("host");
     let plugin = plugin.into_os_string();
-    Ok(Some(match kind {
+    let mut args = match kind {
         "source" => airbyte_args(host, plugin, rest)?,
         _ => singer_args(host, plugin, rest),
-    }))
+    };
+    // Verified when used: only a run whose cache misses reads it.
+    let runs_plugin =
+        matches!(args.get(1).and_then(|a| a.to_str()), Some("spec" | "check" | "discover" | "read" | "run"));
+    if let Some(compiled) = manifest.compiled.filter(|_| runs_plugin && args.len() >= 3) {
+        // After `host COMMAND PLUGIN`.
+        let at = 3;
+        let code = [OsString::from("--packaged-code"), dir.join(&compiled.file).into_os_string()];
+        let sha = [OsString::from("--packaged-code-sha256"), compiled.sha256.into()];
+        args.splice(at..at, code.into_iter().chain(sha));
+    }
+    Ok(Some(args))
 }
 
 /// Refuses a packaged file whose sha256 is not the one pinned: another plugin (or engine) in the
@@ -316,7 +342,7 @@ mod tests {
         std::os::unix::fs::symlink(&outside, out.join("demo.wasm")).unwrap();
         std::fs::hard_link(&linked, out.join("demo.policy.json")).unwrap();
         let spec = serde_json::json!({});
-        let written = write(&plugin, "demo", &serde_json::json!({}), &spec, &out, 1 << 20).unwrap();
+        let written = write(&plugin, "demo", (&serde_json::json!({}), &spec), None, &out, 1 << 20).unwrap();
         assert_eq!(std::fs::read(&outside).unwrap(), b"precious", "nothing was written through the symlink");
         assert_eq!(std::fs::read(&linked).unwrap(), b"also precious", "nor through the hard link");
         assert!(written.iter().all(|f| f.starts_with(&out) && f.exists()), "{written:?}");

@@ -87,6 +87,19 @@ pub struct CompileLimits {
     /// its stdin, the compiled code on its stdout. `None` compiles in this process, with the
     /// checks above but no bound on time or memory.
     pub helper: Option<PathBuf>,
+    /// Compiled code shipped in a package (`host package`), taken when the cache has none for
+    /// the plugin: a fresh machine or container then runs the plugin without compiling it.
+    pub packaged: Option<PackagedCode>,
+}
+
+/// A package's compiled code: used only when its file name is the cache entry the engine looks
+/// for (the plugin's sha256 and the engine's compatibility hash, so a host built or configured
+/// otherwise compiles instead) and its bytes have the sha256 the package pins; it then goes into
+/// the cache as the host's own entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackagedCode {
+    pub file: PathBuf,
+    pub sha256: String,
 }
 
 impl Default for CompileLimits {
@@ -98,6 +111,7 @@ impl Default for CompileLimits {
             timeout: Duration::from_secs(300),
             memory_bytes: 4 << 30,
             helper: None,
+            packaged: None,
         }
     }
 }

@@ -66,6 +66,8 @@ pub struct Plugin {
 pub struct LoadInfo {
     /// `true` when the compiled code came from the cache.
     pub cache_hit: bool,
+    /// `true` when it came from the package the plugin was run from (and is now in the cache).
+    pub from_package: bool,
     pub elapsed: Duration,
     pub cache_file: PathBuf,
 }
@@ -194,7 +196,12 @@ impl Engine {
         let cached =
             self.cache.load(&self.engine, &cache_file, &sha256).with_context(|| format!("cannot load {shown}"))?;
         let cache_hit = cached.is_some();
-        let component = match cached {
+        let packaged = match cached {
+            Some(_) => None,
+            None => self.packaged_code(&cache_file, &sha256),
+        };
+        let from_package = packaged.is_some();
+        let component = match cached.or(packaged) {
             Some(component) => component,
             None => {
                 self.compile.check(&bytes).with_context(|| format!("{shown} is refused"))?;
@@ -262,10 +269,29 @@ impl Engine {
             stepped,
             shape,
             partition_config,
-            load: LoadInfo { cache_hit, elapsed: started.elapsed(), cache_file },
+            load: LoadInfo { cache_hit, from_package, elapsed: started.elapsed(), cache_file },
             slots: self.slots.clone(),
             manifest: None,
         })
+    }
+
+    /// The package's compiled code for the plugin with `sha256`, stored in the cache as
+    /// `cache_file` and loaded from there; `None` when there is none for this plugin and engine,
+    /// or it is not what the package pinned (the plugin is compiled then).
+    fn packaged_code(&self, cache_file: &Path, sha256: &str) -> Option<Component> {
+        let packaged = self.compile.packaged.as_ref()?;
+        if packaged.file.file_name() != cache_file.file_name() {
+            return None;
+        }
+        // Compiled code is about twice the component's size.
+        let cap =
+            crate::data::files::Cap::new("packaged compiled code", self.compile.max_component_bytes.saturating_mul(4));
+        let bytes = crate::data::files::read_capped(&packaged.file, cap.regular()).ok()?;
+        if hex::encode(Sha256::digest(&bytes)) != packaged.sha256 {
+            return None;
+        }
+        self.cache.store(cache_file, sha256, &bytes).ok()?;
+        self.cache.load(&self.engine, cache_file, sha256).ok().flatten()
     }
 
     /// Finds the exported `sluice:connector/source@X.Y.Z`: a version this host serves, or a

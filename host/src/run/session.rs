@@ -72,6 +72,11 @@ pub fn no_egress() -> Result<Egress, RunError> {
 pub async fn announce(plugin: &Plugin, reused: Option<&str>, policy: &str, out: &Output) -> Result<(), RunError> {
     let how = match reused {
         Some(how) => how.to_string(),
+        None if plugin.load.from_package => format!(
+            "loaded the compiled code packaged with it in {} ms (now cached at {})",
+            plugin.load.elapsed.as_millis(),
+            plugin.load.cache_file.display()
+        ),
         None if plugin.load.cache_hit => {
             format!("loaded compiled code from cache in {} ms", plugin.load.elapsed.as_millis())
         }
