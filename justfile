@@ -30,7 +30,8 @@ build-plugins:
 
 # Their builds are not reproducible (a rebuild changes the sha256, so the host compiles it again),
 # so each is rebuilt only when one of its sources changed. Both are built in the
-# `stepped-connector` world (report jobs, resume, pages read in steps), as the Rust ones are.
+# `partition-config-connector` world (report jobs, resume, pages read in steps, the config fields
+# partitions read), as the Rust ones are.
 # Build the Python and JavaScript demo connectors.
 build-guest-plugins: setup-guest-tools
     #!/usr/bin/env bash
@@ -39,11 +40,11 @@ build-guest-plugins: setup-guest-tools
     mkdir -p {{plugins_dir}}
     out={{plugins_dir}}/demo-source-py.wasm
     if stale $out wit guest-sdk/python plugins/demo-source-py target/tools/componentize-py/.spec; then
-        {{componentize_py}} -d wit -w stepped-connector componentize -p guest-sdk/python -p plugins/demo-source-py app -o $out
+        {{componentize_py}} -d wit -w partition-config-connector componentize -p guest-sdk/python -p plugins/demo-source-py app -o $out
     fi
     out={{plugins_dir}}/demo-source-js.wasm
     if stale $out wit guest-sdk/js/src guest-sdk/js/package-lock.json plugins/demo-source-js; then
-        {{componentize_js}} plugins/demo-source-js/connector.js --wit wit -n stepped-connector -d http fetch-event -o $out
+        {{componentize_js}} plugins/demo-source-js/connector.js --wit wit -n partition-config-connector -d http fetch-event -o $out
     fi
 
 # componentize-py in a virtualenv under target/tools; componentize-js and jco in
@@ -68,12 +69,15 @@ setup-guest-tools:
 
 # Outside a component; Python against the bindings componentize-py generates (for the world with
 # every interface, so the report-job glue is there to test).
-# Unit tests of the Python and JavaScript SDKs' helpers (pagination, slicing, config fields, jobs).
+# Unit tests of the Python and JavaScript SDKs' helpers (pagination, slicing, config fields, jobs), and
+# of the custom-components layer (plugins/components-py).
 test-guest-sdks: setup-guest-tools
     rm -rf target/tools/py-bindings
     {{componentize_py}} -d wit -w stepped-connector bindings target/tools/py-bindings
     PYTHONPATH=guest-sdk/python:target/tools/py-bindings python3 -m unittest discover -s guest-sdk/python/tests -t guest-sdk/python
     node --test guest-sdk/js/test/
+    # The custom-components layer (#27): pure Python, no site-packages, as inside the sandbox.
+    python3 -I -m unittest discover -s plugins/components-py/tests -t plugins/components-py/tests
 
 # Build the host and the demo API.
 build:

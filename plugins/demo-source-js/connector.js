@@ -77,6 +77,11 @@ function* cursorPage(request) {
 }
 
 class DemoSource extends Source {
+  /** Every field `parseConfig` reads (the host leaves out the rest). */
+  partitionConfigFields(_config) {
+    return ['base_url', 'page_size', 'start_date', 'window_minutes', 'api_key', 'report_jobs', 'max_jobs', 'report_page_size'];
+  }
+
   parseConfig(raw) {
     return {
       baseUrl: field(raw, 'base_url', 'string'),
@@ -273,4 +278,4 @@ class DemoSource extends Source {
   }
 }
 
-export const { source, asyncJobs, resume, steppedPages } = exportConnector(DemoSource);
+export const { source, asyncJobs, resume, steppedPages, stateShape, partitionConfig } = exportConnector(DemoSource);

@@ -11,6 +11,7 @@ Streams:
   jobs, the result a JSON-lines download streamed a page at a time.
 """
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
@@ -104,6 +105,11 @@ def reading_position(token) -> Optional[tuple[int, int]]:
 
 
 class DemoSource(sluice.Source, sluice.AsyncJobs):
+    def partition_config_fields(self, config: Config) -> list[str]:
+        # Every field Config reads (the host leaves out the rest, such as a long list only a
+        # listing would read).
+        return [f.name for f in dataclasses.fields(Config)]
+
     def parse_config(self, raw: dict) -> Config:
         return Config(
             base_url=sluice.field(raw, "base_url", str),
@@ -349,4 +355,6 @@ class DemoSource(sluice.Source, sluice.AsyncJobs):
             answer.error_for_status()
 
 
-Source, AsyncJobs, Resume, SteppedPages = sluice.export_stepped_connector(DemoSource)
+Source, AsyncJobs, Resume, SteppedPages, StateShape, PartitionConfig = sluice.export_partition_config_connector(
+    DemoSource
+)

@@ -121,3 +121,20 @@ impl Peak {
         self.0.join().unwrap() as f64 / 1024.0
     }
 }
+
+/// Writes a case's figures to `docs/bench/NAME.md` (a title, what was measured, then `body`),
+/// so the docs link to the numbers the bench measured rather than copies of them.
+pub fn write_report(name: &str, title: &str, about: &str, body: &str) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let date = std::process::Command::new("date").args(["-u", "+%Y-%m-%d"]).output();
+    let date = date.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let text = format!(
+        "# {title}\n\nWritten by `just bench` on {date}, on a machine with {cores} cores; do not edit by hand (run \
+         `just bench` again).\n\n{about}\n\n{body}"
+    );
+    let path = root.join("docs/bench").join(format!("{name}.md"));
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, text).unwrap();
+    println!("    (written to {})", path.display());
+}

@@ -30,11 +30,10 @@
 //!     declarative engine against the Rust demo connector, both in the release `host` process on
 //!     the same data: `items` (200k records, pages of 1000) and `account_items` (20 accounts x
 //!     1000 records, pages of 100); then the start-up of each with a warm cache (`host discover`).
-//! 14. The cost of a partition: N one-record partitions (N = 1,000 and 10,000; 8 in flight), the
-//!     native reader process against the `host` process with the Rust demo connector and with
-//!     `tests/fixtures/manifests/partitions.yaml` (the accounts a config list, as a
-//!     ListPartitionRouter's), and the Airbyte CDK on the same manifest when `just setup-cdk`
-//!     installed it; seconds, the ratio to native, and milliseconds per partition.
+//! 14. The cost of a partition (partition_cost.rs): N one-record partitions (N = 1,000, 10,000
+//!     and 100,000; 8 in flight), the native reader process against the `host` process with the
+//!     Rust, Python and JavaScript demo connectors and `tests/fixtures/manifests/partitions.yaml`,
+//!     and the Airbyte CDK on that manifest; written to docs/bench/partition-cost.md.
 //! 15. The same manifest in Sluice and in the Airbyte CDK (when `just setup-cdk` installed it):
 //!     the demo manifest's `items`, 100k records in pages of 1000, and `account_items`, 20
 //!     accounts x 1000 records in pages of 100; records/s and each process's peak RSS.
@@ -43,6 +42,8 @@
 
 #[path = "common.rs"]
 mod common;
+#[path = "partition_cost.rs"]
+mod partition_cost;
 
 use common::{Peak, measured_child, median, ms, release_host};
 use sluice_host::internals::{Connector, Egress, EgressPolicy, Engine, Output, checked_record};
@@ -93,7 +94,7 @@ fn main() {
         ("11", crash_and_resume),
         ("12", scale),
         ("13", declarative),
-        ("14", partition_cost),
+        ("14", partition_cost::partition_cost),
         ("15", against_the_cdk),
     ];
     for (case, measure) in cases {
@@ -288,98 +289,6 @@ fn declarative(bench: &Bench) {
         ms(median(&mut ours)),
         ms(median(&mut theirs))
     );
-}
-
-fn partition_cost(bench: &Bench) {
-    let Some(host) = release_host("[14] partition cost") else { return };
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    let manifest = root.join("tests/fixtures/manifests/partitions.yaml");
-    let cdk = root.join("target/tools/airbyte-cdk/bin/source-declarative-manifest");
-    let me = std::env::current_exe().unwrap();
-    println!("\n[14] N one-record partitions, 8 in flight: seconds (against native), ms per partition");
-    for partitions in [1_000u64, 10_000] {
-        let api = DemoApi::start_background(DemoApiConfig {
-            records: partitions,
-            accounts: partitions,
-            ..Default::default()
-        })
-        .unwrap();
-        let accounts: Vec<u64> = (1..=partitions).collect();
-        let config = bench.work.path().join("partitions.json");
-        let text = serde_json::json!({"base_url": api.base_url(), "page_size": 1000, "accounts": accounts});
-        std::fs::write(&config, text.to_string()).unwrap();
-        let catalog = bench.work.path().join("partitions-catalog.json");
-        let stream =
-            serde_json::json!({"name": "account_items", "json_schema": {}, "supported_sync_modes": ["full_refresh"]});
-        let entry =
-            serde_json::json!({"stream": stream, "sync_mode": "full_refresh", "destination_sync_mode": "overwrite"});
-        std::fs::write(&catalog, serde_json::json!({"streams": [entry]}).to_string()).unwrap();
-        let sluice = |plugin: &Path| {
-            let mut command = std::process::Command::new(&host);
-            command
-                .arg("run")
-                .arg(plugin)
-                .args(["--no-progress", "--streams", "account_items", "--concurrency", "8", "--config"])
-                .arg(&config)
-                .arg("--allow-host")
-                .arg(format!("http://{}", api.addr()))
-                .arg("--cache-dir")
-                .arg(bench.cache.path());
-            measured_child(&mut command)
-        };
-        let native = || {
-            let args = ["__native", "partitions", &api.base_url(), &partitions.to_string()];
-            measured_child(std::process::Command::new(&me).args(args))
-        };
-        // Warm-ups (compiling the components), then alternating rounds.
-        sluice(&bench.plugin);
-        sluice(&manifest);
-        let (mut times_native, mut times_rust, mut times_manifest) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..3 {
-            for (times, took) in [
-                (&mut times_native, native()),
-                (&mut times_rust, sluice(&bench.plugin)),
-                (&mut times_manifest, sluice(&manifest)),
-            ] {
-                assert_eq!(took.2, partitions, "every partition's record is read");
-                times.push(took.0);
-            }
-        }
-        let native_took = median(&mut times_native);
-        let line = |name: &str, took: Duration| {
-            println!(
-                "    {partitions:>6} partitions, {name}: {:.2} s ({:.3}x native), {:.3} ms per partition",
-                took.as_secs_f64(),
-                native_took.as_secs_f64() / took.as_secs_f64(),
-                ms(took) / partitions as f64
-            );
-        };
-        line("native reader", native_took);
-        line("Sluice, Rust connector", median(&mut times_rust));
-        let manifest_took = median(&mut times_manifest);
-        line("Sluice, the manifest", manifest_took);
-        if !cdk.exists() {
-            println!("    the Airbyte CDK: skipped, {} is missing (run `just setup-cdk`)", cdk.display());
-            continue;
-        }
-        // Once: the CDK takes tens of seconds at 10,000.
-        let (took, _, records) = measured_child(
-            std::process::Command::new(&cdk)
-                .args(["read", "--config"])
-                .arg(&config)
-                .arg("--catalog")
-                .arg(&catalog)
-                .arg("--manifest-path")
-                .arg(&manifest)
-                .env("DO_NOT_TRACK", "1"),
-        );
-        assert_eq!(records, partitions, "the CDK reads every partition's record");
-        line("Airbyte CDK 7.39.1, the manifest", took);
-        println!(
-            "    {partitions:>6} partitions: the manifest in Sluice {:.1}x the CDK",
-            took.as_secs_f64() / manifest_took.as_secs_f64()
-        );
-    }
 }
 
 fn against_the_cdk(bench: &Bench) {

@@ -195,7 +195,8 @@ function jobSettings(source, config) {
  * The interfaces the component exports in the `stepped-connector` world (`source`,
  * `async-jobs`, `resume` and `stepped-pages`), from a `Source` subclass, with or without job
  * streams: `export const { source, asyncJobs, resume, steppedPages } = exportConnector(MySource);`.
- * (`steppedPages` may be left out in the `resumable-connector` world.)
+ * (`steppedPages` may be left out in the `resumable-connector` world; in the
+ * `partition-config-connector` world, export `stateShape` and `partitionConfig` too.)
  */
 export function exportConnector(SourceClass) {
   const config = configParser(SourceClass);
@@ -224,5 +225,18 @@ export function exportConnector(SourceClass) {
         return step(readPage(SourceClass, config, configJson, partition, token), answers);
       }),
   };
-  return { source: exportSource(SourceClass), asyncJobs, resume, steppedPages };
+  // The `partition-config-connector` world (contract 0.1.7) adds these two; no state is shaped.
+  const stateShape = {
+    shapedStreams: (_configJson) => [],
+    toHost: (_configJson, _stream, _state) => undefined,
+    fromHost: (_configJson, _stream, state) => state,
+  };
+  const partitionConfig = {
+    partitionFields: (configJson) =>
+      guard(() => {
+        const fields = new SourceClass().partitionConfigFields(config(configJson));
+        return fields === undefined || fields === null ? undefined : fields.map(String);
+      }),
+  };
+  return { source: exportSource(SourceClass), asyncJobs, resume, steppedPages, stateShape, partitionConfig };
 }

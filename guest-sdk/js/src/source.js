@@ -64,6 +64,18 @@ export class Source {
   }
 
   /**
+   * The top-level config fields reading a partition uses (contract 0.1.7, the
+   * `partition-config-connector` world): the host then hands `readPage` and the job calls a
+   * config with only those, so a field only `partitions` reads (a list of the accounts to read,
+   * as long as the run has partitions) is not parsed again in every partition's fresh instance;
+   * `parseConfig` must accept the config without the others. The default is `undefined`: every
+   * call gets the whole config.
+   */
+  partitionConfigFields(_config) {
+    return undefined;
+  }
+
+  /**
    * The streams read in steps (contract 0.1.5): a `readPage` written as a generator
    * (`*readPage(config, partition, token)`) yields its requests instead of sending them
    * (`const answer = yield request`, or `yield request.records(path)`), and the host sends each

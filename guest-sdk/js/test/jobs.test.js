@@ -93,9 +93,18 @@ test('defaults: no job streams, four jobs, abort deletes, delete does nothing, n
   assert.deepEqual(Reports.calls, [['delete', { id: 'j1' }]]);
 });
 
-test('exportConnector gives the four interfaces; exportSource still gives one', () => {
+test('exportConnector gives the six interfaces; exportSource still gives one', () => {
   const exported = exportConnector(Plain);
-  assert.deepEqual(Object.keys(exported).sort(), ['asyncJobs', 'resume', 'source', 'steppedPages']);
+  assert.deepEqual(Object.keys(exported).sort(), ['asyncJobs', 'partitionConfig', 'resume', 'source', 'stateShape', 'steppedPages']);
+  // No field named: every call gets the whole config; no state shaped.
+  assert.equal(exported.partitionConfig.partitionFields('{}'), undefined);
+  assert.deepEqual(exported.stateShape.shapedStreams('{}'), []);
+  class Named extends Plain {
+    partitionConfigFields(_config) {
+      return ['base_url'];
+    }
+  }
+  assert.deepEqual(exportConnector(Named).partitionConfig.partitionFields('{}'), ['base_url']);
   assert.deepEqual(Object.keys(exported.steppedPages).sort(), ['readStep', 'steppedStreams']);
   assert.deepEqual(Object.keys(exported.asyncJobs).sort(), ['abortJob', 'createJob', 'deleteJob', 'pollJob', 'readResult', 'settings']);
   assert.deepEqual(Object.keys(exported.resume), ['resumableStreams']);

@@ -89,6 +89,15 @@ class Source:
         jobs = set(self.job_streams(config)) if isinstance(self, AsyncJobs) else set()
         return [s.name for s in self.streams(config) if s.name not in jobs]
 
+    def partition_config_fields(self, config) -> Optional[list[str]]:
+        """The top-level config fields reading a partition uses (contract 0.1.7, with
+        `export_partition_config_connector`): the host then hands `read_page` and the job calls
+        a config with only those, so a field only `partitions` reads (a list of the accounts to
+        read, as long as the run has partitions) is not parsed again in every partition's fresh
+        interpreter; `parse_config` must accept the config without the others. The default is
+        None: every call gets the whole config."""
+        return None
+
     def resumable_streams(self, config) -> list[str]:
         """The streams whose page tokens stay valid across runs (an offset, a page number, a cursor
         or next-page URL the API keeps): the host may then save a partition's next token after
@@ -172,6 +181,17 @@ def export_connector(source: type) -> tuple[type, type, type]:
     from ._export import connector_exporter
 
     return connector_exporter(source)
+
+
+def export_partition_config_connector(source: type) -> tuple[type, type, type, type, type, type]:
+    """As `export_stepped_connector`, and the `state-shape` (no stream shaped) and
+    `partition-config` interfaces as well, for the `partition-config-connector` world (contract
+    0.1.7), so the host hands partitions only the config fields `partition_config_fields` names:
+    `Source, AsyncJobs, Resume, SteppedPages, StateShape, PartitionConfig =
+    sluice.export_partition_config_connector(MySource)`."""
+    from ._export import partition_config_connector_exporter
+
+    return partition_config_connector_exporter(source)
 
 
 def export_stepped_connector(source: type) -> tuple[type, type, type, type]:

@@ -294,3 +294,32 @@ def stepped_connector_exporter(source_cls):
 
     SteppedPagesExport.__name__ = SteppedPagesExport.__qualname__ = "SteppedPages"
     return (*connector_exporter(source_cls), SteppedPagesExport)
+
+
+def partition_config_connector_exporter(source_cls):
+    """The classes of the `partition-config-connector` world: those of
+    `stepped_connector_exporter`, `StateShape` (no stream's state is shaped) and
+    `PartitionConfig`."""
+    config = _config_parser(source_cls)
+
+    class StateShapeExport:
+        def shaped_streams(self, config_json: str) -> list[str]:
+            return []
+
+        def to_host(self, config_json: str, stream: str, state: str):
+            return None
+
+        def from_host(self, config_json: str, stream: str, state: str) -> str:
+            return state
+
+    class PartitionConfigExport:
+        def partition_fields(self, config_json: str):
+            def run():
+                fields = source_cls().partition_config_fields(config(config_json))
+                return None if fields is None else [str(f) for f in fields]
+
+            return _guard(run)
+
+    StateShapeExport.__name__ = StateShapeExport.__qualname__ = "StateShape"
+    PartitionConfigExport.__name__ = PartitionConfigExport.__qualname__ = "PartitionConfig"
+    return (*stepped_connector_exporter(source_cls), StateShapeExport, PartitionConfigExport)

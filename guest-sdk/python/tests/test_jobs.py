@@ -114,6 +114,23 @@ class ExportConnector(unittest.TestCase):
         self.assertEqual(sluice.export(Plain).__name__, "Source")
         self.assertEqual(json.loads(sluice.export(Plain)().spec()), {"type": "object"})
 
+    def test_six_classes_in_the_partition_config_world(self):
+        classes = sluice.export_partition_config_connector(Plain)
+        names = [c.__name__ for c in classes]
+        self.assertEqual(names, ["Source", "AsyncJobs", "Resume", "SteppedPages", "StateShape", "PartitionConfig"])
+        shape, partition_config = classes[4], classes[5]
+        # No field named (the whole config), no state shaped.
+        self.assertIsNone(partition_config().partition_fields("{}"))
+        self.assertEqual(shape().shaped_streams("{}"), [])
+        self.assertEqual(shape().from_host("{}", "s", '{"a":1}'), '{"a":1}')
+
+        class Named(Plain):
+            def partition_config_fields(self, config):
+                return ["base_url"]
+
+        named = sluice.export_partition_config_connector(Named)[5]
+        self.assertEqual(named().partition_fields("{}"), ["base_url"])
+
     def test_a_connector_without_jobs_names_no_job_streams(self):
         _, jobs, resume = sluice.export_connector(Plain)
         self.assertEqual(jobs().settings("{}"), wit_jobs.JobSettings([], 0))
