@@ -6,11 +6,12 @@ from typing import Any, Iterable, List, Mapping, Optional, Union
 
 from airbyte_cdk.sources.declarative.interpolation.interpolated_string import InterpolatedString
 from airbyte_cdk.sources.declarative.partition_routers.partition_router import PartitionRouter
+from airbyte_cdk.sources.declarative.requesters.request_options.request_options_provider import NoRequestOptions
 from airbyte_cdk.sources.types import Config, StreamSlice, StreamState
 
 
 @dataclass
-class ListPartitionRouter(PartitionRouter):
+class ListPartitionRouter(NoRequestOptions, PartitionRouter):
     values: Union[str, List[str]]
     cursor_field: Union[InterpolatedString, str]
     config: Config
@@ -25,18 +26,6 @@ class ListPartitionRouter(PartitionRouter):
     def stream_slices(self) -> Iterable[StreamSlice]:
         field = self._cursor_field.eval(self.config)
         return [StreamSlice(partition={field: v}, cursor_slice={}) for v in self.values]
-
-    def get_request_params(self, **kwargs) -> Mapping[str, Any]:
-        return {}
-
-    def get_request_headers(self, **kwargs) -> Mapping[str, Any]:
-        return {}
-
-    def get_request_body_data(self, **kwargs):
-        return {}
-
-    def get_request_body_json(self, **kwargs) -> Mapping[str, Any]:
-        return {}
 
     def set_initial_state(self, stream_state: StreamState) -> None:
         pass

@@ -7,6 +7,7 @@ from typing import Any, Iterable, List, Mapping, Optional, Union
 from airbyte_cdk._unsupported import unsupported
 from airbyte_cdk.sources.declarative.interpolation.interpolated_string import InterpolatedString
 from airbyte_cdk.sources.declarative.partition_routers.partition_router import PartitionRouter
+from airbyte_cdk.sources.declarative.requesters.request_options.request_options_provider import NoRequestOptions
 from airbyte_cdk.sources.types import Config, StreamSlice, StreamState
 
 
@@ -28,7 +29,7 @@ class ParentStreamConfig:
 
 
 @dataclass
-class SubstreamPartitionRouter(PartitionRouter):
+class SubstreamPartitionRouter(NoRequestOptions, PartitionRouter):
     parent_stream_configs: List[ParentStreamConfig]
     config: Config
     parameters: InitVar[Mapping[str, Any]]
@@ -37,18 +38,6 @@ class SubstreamPartitionRouter(PartitionRouter):
         if not self.parent_stream_configs:
             raise ValueError("SubstreamPartitionRouter needs at least 1 parent stream")
         self._parameters = parameters
-
-    def get_request_params(self, **kwargs) -> Mapping[str, Any]:
-        return {}
-
-    def get_request_headers(self, **kwargs) -> Mapping[str, Any]:
-        return {}
-
-    def get_request_body_data(self, **kwargs):
-        return {}
-
-    def get_request_body_json(self, **kwargs) -> Mapping[str, Any]:
-        return {}
 
     def stream_slices(self) -> Iterable[StreamSlice]:
         raise unsupported("SubstreamPartitionRouter.stream_slices (reading the parent stream from custom code)")

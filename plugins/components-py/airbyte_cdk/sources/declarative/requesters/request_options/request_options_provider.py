@@ -26,3 +26,20 @@ class RequestOptionsProvider:
     def get_request_body_json(self, *, stream_state: Optional[StreamState] = None, stream_slice: Optional[StreamSlice] = None,
                               next_page_token: Optional[Mapping[str, Any]] = None) -> Mapping[str, Any]:
         pass
+
+
+class NoRequestOptions:
+    """Empty request options, for the components of this layer that add none to a request (the
+    partition routers: their `request_option` injection is not done here)."""
+
+    def get_request_params(self, **kwargs) -> Mapping[str, Any]:
+        return {}
+
+    def get_request_headers(self, **kwargs) -> Mapping[str, Any]:
+        return {}
+
+    def get_request_body_data(self, **kwargs):
+        return {}
+
+    def get_request_body_json(self, **kwargs) -> Mapping[str, Any]:
+        return {}
