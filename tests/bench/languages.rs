@@ -11,17 +11,23 @@
 //!    then the first instance and call (`spec`), in this process; and the wall time of a whole
 //!    `host spec` process when the release host is built.
 //! 5. The first run of a packaged connector with an empty cache (a fresh machine or container),
-//!    with the compiled code the package carries and without it.
-//! 4. Memory: the peak RSS and PSS of a whole `host run` process reading 16 partitions at once
-//!    (`account_items` over 16 accounts, then over 64), each language against Rust.
+//!    with the compiled code the package carries and without it
+//!    (docs/bench/first-run-of-a-package.md).
+//! 4. Under latency: the time, peak RSS and PSS of a whole `host run` process reading 16
+//!    partitions at once (`account_items` over 16 accounts, then over 64, 20 ms a request), each
+//!    language against Rust and against the native reader, this benchmark run again as a process
+//!    (docs/bench/languages-under-latency.md).
 
 #[path = "common.rs"]
 mod common;
+#[path = "native.rs"]
+mod native;
 
 use common::{median, ms};
 use sluice_host::HttpOptions;
 use sluice_host::internals::{Connector, Egress, EgressPolicy, Engine};
 use sluice_tests::demo_api::{DemoApi, DemoApiConfig};
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,6 +39,16 @@ const ROUNDS: usize = 3;
 const STARTS: usize = 7;
 
 fn main() {
+    // This benchmark, run again as the native reader of case 4: `__native BASE_URL ACCOUNTS
+    // PER_ACCOUNT PAGE_SIZE IN_FLIGHT`, its records on stdout.
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("__native") {
+        let n = |i: usize| args[i].parse::<u64>().unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+        let stdout = Box::new(std::io::BufWriter::with_capacity(1 << 16, std::io::stdout()));
+        runtime.block_on(native::native_account_items_into(&args[2], n(3), n(4), n(5), n(6) as usize, stdout));
+        return;
+    }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     let cache = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
@@ -106,6 +122,8 @@ fn main() {
 fn first_run_of_a_package(root: &Path, cache: &Path) {
     println!("\n[5] first run of a package with an empty cache (`source-NAME spec`, median of 3)");
     let Some(host) = common::release_host("[5] first run of a package") else { return };
+    let mut table =
+        String::from("| connector | with the packaged compiled code, ms | compiling, ms |\n| --- | --- | --- |\n");
     for (language, name) in PLUGINS {
         // Beside the host binary, so the package links it.
         let scratch = tempfile::tempdir_in(root.join("target")).unwrap();
@@ -139,12 +157,18 @@ fn first_run_of_a_package(root: &Path, cache: &Path) {
         pinned.as_object_mut().unwrap().remove("compiled");
         std::fs::write(&manifest, pinned.to_string()).unwrap();
         let mut compiling: Vec<Duration> = (0..1).map(|_| first_run()).collect();
-        println!(
-            "  {language:<11} {:>7.0} ms with the packaged compiled code, {:>7.0} ms compiling",
-            ms(median(&mut packaged)),
-            ms(median(&mut compiling))
-        );
+        let (packaged, compiling) = (ms(median(&mut packaged)), ms(median(&mut compiling)));
+        println!("  {language:<11} {packaged:>7.0} ms with the packaged compiled code, {compiling:>7.0} ms compiling");
+        writeln!(table, "| {language} | {packaged:.0} | {compiling:.0} |").unwrap();
     }
+    common::write_report(
+        "first-run-of-a-package",
+        "The first run of a packaged connector (`just bench`, languages case 5)",
+        "`source-NAME spec` of the demo connector packaged with `host package`, with an empty cache \
+         (a fresh machine or container): the package's compiled code taken (the median of 3), and, \
+         with it left out of the package manifest, the component compiled (one run).",
+        &table,
+    );
 }
 
 /// Peak RSS of whole `host run` processes reading 16 partitions at once, each language against
@@ -156,6 +180,9 @@ fn memory(root: &Path, cache: &Path, work: &Path) {
         "\n[4] memory: account_items, {IN_FLIGHT} partitions in flight (2000 records of ~280 bytes each, pages of 250, 20 ms a request), peak RSS of the `host run` process"
     );
     let Some(host) = common::release_host("[4] memory") else { return };
+    let mut table = String::from(
+        "| partitions | reader | seconds | against native | peak RSS, MiB | peak PSS, MiB |\n| --- | --- | --- | --- | --- | --- |\n",
+    );
     for partitions in [IN_FLIGHT, 4 * IN_FLIGHT] {
         println!("  {partitions} partitions:");
         let api = DemoApi::start_background(DemoApiConfig {
@@ -168,6 +195,17 @@ fn memory(root: &Path, cache: &Path, work: &Path) {
         .unwrap();
         let config = work.join("memory.json");
         std::fs::write(&config, format!(r#"{{"base_url": "{}", "page_size": 250}}"#, api.base_url())).unwrap();
+        let native = {
+            let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+            let counts = [partitions, 2000, 250, IN_FLIGHT].map(|n| n.to_string());
+            command.arg("__native").arg(api.base_url()).args(counts);
+            let (took, rss, _, records) = common::measured_process(&mut command, false);
+            assert_eq!(records, partitions * 2000, "the native reader read every record");
+            println!("    {:<11} peak RSS {rss:>6.1} MiB, {:.2} s", "native", took.as_secs_f64());
+            writeln!(table, "| {partitions} | native reader | {:.2} | 1.00x | {rss:.1} | |", took.as_secs_f64())
+                .unwrap();
+            took
+        };
         let mut rust = None;
         for (language, name) in PLUGINS {
             let mut command = std::process::Command::new(&host);
@@ -180,13 +218,28 @@ fn memory(root: &Path, cache: &Path, work: &Path) {
             let pss = pss.expect("asked for");
             assert_eq!(records, partitions * 2000, "{language} read every record");
             let of_rust = *rust.get_or_insert(rss);
+            let against_native = native.as_secs_f64() / took.as_secs_f64();
             println!(
-                "    {language:<11} peak RSS {rss:>6.1} MiB ({:.1}x Rust), peak PSS {pss:>6.1} MiB, {:.2} s",
+                "    {language:<11} peak RSS {rss:>6.1} MiB ({:.1}x Rust), peak PSS {pss:>6.1} MiB, {:.2} s ({against_native:.2}x native)",
                 rss / of_rust,
                 took.as_secs_f64()
             );
+            let row = format!(
+                "| {partitions} | {language} | {:.2} | {against_native:.2}x | {rss:.1} | {pss:.1} |",
+                took.as_secs_f64()
+            );
+            writeln!(table, "{row}").unwrap();
         }
     }
+    common::write_report(
+        "languages-under-latency",
+        "Rust, Python and JavaScript connectors under latency (`just bench`, languages case 4)",
+        "`account_items` of the demo connector in each language, 16 partitions in flight, 2000 records \
+         of about 280 bytes a partition in pages of 250, every request answered after 20 ms; each \
+         reader a whole process (the host, `host run`, or the native reader), one run each. Python and \
+         JavaScript read their pages in steps. \"Against native\" is a speed ratio: above 1 is faster.",
+        &table,
+    );
 }
 
 fn plugin_path(root: &Path, name: &str) -> PathBuf {
