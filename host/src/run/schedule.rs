@@ -197,8 +197,9 @@ struct StreamRead {
     jobs_in_flight: std::collections::BTreeMap<String, Value>,
     /// Its state is written in the connector's shape ([`shape`]).
     shaped: bool,
-    /// The last state written, in the host's form.
-    last_state: Option<Value>,
+    /// The digest of the last state written, in the host's form (not the state: a stream of many
+    /// partitions has a state of megabytes, and keeping it beside the next one doubled it).
+    last_state: Option<blake3::Hash>,
     /// Partitions finished since the last STATE, and when that was: see [`StreamRead::state_due`].
     unsaved: u64,
     saved_at: std::time::Instant,
@@ -300,7 +301,7 @@ async fn read_stream(shared: Shared, selected: SelectedStream) -> Result<StreamS
             Err(e) => return stream_refused(&out, stream.summary, &e).await,
         }
     }
-    stream.last_state = stream.state();
+    stream.last_state = stream.state().as_ref().map(state_digest);
     stream.run(partition_rx, done_rx, lister).await
 }
 
@@ -716,7 +717,8 @@ impl StreamRead {
             None if self.last_state.is_some() => serde_json::json!({}),
             None => return Ok(()),
         };
-        if !again && self.last_state.as_ref() == Some(&state) {
+        let digest = state_digest(&state);
+        if !again && self.last_state == Some(digest) {
             return Ok(());
         }
         let written = match self.shaped {
@@ -725,13 +727,13 @@ impl StreamRead {
                 Err(e) => {
                     // Written in the host's form: Sluice resumes from it, nothing is lost.
                     self.shared.out.log("WARN", &e).await?;
-                    state.clone()
+                    state
                 }
             },
-            false => state.clone(),
+            false => state,
         };
         self.shared.out.state(&self.name, written).await?;
-        self.last_state = Some(state);
+        self.last_state = Some(digest);
         Ok(())
     }
 
@@ -955,6 +957,15 @@ impl PartitionTask {
         )
         .await
     }
+}
+
+/// What tells one state from another without keeping it: blake3 of its JSON text (serde_json
+/// writes a value's text the same way every time), hashed as it is written, never built.
+fn state_digest(state: &Value) -> blake3::Hash {
+    let mut hasher = blake3::Hasher::new();
+    // Writing into the hasher cannot fail.
+    let _ = serde_json::to_writer(&mut hasher, state);
+    hasher.finalize()
 }
 
 #[cfg(test)]
