@@ -394,8 +394,6 @@ impl Instance {
         .await
     }
 
-    /// The streams whose state the connector shapes; none for connectors without `state-shape`
-    /// (built for contracts before 0.1.6).
     /// The top-level config fields a partition's calls read (`None`: the whole config; also for
     /// plugins built for contracts before 0.1.7).
     pub async fn partition_fields(&mut self, config: &String) -> Result<Option<Vec<String>>, CallError> {
@@ -408,6 +406,8 @@ impl Instance {
         .await
     }
 
+    /// The streams whose state the connector shapes; none for connectors without `state-shape`
+    /// (built for contracts before 0.1.6).
     pub async fn shaped_streams(&mut self, config: &String) -> Result<Vec<String>, CallError> {
         let Instance { store, shape, limits, usage, .. } = self;
         let Some(shape) = shape.as_ref() else { return Ok(Vec::new()) };

@@ -96,8 +96,12 @@ async fn narrow(
             if left_out.is_empty() {
                 return Ok(());
             }
-            let message =
-                format!("partitions are read without the config fields they do not use: {}", left_out.join(", "));
+            // A config has tens of fields; a line names twenty at most.
+            let mut named = left_out.iter().take(20).cloned().collect::<Vec<_>>().join(", ");
+            if left_out.len() > 20 {
+                named.push_str(&format!(" and {} more", left_out.len() - 20));
+            }
+            let message = format!("partitions are read without the config fields they do not use: {named}");
             out.log("INFO", &message).await
         }
         Ok(Some(fields)) => {
