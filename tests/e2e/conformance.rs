@@ -50,13 +50,18 @@ fn demo_passes(name: &str) {
     // Report jobs on: the job stream is checked like the others, through its jobs.
     let config = files.json(
         "config.json",
-        &json!({"base_url": api.base_url(), "page_size": 30, "window_minutes": 45, "report_jobs": true, "report_page_size": 40}),
+        &json!({"base_url": api.base_url(), "page_size": 30, "window_minutes": 45, "report_jobs": true, "report_page_size": 40,
+            "listing_only": [1, 2, 3]}),
     );
     let grant = grant(&api);
     let run = kit(&plugin(name), &config, Some(&cache), &["--allow-host", &grant]);
     assert!(run.success, "{name}: {:#}\n{}", run.report, run.stderr);
     assert_eq!(run.report["passed"], true);
     assert_eq!(run.failed_checks(), Vec::<String>::new());
+    // Its partitions were read, as a run reads them, with only the config fields it names.
+    let notes = run.report["notes"].as_array().unwrap();
+    let narrowed = notes.iter().any(|n| n.as_str().unwrap().ends_with("do not use: listing_only"));
+    assert!(narrowed, "{name}: {notes:?}");
     for check in ["spec", "check", "check-broken", "discover"] {
         assert_eq!(run.check(check, None)["status"], "pass", "{check}");
     }

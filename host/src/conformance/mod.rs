@@ -111,6 +111,7 @@ pub async fn test(runtime: &Runtime, request: TestRequest) -> Report {
         }
     };
     let config: Value = serde_json::from_str(&connector.config).unwrap_or(Value::Null);
+    narrow_partition_config(&connector, &mut report).await;
 
     let secrets = report.secrets.clone();
     let spec = check_spec(&connector, &config, &secrets, &mut report).await;
@@ -121,6 +122,32 @@ pub async fn test(runtime: &Runtime, request: TestRequest) -> Report {
         check_stream(&connector, stream, request.max_pages, &mut report).await;
     }
     report
+}
+
+/// Partitions are read as a run reads them: with only the config fields the connector names
+/// (contract 0.1.7), so a connector that names too few fails its reading checks here.
+async fn narrow_partition_config(connector: &Connector, report: &mut Report) {
+    if connector.plugin.partition_config.is_none() {
+        return;
+    }
+    let fields = match connector.instance().await {
+        Ok(mut instance) => instance.partition_fields(&connector.config).await,
+        Err(e) => Err(e),
+    };
+    match fields {
+        Ok(Some(fields)) => {
+            let left_out = connector.narrow_partition_config(&fields);
+            if !left_out.is_empty() {
+                let note =
+                    format!("partitions are read without the config fields they do not use: {}", left_out.join(", "));
+                report.notes.push(note);
+            }
+        }
+        Ok(None) => {}
+        Err(e) => {
+            report.notes.push(format!("partition-fields failed ({}): partitions get the whole config", describe(&e)))
+        }
+    }
 }
 
 /// A discovered stream and what the checks need of it.

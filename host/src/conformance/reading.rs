@@ -225,11 +225,13 @@ async fn run_job(
     connector: &Connector,
     partition: &Partition,
 ) -> Result<(String, String), String> {
-    let job =
-        instance.create_job(&connector.config, partition).await.map_err(|e| format!("create-job: {}", describe(&e)))?;
+    let job = instance
+        .create_job(connector.partition_config(), partition)
+        .await
+        .map_err(|e| format!("create-job: {}", describe(&e)))?;
     let mut wait = FIRST_POLL_WAIT;
     for _ in 0..MAX_POLLS {
-        let status = instance.poll_job(&connector.config, partition, &job).await;
+        let status = instance.poll_job(connector.partition_config(), partition, &job).await;
         instance.take_logs();
         match status.map_err(|e| format!("poll-job: {}", describe(&e)))? {
             JobStatus::Completed(download) => return Ok((job, download)),
@@ -283,7 +285,7 @@ async fn read_partition(
     let outcome = read_pages(&mut instance, connector, stream, partition, reading, visitor).await;
     if let Some((handle, _)) = &job {
         // A job the kit is done with is deleted, as the orchestrator deletes it.
-        if let Err(e) = instance.end_job(&connector.config, partition, handle, false).await
+        if let Err(e) = instance.end_job(connector.partition_config(), partition, handle, false).await
             && outcome.is_ok()
         {
             let message = format!("delete-job: {}", describe(&e));
@@ -337,9 +339,9 @@ async fn read_pages(
                     Err(crate::data::protocol::OutputClosed) => unreachable!("no output to close"),
                 }
             }
-            None => instance.read_page(&connector.config, partition, token.as_ref()).await,
+            None => instance.read_page(connector.partition_config(), partition, token.as_ref()).await,
             Some((handle, download)) => {
-                instance.read_result(&connector.config, partition, handle, download, token.as_ref()).await
+                instance.read_result(connector.partition_config(), partition, handle, download, token.as_ref()).await
             }
         };
         instance.take_logs();
