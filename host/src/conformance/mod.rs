@@ -138,9 +138,7 @@ async fn narrow_partition_config(connector: &Connector, report: &mut Report) {
         Ok(Some(fields)) => {
             let left_out = connector.narrow_partition_config(&fields);
             if !left_out.is_empty() {
-                let note =
-                    format!("partitions are read without the config fields they do not use: {}", left_out.join(", "));
-                report.notes.push(note);
+                report.notes.push(crate::run::asked::left_out_said(&left_out));
             }
         }
         Ok(None) => {}

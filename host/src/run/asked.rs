@@ -79,6 +79,16 @@ pub async fn ask(connector: &Connector, out: &Output) -> Result<Answers, OutputC
     Ok(Answers { jobs, resumable, shaped, stepped, instance: asking.kept })
 }
 
+/// What a run (and the conformance kit) says of the config fields its partitions go without: a
+/// config has tens of fields, and the line names twenty at most.
+pub fn left_out_said(left_out: &[String]) -> String {
+    let mut named = left_out.iter().take(20).cloned().collect::<Vec<_>>().join(", ");
+    if left_out.len() > 20 {
+        named.push_str(&format!(" and {} more", left_out.len() - 20));
+    }
+    format!("partitions are read without the config fields they do not use: {named}")
+}
+
 /// The most config fields a connector may name for its partitions: a config has tens.
 const MAX_PARTITION_FIELDS: usize = 1000;
 
@@ -96,13 +106,7 @@ async fn narrow(
             if left_out.is_empty() {
                 return Ok(());
             }
-            // A config has tens of fields; a line names twenty at most.
-            let mut named = left_out.iter().take(20).cloned().collect::<Vec<_>>().join(", ");
-            if left_out.len() > 20 {
-                named.push_str(&format!(" and {} more", left_out.len() - 20));
-            }
-            let message = format!("partitions are read without the config fields they do not use: {named}");
-            out.log("INFO", &message).await
+            out.log("INFO", &left_out_said(&left_out)).await
         }
         Ok(Some(fields)) => {
             let message = format!(
@@ -146,5 +150,19 @@ pub async fn ask_streams(
             }
             Ok(HashSet::new())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_long_list_of_fields_left_out_is_cut_short() {
+        let names: Vec<String> = (0..25).map(|i| format!("f{i}")).collect();
+        let said = super::left_out_said(&names);
+        assert!(said.ends_with("f18, f19 and 5 more"), "{said}");
+        assert_eq!(
+            super::left_out_said(&names[..1]),
+            "partitions are read without the config fields they do not use: f0"
+        );
     }
 }
