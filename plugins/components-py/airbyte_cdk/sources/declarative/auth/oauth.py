@@ -24,8 +24,23 @@ def _interp(value, parameters):
     return InterpolatedString.create(value, parameters=parameters) if value is not None else None
 
 
+class BearerAccessToken(DeclarativeAuthenticator):
+    """`Authorization: Bearer <access token>`, as the CDK's AbstractOauth2Authenticator sends it."""
+
+    @property
+    def auth_header(self) -> str:
+        return "Authorization"
+
+    @property
+    def token(self) -> str:
+        return f"Bearer {self.get_access_token()}"
+
+    def get_access_token(self) -> str:
+        raise NotImplementedError
+
+
 @dataclass
-class DeclarativeOauth2Authenticator(DeclarativeAuthenticator):
+class DeclarativeOauth2Authenticator(BearerAccessToken):
     config: Mapping[str, Any]
     parameters: InitVar[Mapping[str, Any]]
     client_id: Optional[Union[InterpolatedString, str]] = None
@@ -175,19 +190,8 @@ class DeclarativeOauth2Authenticator(DeclarativeAuthenticator):
             self.set_token_expiry_date(self._expiry_from(expires_in))
         return self.access_token
 
-    @property
-    def auth_header(self) -> str:
-        return "Authorization"
 
-    @property
-    def token(self) -> str:
-        return f"Bearer {self.get_access_token()}"
-
-    def get_auth_header(self) -> Mapping[str, Any]:
-        return {"Authorization": f"Bearer {self.get_access_token()}"}
-
-
-class DeclarativeSingleUseRefreshTokenOauth2Authenticator(DeclarativeAuthenticator):
+class DeclarativeSingleUseRefreshTokenOauth2Authenticator(BearerAccessToken):
     """The CDK's single-use refresh token flow writes each new refresh token back into the config
     (a control message). Constructing it works; refreshing is refused until the host can take the
     config update."""
@@ -196,14 +200,6 @@ class DeclarativeSingleUseRefreshTokenOauth2Authenticator(DeclarativeAuthenticat
         self._args = args
         self._kwargs = kwargs
         self._connector_config = kwargs.get("connector_config", args[0] if args else {})
-
-    @property
-    def auth_header(self) -> str:
-        return "Authorization"
-
-    @property
-    def token(self) -> str:
-        return f"Bearer {self.get_access_token()}"
 
     def get_access_token(self) -> str:
         raise unsupported("DeclarativeSingleUseRefreshTokenOauth2Authenticator (single-use refresh token rotation written back to the config)")
