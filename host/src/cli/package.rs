@@ -116,7 +116,8 @@ pub fn write(
         None => None,
         Some(entry) => {
             let file = entry.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            let cap = Cap::new("compiled code", max_plugin_bytes.saturating_mul(4)).regular();
+            let max = crate::guest::compile::max_compiled_bytes(max_plugin_bytes);
+            let cap = Cap::new("compiled code", max).regular();
             let code = files::read_capped(entry, cap)?;
             written.push(put(&file, &code)?);
             Some(Pinned { file, sha256: crate::storage::replay::manifest::sha256_hex(&code) })

@@ -92,6 +92,12 @@ pub struct CompileLimits {
     pub packaged: Option<PackagedCode>,
 }
 
+/// The largest compiled code read for a component of at most `max_component_bytes` (a package
+/// carries it, see [`PackagedCode`]): compiled code is about twice the component's size.
+pub fn max_compiled_bytes(max_component_bytes: u64) -> u64 {
+    max_component_bytes.saturating_mul(4)
+}
+
 /// A package's compiled code: used only when its file name is the cache entry the engine looks
 /// for (the plugin's sha256 and the engine's compatibility hash, so a host built or configured
 /// otherwise compiles instead) and its bytes have the sha256 the package pins; it then goes into

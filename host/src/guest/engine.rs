@@ -283,9 +283,8 @@ impl Engine {
         if packaged.file.file_name() != cache_file.file_name() {
             return None;
         }
-        // Compiled code is about twice the component's size.
-        let cap =
-            crate::data::files::Cap::new("packaged compiled code", self.compile.max_component_bytes.saturating_mul(4));
+        let max = crate::guest::compile::max_compiled_bytes(self.compile.max_component_bytes);
+        let cap = crate::data::files::Cap::new("packaged compiled code", max);
         let bytes = crate::data::files::read_capped(&packaged.file, cap.regular()).ok()?;
         if hex::encode(Sha256::digest(&bytes)) != packaged.sha256 {
             return None;
