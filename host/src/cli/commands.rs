@@ -168,12 +168,18 @@ fn runtime_for(args: &PluginArgs, policy: &Policy, partitions: usize) -> Result<
     let pooled_instances = (partitions.saturating_mul(4).saturating_add(64)).min(POOLED_INSTANCES as usize) as u32;
     let options = RuntimeOptions {
         cache_dir,
-        pooling: policy.limits.memory_bytes <= POOLED_MAX_MEMORY as u64,
+        pooling: pooled(&policy.limits),
         wasm_stack_bytes: policy.limits.wasm_stack_bytes,
         pooled_instances,
         compile: args.compile_limits(),
     };
     Runtime::with_options(options).map_err(|e| Fatal::system(format!("cannot start the engine: {e:#}")))
+}
+
+/// Whether a run's instances come from the pooling allocator: unless the memory limit is above
+/// what a pooled instance may have.
+fn pooled(limits: &crate::guest::limits::Limits) -> bool {
+    limits.memory_bytes <= POOLED_MAX_MEMORY as u64
 }
 
 /// Runs one request through the runtime: SIGINT/SIGTERM stop it, the exit status says how it
@@ -331,8 +337,7 @@ async fn spec_of(plugin: &PluginArgs, policy: &Policy) -> Result<Value, Fatal> {
 /// run's engine looks for it: [`spec_of`] has just compiled it into the cache.
 fn compiled_entry(plugin: &PluginArgs, limits: &crate::guest::limits::Limits) -> Result<std::path::PathBuf, Fatal> {
     let cache_dir = plugin.cache_dir.clone().unwrap_or_else(ComponentCache::default_dir);
-    let pooling = limits.memory_bytes <= POOLED_MAX_MEMORY as u64;
-    let engine = crate::guest::engine::Engine::with_options(cache_dir, pooling, limits.wasm_stack_bytes, 1)
+    let engine = crate::guest::engine::Engine::with_options(cache_dir, pooled(limits), limits.wasm_stack_bytes, 1)
         .map_err(|e| Fatal::system(format!("cannot start the engine: {e:#}")))?;
     let component = match crate::guest::manifest::is_manifest(&plugin.plugin) {
         true => crate::guest::manifest::engine_path().map_err(|e| Fatal::config(format!("{e:#}")))?,
