@@ -32,7 +32,7 @@ build-plugins:
 # so each is rebuilt only when one of its sources changed. Both are built in the
 # `partition-config-connector` world (report jobs, resume, pages read in steps, the config fields
 # partitions read), as the Rust ones are.
-# Build the Python and JavaScript demo connectors.
+# Build the Python and JavaScript demo connectors, and the components runtime.
 build-guest-plugins: setup-guest-tools
     #!/usr/bin/env bash
     set -euo pipefail
@@ -41,6 +41,11 @@ build-guest-plugins: setup-guest-tools
     out={{plugins_dir}}/demo-source-py.wasm
     if stale $out wit guest-sdk/python plugins/demo-source-py target/tools/componentize-py/.spec; then
         {{componentize_py}} -d wit -w partition-config-connector componentize -p guest-sdk/python -p plugins/demo-source-py app -o $out
+    fi
+    # The components runtime: a manifest's components.py runs in it (wit/components).
+    out={{plugins_dir}}/components.wasm
+    if stale $out wit/components plugins/components-py target/tools/componentize-py/.spec; then
+        {{componentize_py}} -d wit/components -w runtime componentize -p plugins/components-py runtime -o $out
     fi
     out={{plugins_dir}}/demo-source-js.wasm
     if stale $out wit guest-sdk/js/src guest-sdk/js/package-lock.json plugins/demo-source-js; then

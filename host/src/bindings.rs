@@ -142,3 +142,14 @@ impl ContractVersion {
         format!("{WIT_PACKAGE}@{} to {}", Self::ALL[0].as_str(), Self::CURRENT.as_str())
     }
 }
+
+/// The components runtime's world (wit/components): the host serves its `host` import and calls
+/// its `custom` export for the declarative engine (see `guest::custom`).
+pub mod components {
+    wasmtime::component::bindgen!({
+        path: "../wit/components",
+        world: "runtime",
+        imports: { default: async },
+        exports: { default: async },
+    });
+}

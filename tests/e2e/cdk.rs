@@ -111,6 +111,12 @@ impl Sync<'_> {
             command.arg("--state").arg(state);
         }
         command.arg("--manifest-path").arg(manifest(self.manifest)).env("DO_NOT_TRACK", "1");
+        // Custom components beside the manifest, as Airbyte's connector folders ship them: the
+        // CDK runs them only with unsafe code allowed.
+        let components = manifest(self.manifest).with_file_name("components.py");
+        if components.is_file() {
+            command.arg("--components-path").arg(components).env("AIRBYTE_ENABLE_UNSAFE_CODE", "true");
+        }
         let output = command.output().expect("run the CDK");
         let messages = parse_lines(&output.stdout);
         let read = Read { engine: "CDK", messages, stderr: String::from_utf8_lossy(&output.stderr).into_owned() };

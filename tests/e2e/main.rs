@@ -8,6 +8,7 @@ mod commands;
 mod concurrency;
 mod conformance;
 mod contract;
+mod custom;
 mod declarative;
 mod guest_behaviour;
 mod hostile;

@@ -114,7 +114,11 @@ impl Connector {
     /// so every call gets it.
     pub fn new(plugin: Arc<Plugin>, config: String, egress: Arc<Egress>, limits: Limits) -> Self {
         let config = match &plugin.manifest {
-            Some(manifest) => crate::guest::manifest::inject(&config, &manifest.json),
+            Some(manifest) => crate::guest::manifest::inject(
+                &config,
+                &manifest.json,
+                plugin.custom.as_ref().map(|c| c.code.sha256.as_str()),
+            ),
             None => config,
         };
         Connector { plugin, config, egress, limits, usage: Arc::default(), partition_config: Default::default() }
@@ -148,6 +152,7 @@ impl Connector {
         };
         let mut store = Store::new(self.plugin.pre.engine(), GuestState::new(self.egress.clone(), &self.limits));
         store.limiter(|state| &mut state.limiter);
+        store.data_mut().custom = self.plugin.custom.as_ref().map(|custom| custom.session());
         // The CPU budget: the guest clock runs whenever guest code does. At every epoch tick the
         // guest yields, so one busy guest cannot hold a worker thread; a call that keeps
         // computing past a grace period is paused between ticks as well, so an endless loop takes

@@ -6,6 +6,7 @@
 //! compiled code is cached on disk, keyed by the wasm's sha256 and the engine's compatibility
 //! hash: a second run of the same plugin deserializes in milliseconds.
 
+use crate::bindings::components::RuntimePre;
 use crate::bindings::{
     AsyncJobsIndices, ConnectorIndices, ConnectorPre, ContractVersion, PartitionConfigIndices, ResumeIndices, Shim,
     StateShapeIndices, SteppedPagesIndices, WIT_PACKAGE, WIT_VERSION,
@@ -60,6 +61,16 @@ pub struct Plugin {
     /// The declarative manifest this plugin (the declarative engine) runs, for `host run
     /// manifest.yaml`: injected into every config, and the source of the spec.
     pub manifest: Option<Arc<crate::guest::manifest::Manifest>>,
+    /// The manifest's custom components and the runtime that runs them.
+    pub custom: Option<Arc<crate::guest::custom::Custom>>,
+}
+
+/// A component's compiled code, and where it came from.
+struct Compiled {
+    pub component: Component,
+    pub cache_hit: bool,
+    pub from_package: bool,
+    pub cache_file: PathBuf,
 }
 
 #[derive(Debug, Clone)]
@@ -154,6 +165,7 @@ impl Engine {
         start_epoch_ticker(&engine);
         let mut linker = Linker::new(&engine);
         crate::guest::sandbox::add_to_linker(&mut linker)?;
+        crate::guest::custom::add_to_linker(&mut linker)?;
         let cache = ComponentCache::new(cache_dir);
         let slots = pool_slots.map(|n| Arc::new(tokio::sync::Semaphore::new(n as usize)));
         Ok(Engine {
@@ -190,47 +202,8 @@ impl Engine {
     /// having started at `started`.
     pub fn load_bytes(&self, path: &Path, bytes: Vec<u8>, started: Instant) -> Result<Plugin> {
         let shown = path.display();
-        check_component_header(&bytes).with_context(|| format!("{shown} cannot be loaded"))?;
         let sha256 = hex::encode(Sha256::digest(&bytes));
-        let cache_file = self.cache.file_for(&self.engine, &sha256);
-        let cached =
-            self.cache.load(&self.engine, &cache_file, &sha256).with_context(|| format!("cannot load {shown}"))?;
-        let cache_hit = cached.is_some();
-        let packaged = match cached {
-            Some(_) => None,
-            None => self.packaged_code(&cache_file, &sha256),
-        };
-        let from_package = packaged.is_some();
-        let component = match cached.or(packaged) {
-            Some(component) => component,
-            None => {
-                self.compile.check(&bytes).with_context(|| format!("{shown} is refused"))?;
-                // Remembered when it fails (in this process, and beside the cache's entries for
-                // the next), so a compile bomb costs its limits once, not every run; a timeout or a
-                // lack of memory is told from an invalid component.
-                let compiled = self
-                    .compile
-                    .compile_remembered(
-                        &self.engine,
-                        &bytes,
-                        &sha256,
-                        self.wasm_stack_bytes,
-                        Some(&cache_file.with_extension("failed")),
-                    )
-                    .map_err(|e| match e {
-                        crate::guest::compile::CompileError::Invalid(m) => {
-                            anyhow!("{shown} is not a valid WebAssembly component: {m}")
-                        }
-                        e => anyhow!("{shown} cannot be compiled: {e}"),
-                    })?;
-                self.cache.store(&cache_file, &sha256, &compiled)?;
-                // SAFETY: these bytes were produced by `precompile_component` for an engine
-                // configured as this one (here, or in the compile helper we started).
-                unsafe { Component::deserialize(&self.engine, &compiled) }
-                    .map_err(|e| anyhow!("{e:#}"))
-                    .with_context(|| format!("cannot load the compiled code of {shown}"))?
-            }
-        };
+        let Compiled { component, cache_hit, from_package, cache_file } = self.compiled(path, &bytes, &sha256)?;
         let wit_version = self.check_wit_version(&component).with_context(|| format!("{shown} cannot be loaded"))?;
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
             anyhow!("{shown} needs an import Sluice does not provide (connectors may import only sluice:connector/http and /log, and WASI): {e}")
@@ -272,7 +245,69 @@ impl Engine {
             load: LoadInfo { cache_hit, from_package, elapsed: started.elapsed(), cache_file },
             slots: self.slots.clone(),
             manifest: None,
+            custom: None,
         })
+    }
+
+    /// The compiled code of the component `bytes` (read from `path`, with `sha256`): from the
+    /// cache, from the package it was run from, or compiled (and cached); with whether it was a
+    /// cache hit, whether it came from the package, and the cache entry.
+    fn compiled(&self, path: &Path, bytes: &[u8], sha256: &str) -> Result<Compiled> {
+        let shown = path.display();
+        check_component_header(bytes).with_context(|| format!("{shown} cannot be loaded"))?;
+        let cache_file = self.cache.file_for(&self.engine, sha256);
+        let cached =
+            self.cache.load(&self.engine, &cache_file, sha256).with_context(|| format!("cannot load {shown}"))?;
+        let cache_hit = cached.is_some();
+        let packaged = match cached {
+            Some(_) => None,
+            None => self.packaged_code(&cache_file, sha256),
+        };
+        let from_package = packaged.is_some();
+        let component = match cached.or(packaged) {
+            Some(component) => component,
+            None => {
+                self.compile.check(bytes).with_context(|| format!("{shown} is refused"))?;
+                // Remembered when it fails (in this process, and beside the cache's entries for
+                // the next), so a compile bomb costs its limits once, not every run; a timeout or a
+                // lack of memory is told from an invalid component.
+                let compiled = self
+                    .compile
+                    .compile_remembered(
+                        &self.engine,
+                        bytes,
+                        sha256,
+                        self.wasm_stack_bytes,
+                        Some(&cache_file.with_extension("failed")),
+                    )
+                    .map_err(|e| match e {
+                        crate::guest::compile::CompileError::Invalid(m) => {
+                            anyhow!("{shown} is not a valid WebAssembly component: {m}")
+                        }
+                        e => anyhow!("{shown} cannot be compiled: {e}"),
+                    })?;
+                self.cache.store(&cache_file, sha256, &compiled)?;
+                // SAFETY: these bytes were produced by `precompile_component` for an engine
+                // configured as this one (here, or in the compile helper we started).
+                unsafe { Component::deserialize(&self.engine, &compiled) }
+                    .map_err(|e| anyhow!("{e:#}"))
+                    .with_context(|| format!("cannot load the compiled code of {shown}"))?
+            }
+        };
+        Ok(Compiled { component, cache_hit, from_package, cache_file })
+    }
+
+    /// The components runtime at `path` (see [`crate::guest::custom`]), compiled once and cached
+    /// by sha256 like any plugin, linked against the host's imports; with its sha256.
+    pub fn load_components_runtime(&self, path: &Path) -> Result<(RuntimePre<GuestState>, String)> {
+        let bytes = self.read(path)?;
+        let sha256 = hex::encode(Sha256::digest(&bytes));
+        let compiled = self.compiled(path, &bytes, &sha256)?;
+        let shown = path.display();
+        let pre =
+            self.linker.instantiate_pre(&compiled.component).map_err(|e| anyhow!("{shown} cannot be linked: {e}"))?;
+        let pre = RuntimePre::new(pre).map_err(|e| anyhow!("{shown} is not the components runtime: {e}"))?;
+        Ok((pre, sha256))
     }
 
     /// The package's compiled code for the plugin with `sha256`, stored in the cache as

@@ -30,6 +30,10 @@ pub const MAX_EXPANDED_NODES: u64 = 2 << 20;
 /// The deepest nesting of a manifest, aliases expanded (real ones nest a dozen levels; the
 /// YAML and JSON parsers stop at 128).
 pub const MAX_YAML_DEPTH: usize = 100;
+/// The config key the CDK's source-declarative-manifest takes custom code (components.py) from.
+pub const INJECTED_KEY: &str = "__injected_components_py";
+/// The config key the engine learns that custom code is there from (the CDK's checksums key).
+pub const CHECKSUMS_KEY: &str = "__injected_components_py_checksums";
 /// Overrides where the engine component is.
 pub const ENGINE_ENV: &str = "SLUICE_DECLARATIVE_ENGINE";
 pub const ENGINE_FILE: &str = "declarative.wasm";
@@ -96,11 +100,18 @@ fn spec_of(manifest: &Value) -> Result<String> {
     Ok(Value::Object(connection).to_string())
 }
 
-/// The config the engine gets: the operator's, with the manifest in it (unless it has one).
-pub fn inject(config: &str, manifest: &Value) -> String {
+/// The config the engine gets: the operator's, with the manifest in it (unless it has one), and
+/// with custom code, the code's sha256 in place of the code (which the host hands to the
+/// components runtime itself).
+pub fn inject(config: &str, manifest: &Value, components_sha256: Option<&str>) -> String {
     match serde_json::from_str::<Value>(config) {
         Ok(Value::Object(mut map)) => {
             map.entry(MANIFEST_KEY).or_insert_with(|| manifest.clone());
+            map.remove(INJECTED_KEY);
+            map.remove(CHECKSUMS_KEY);
+            if let Some(sha256) = components_sha256 {
+                map.insert(CHECKSUMS_KEY.into(), serde_json::json!({"sha256": sha256}));
+            }
             Value::Object(map).to_string()
         }
         // Not an object: the run refuses it before any call, so it is passed on as it is.
@@ -121,16 +132,21 @@ pub fn without_manifest(config: &Value) -> Value {
 /// The engine component: `$SLUICE_DECLARATIVE_ENGINE`, else `declarative.wasm` beside the host
 /// executable, else `../plugins/declarative.wasm` from it (the build tree's `target/plugins`).
 pub fn engine_path() -> Result<PathBuf> {
-    if let Some(path) = std::env::var_os(ENGINE_ENV) {
+    shipped_component(ENGINE_ENV, ENGINE_FILE, "the declarative engine")
+}
+
+/// A component shipped with the host (`what`): the path in `$env`, else `file` beside the host
+/// executable, else in `../plugins` from it (the build tree's `target/plugins`).
+pub fn shipped_component(env: &str, file: &str, what: &str) -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os(env) {
         return Ok(PathBuf::from(path));
     }
     let exe = std::env::current_exe().context("cannot find the host executable")?;
     let dir = exe.parent().ok_or_else(|| anyhow!("the host executable has no directory"))?;
-    let candidates = [dir.join(ENGINE_FILE), dir.join("../plugins").join(ENGINE_FILE)];
+    let candidates = [dir.join(file), dir.join("../plugins").join(file)];
     candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
         anyhow!(
-            "the declarative engine ({ENGINE_FILE}) is not installed: looked at {} and {}; build it with \
-             `just build-plugins`, or set {ENGINE_ENV}",
+            "{what} ({file}) is not installed: looked at {} and {}; build it with `just build-plugins`, or set {env}",
             candidates[0].display(),
             candidates[1].display()
         )
@@ -169,9 +185,10 @@ mod tests {
     #[test]
     fn the_manifest_goes_into_the_config_unless_it_has_one() {
         let m = serde_json::json!({"version": "1"});
-        let injected: Value = serde_json::from_str(&inject(r#"{"a":1}"#, &m)).unwrap();
+        let injected: Value = serde_json::from_str(&inject(r#"{"a":1}"#, &m, None)).unwrap();
         assert_eq!(injected[MANIFEST_KEY], m);
-        let own: Value = serde_json::from_str(&inject(r#"{"__injected_declarative_manifest":{"v":2}}"#, &m)).unwrap();
+        let own: Value =
+            serde_json::from_str(&inject(r#"{"__injected_declarative_manifest":{"v":2}}"#, &m, None)).unwrap();
         assert_eq!(own[MANIFEST_KEY]["v"], 2);
         assert_eq!(without_manifest(&injected), serde_json::json!({"a": 1}));
     }

@@ -1,11 +1,13 @@
 //! The guest runtime: the only part that touches wasmtime. [`engine`] loads components,
 //! [`compile`] bounds compiling them, [`cache`] keeps the compiled code, [`sandbox`] is what a guest can see (its imports, memory limiter, logs; the records it forwards are kept in [`forwarded`]),
-//! [`limits`] what it may consume, [`manifest`] runs declarative manifests in the declarative engine, and
+//! [`limits`] what it may consume, [`manifest`] runs declarative manifests in the declarative engine, [`custom`] their custom
+//! components (components.py) in the components runtime, and
 //! [`connector`] makes instances and calls them.
 
 pub mod cache;
 pub mod compile;
 pub mod connector;
+pub mod custom;
 pub mod engine;
 pub mod forwarded;
 pub mod limits;

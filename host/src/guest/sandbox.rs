@@ -58,6 +58,16 @@ pub struct GuestState {
     forwarded: Option<crate::guest::forwarded::Forwarded>,
     max_forwarded_records: usize,
     max_forwarded_bytes: usize,
+    /// The run's custom components, for the declarative engine running a manifest with them.
+    pub custom: Option<CustomSession>,
+}
+
+/// What an engine instance's store keeps of the run's custom code (see `guest::custom`): the
+/// runtime to start, the `load` call that gives it the code, and the runtime once started.
+pub struct CustomSession {
+    pub pre: bindings::components::RuntimePre<GuestState>,
+    pub load: Arc<str>,
+    pub runtime: Option<Result<Arc<bindings::components::Runtime>, String>>,
 }
 
 /// Measures the time a call spends running guest code: it runs from the start of the call and
@@ -218,13 +228,14 @@ impl GuestState {
             max_forwarded_records: limits.max_records_per_page,
             // The host holds no more for a guest than the guest could have held itself.
             max_forwarded_bytes: usize::try_from(limits.memory_bytes).unwrap_or(usize::MAX),
+            custom: None,
         }
     }
 
     /// Keeps a message, cut to the size limit here at the point of entry, while the call's count
     /// and bytes allow; the rest are counted. So the host never holds more than the per-call
     /// budget of a guest's logs, however many or large its calls.
-    fn push_log(&mut self, mut log: GuestLog) {
+    pub(crate) fn push_log(&mut self, mut log: GuestLog) {
         truncate_message(&mut log.message, self.max_log_bytes);
         if self.logs.len() < self.max_logs && self.log_bytes + log.message.len() <= self.max_log_bytes_per_call {
             self.log_bytes += log.message.len();

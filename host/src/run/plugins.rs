@@ -6,7 +6,7 @@ use super::request::RunError;
 use super::session;
 use crate::data::protocol::Output;
 use crate::guest::engine::{Engine, Plugin};
-use crate::guest::manifest;
+use crate::guest::{custom, manifest};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -76,13 +76,36 @@ impl Plugins {
             .map_err(|e| RunError::config(format!("{e:#}")))?;
         let engine_path = manifest::engine_path().map_err(|e| RunError::config(format!("{e:#}")))?;
         let engine = self.component(&engine_path, policy, out).await?;
-        let message = format!(
+        let custom = self.custom_components(path).await?;
+        let mut message = format!(
             "declarative manifest {} sha256 {}, run by the declarative engine",
             loaded.path.display(),
             loaded.sha256
         );
+        if let Some(custom) = &custom {
+            message += &format!(
+                ", custom components {} sha256 {} run in the components runtime sha256 {}",
+                custom.code.origin, custom.code.sha256, custom.runtime_sha256
+            );
+        }
         out.log("INFO", &message).await?;
-        Ok(Arc::new(Plugin { manifest: Some(Arc::new(loaded)), ..(*engine).clone() }))
+        Ok(Arc::new(Plugin { manifest: Some(Arc::new(loaded)), custom, ..(*engine).clone() }))
+    }
+
+    /// The custom components beside the manifest at `path` (components.py), with the runtime
+    /// that runs them; `None` when it has none.
+    async fn custom_components(&self, path: &Path) -> Result<Option<Arc<custom::Custom>>, RunError> {
+        let (engine, owned) = (self.engine.clone(), path.to_path_buf());
+        tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+            let Some(code) = custom::CustomCode::beside(&owned)? else {
+                return Ok(None);
+            };
+            let (pre, sha256) = engine.load_components_runtime(&custom::runtime_path()?)?;
+            Ok(Some(Arc::new(custom::Custom::new(pre, sha256, Arc::new(code)))))
+        })
+        .await
+        .map_err(|e| RunError::system(format!("loading the custom components failed: {e}")))?
+        .map_err(|e| RunError::config(format!("{e:#}")))
     }
 
     /// The component at `path`, compiled once per content: its bytes are read (under the size

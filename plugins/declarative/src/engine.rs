@@ -43,6 +43,9 @@ pub struct Engine {
     plans: RefCell<HashMap<String, Rc<crate::retrieve::Plan>>>,
     /// The schemas records are normalized by, by the stream's place in the manifest.
     schemas: RefCell<HashMap<String, Option<Rc<Value>>>>,
+    /// The custom components built in this instance, by their definition's place in the
+    /// manifest (see [`crate::custom`]).
+    pub customs: RefCell<HashMap<usize, u32>>,
     /// Templates that depend on the config alone (`{{ config['base_url'] }}`), by how they were
     /// evaluated: the same for every page.
     constant: RefCell<HashMap<(u8, String), Value>>,
@@ -110,6 +113,7 @@ fn load(text: &str, check_config: bool) -> Result<Rc<Engine>> {
         constant: RefCell::default(),
         plans: RefCell::default(),
         schemas: RefCell::default(),
+        customs: RefCell::default(),
     });
     CURRENT.with(|c| *c.borrow_mut() = Some((text.to_string(), engine.clone())));
     Ok(engine)

@@ -11,6 +11,7 @@ pub mod auth;
 pub mod config;
 pub mod config_check;
 pub mod counting;
+pub mod custom;
 pub mod datetime;
 pub mod delegation;
 pub mod dependency;
@@ -65,7 +66,10 @@ fn stream_of(engine: &Engine, node: &Value) -> Result<Stream> {
     let json_schema = match inline {
         Some(loader) => loader.get("schema").cloned().unwrap_or_else(|| json!({})),
         // Read from the API, as the CDK reads it at discover.
-        None if node.get("schema_loader").is_some_and(|l| kind(l) == "DynamicSchemaLoader") => {
+        None if node
+            .get("schema_loader")
+            .is_some_and(|l| kind(l) == "DynamicSchemaLoader" || custom::is_custom_node(l)) =>
+        {
             schema::of(engine, node, &name)?.unwrap_or_else(|| json!({}))
         }
         // Without a schema the records are taken as they come; the fields the stream is keyed

@@ -467,13 +467,15 @@ impl Manifest {
             Some(_) => return Err("streams: must be a list of streams".into()),
             None => Vec::new(),
         };
-        check_supported(&root, "", &mut ignored)?;
+        // Custom components run when the host runs the manifest's components.py.
+        let custom = dynamic.is_some_and(|(_, config)| config.get(crate::custom::CHECKSUMS_KEY).is_some());
+        check_supported(&root, "", &mut ignored, custom)?;
         let mut kept = Vec::new();
         let mut refused = Vec::new();
         let mut delegating = Vec::new();
         for (i, stream) in streams.into_iter().enumerate() {
             let at = format!("streams[{i}]");
-            let checked = check_supported(&stream, &at, &mut ignored)
+            let checked = check_supported(&stream, &at, &mut ignored, custom)
                 .and_then(|()| crate::counting::check(&stream, &at))
                 .and_then(|()| crate::delegation::split(&stream, &at));
             match checked {
@@ -855,32 +857,18 @@ fn check_parents(node: &Value, path: &str, warnings: &mut Vec<String>, child: Op
 
 /// Every component in the tree (outside data fields and definitions) must be one this engine
 /// runs, with only fields it knows.
-fn check_supported(node: &Value, path: &str, ignored: &mut Vec<String>) -> Result<(), String> {
+fn check_supported(node: &Value, path: &str, ignored: &mut Vec<String>, custom: bool) -> Result<(), String> {
     match node {
         Value::Object(map) => {
-            // `class_name` names a custom component's Python class; on a built-in type (source-
-            // freshdesk's HttpRequester has `class_name: SimpleRetriever`) the CDK ignores it.
-            let custom = match map.get("type").and_then(Value::as_str) {
-                None => true,
-                Some(kind) => kind.starts_with("Custom"),
-            };
-            if custom && map.contains_key("class_name") {
-                let kind = map.get("type").and_then(Value::as_str).unwrap_or("a custom component");
-                return Err(format!(
-                    "{}: {kind} ({}) is a custom Python component (components.py), which Sluice does not run: \
-                     declarative manifests must use built-in components only",
-                    display_path(path),
-                    map["class_name"].as_str().unwrap_or("?")
-                ));
+            // A custom component's fields are its class's: the components runtime builds what
+            // is nested in them.
+            if crate::custom::is_custom(map) {
+                return crate::custom::refusal(map, display_path(path), custom).map_or(Ok(()), Err);
             }
             if let Some(kind) = map.get("type").and_then(Value::as_str).filter(|_| !is_json_schema(map)) {
                 let Some((_, fields)) = SUPPORTED.iter().find(|(t, _)| *t == kind) else {
                     return Err(if kind.starts_with("Custom") {
-                        format!(
-                            "{}: {kind} is not supported (custom Python components, components.py, are out of scope \
-                             for the Sluice declarative engine)",
-                            display_path(path)
-                        )
+                        format!("{}: {kind} has no class_name (the Python class that makes it)", display_path(path))
                     } else {
                         format!("{}: {kind} is not supported", display_path(path))
                     });
@@ -906,13 +894,13 @@ fn check_supported(node: &Value, path: &str, ignored: &mut Vec<String>) -> Resul
                 }
                 // What the CDK ignores it does not build either: a component under a field
                 // outside the schema (a paginator misplaced in a record selector) is never run.
-                return check_fields(map, path, ignored, &outside);
+                return check_fields(map, path, ignored, &outside, custom);
             }
-            check_fields(map, path, ignored, &[])
+            check_fields(map, path, ignored, &[], custom)
         }
         Value::Array(items) => {
             for (i, v) in items.iter().enumerate().filter(|(_, v)| v.is_object() || v.is_array()) {
-                check_supported(v, &format!("{path}[{i}]"), ignored)?;
+                check_supported(v, &format!("{path}[{i}]"), ignored, custom)?;
             }
             Ok(())
         }
@@ -926,6 +914,7 @@ fn check_fields(
     path: &str,
     ignored: &mut Vec<String>,
     skipped: &[&str],
+    custom: bool,
 ) -> Result<(), String> {
     let here = |field: &str| if path.is_empty() { field.to_string() } else { format!("{path}.{field}") };
     for (k, v) in map {
@@ -938,7 +927,7 @@ fn check_fields(
         {
             continue;
         }
-        check_supported(v, &here(k), ignored)?;
+        check_supported(v, &here(k), ignored, custom)?;
     }
     Ok(())
 }

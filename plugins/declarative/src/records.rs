@@ -203,7 +203,8 @@ impl<'a> Shaper<'a> {
 
     /// Whether nothing filters or transforms the records.
     fn only_normalizes(&self) -> bool {
-        self.filter.and_then(|f| f.get("condition")).is_none_or(|c| c.as_str().is_some_and(str::is_empty))
+        !self.has_custom()
+            && self.filter.and_then(|f| f.get("condition")).is_none_or(|c| c.as_str().is_some_and(str::is_empty))
             && self.transformations.is_empty()
     }
 
@@ -217,6 +218,9 @@ impl<'a> Shaper<'a> {
             let mut records = records;
             records.iter_mut().for_each(|record| crate::normalize::normalize(record, schema));
             return Ok(records);
+        }
+        if self.has_custom() {
+            return self.shape_in_stages(records, scope, stream);
         }
         let base = self.engine.context(&Value::Null, scope, Vec::new());
         let mut kept = Vec::with_capacity(records.len());
@@ -236,6 +240,67 @@ impl<'a> Shaper<'a> {
             }
         }
         Ok(kept)
+    }
+
+    /// Whether the filter or a transformation is a custom component.
+    fn has_custom(&self) -> bool {
+        self.filter.is_some_and(crate::custom::is_custom_node)
+            || self.transformations.iter().any(crate::custom::is_custom_node)
+    }
+
+    /// [`Shaper::shape`] a stage at a time over the whole page, so that custom code is called
+    /// once a page (the CDK's `RecordFilter.filter_records` takes the page; its
+    /// `RecordTransformation.transform` takes a record, which the runtime calls in a loop).
+    fn shape_in_stages(&self, records: Vec<Value>, scope: &Scope, stream: &str) -> Result<Vec<Value>> {
+        let mut records = match self.transform_first {
+            false => self.transform_page(self.filter_page(records, scope)?, scope, stream)?,
+            true => self.filter_page(self.transform_page(records, scope, stream)?, scope)?,
+        };
+        if let Some(schema) = &self.schema {
+            records.iter_mut().for_each(|record| crate::normalize::normalize(record, schema));
+        }
+        Ok(records)
+    }
+
+    fn filter_page(&self, records: Vec<Value>, scope: &Scope) -> Result<Vec<Value>> {
+        match self.filter {
+            None => Ok(records),
+            Some(f) if crate::custom::is_custom_node(f) => {
+                crate::custom::filter_records(self.engine, f, records, scope)
+            }
+            Some(_) => {
+                let base = self.engine.context(&Value::Null, scope, Vec::new());
+                let mut kept = Vec::with_capacity(records.len());
+                for record in records {
+                    let mut ctx = base.clone();
+                    ctx["record"] = record;
+                    if self.passes(&mut ctx)? {
+                        kept.push(ctx["record"].take());
+                    }
+                }
+                Ok(kept)
+            }
+        }
+    }
+
+    fn transform_page(&self, mut records: Vec<Value>, scope: &Scope, stream: &str) -> Result<Vec<Value>> {
+        let base = self.engine.context(&Value::Null, scope, Vec::new());
+        for t in self.transformations {
+            if crate::custom::is_custom_node(t) {
+                records = crate::custom::transform(self.engine, t, records, scope)?;
+                continue;
+            }
+            for record in &mut records {
+                let mut ctx = base.clone();
+                ctx["record"] = std::mem::take(record);
+                ctx["parameters"] = params(t);
+                if self.engine.condition(t.get("condition"), &ctx)? {
+                    self.transform(t, &mut ctx, stream)?;
+                }
+                *record = ctx["record"].take();
+            }
+        }
+        Ok(records)
     }
 
     /// Whether `ctx["record"]` passes the record filter.

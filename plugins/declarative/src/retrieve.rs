@@ -328,7 +328,13 @@ pub fn read_slice(
             (records, rest, n, last)
         }
         None => {
-            let docs = records::decode(decoder, &response.body, &response.url)?;
+            let custom_extractor = extractor.filter(|e| crate::custom::is_custom_node(e));
+            let docs = match custom_extractor {
+                // The paginator's `response` only: what the custom extractor reads is its own.
+                Some(_) if paginator.is_none() => Vec::new(),
+                Some(_) => records::decode(decoder, &response.body, &response.url).unwrap_or_default(),
+                None => crate::custom::decode(engine, decoder, &response)?,
+            };
             let ctx = engine.context(selector, &scope, Vec::new());
             // The paginator's templates see the first document as `response`.
             let first_doc = match paginator {
@@ -336,8 +342,13 @@ pub fn read_slice(
                 None => Value::Null,
             };
             let mut extracted = Vec::new();
-            for doc in docs {
-                records::extract(engine, extractor, doc, &ctx, &mut extracted)?;
+            match custom_extractor {
+                Some(e) => extracted = crate::custom::extract_records(engine, e, &response)?,
+                None => {
+                    for doc in docs {
+                        records::extract(engine, extractor, doc, &ctx, &mut extracted)?;
+                    }
+                }
             }
             let page_size = extracted.len();
             let last_record = extracted.last().cloned().unwrap_or(Value::Null);

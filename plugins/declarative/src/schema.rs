@@ -19,6 +19,7 @@ pub fn of(engine: &Engine, stream: &Value, name: &str) -> Result<Option<Value>> 
     match kind(loader) {
         "InlineSchemaLoader" => Ok(loader.get("schema").cloned()),
         "DynamicSchemaLoader" => dynamic(engine, loader, name).map(Some),
+        _ if crate::custom::is_custom_node(loader) => crate::custom::schema(engine, loader).map(Some),
         _ => Ok(None),
     }
 }

@@ -1,0 +1,210 @@
+//! Custom components: a manifest's `components.py` classes (`class_name: source_x.components.Y`),
+//! run by the host in the components runtime (plugins/components-py) through the
+//! `sluice:components/custom` import. The engine builds a component once per instance (per
+//! partition), the first time it is used, and calls it at the point the CDK would, with a page
+//! or a batch of records at a time, never a record at a time.
+//!
+//! The host says custom code is there by putting its sha256 in the config under
+//! [`CHECKSUMS_KEY`] (the key source-declarative-manifest verifies injected code with); without
+//! it a stream that names a class is refused, naming the class.
+
+use crate::engine::Engine;
+use serde_json::{Map, Value, json};
+use sluice_guest::{Error, Result};
+
+mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit/components",
+        world: "engine",
+    });
+}
+
+/// Where the host puts the sha256 of the custom code it runs.
+pub const CHECKSUMS_KEY: &str = "__injected_components_py_checksums";
+
+/// The kinds of custom component the engine calls, with what the CDK calls them for. A custom
+/// component of another kind refuses its stream, naming the class.
+pub const RUN: &[(&str, &str)] = &[
+    ("CustomRecordExtractor", "extract_records, a response at a time"),
+    ("CustomDecoder", "decode, a response at a time"),
+    ("CustomRecordFilter", "filter_records, a page at a time"),
+    ("CustomTransformation", "transform, a page of records at a time"),
+    ("CustomSchemaLoader", "get_json_schema, at discover"),
+];
+
+/// Whether `map` is a custom component: a `class_name` on a `Custom*` type or on no type (on a
+/// built-in type the CDK ignores it: source-freshdesk's HttpRequester names `SimpleRetriever`).
+pub fn is_custom(map: &Map<String, Value>) -> bool {
+    map.contains_key("class_name") && map.get("type").and_then(Value::as_str).is_none_or(|t| t.starts_with("Custom"))
+}
+
+/// [`is_custom`] of a node.
+pub fn is_custom_node(node: &Value) -> bool {
+    node.as_object().is_some_and(is_custom)
+}
+
+/// Why the engine cannot run the custom component `map` at `path` (`None`: it can). `present`:
+/// whether the host runs custom code for this manifest.
+pub fn refusal(map: &Map<String, Value>, path: &str, present: bool) -> Option<String> {
+    let kind = map.get("type").and_then(Value::as_str).unwrap_or("a custom component");
+    let class = map.get("class_name").and_then(Value::as_str).unwrap_or("?");
+    if !present {
+        return Some(format!(
+            "{path}: {kind} {class} is a custom Python component, and no components.py is beside the manifest \
+             (Sluice runs one found there, sandboxed)"
+        ));
+    }
+    match RUN.iter().any(|(k, _)| *k == kind) {
+        true => None,
+        false => {
+            let run: Vec<&str> = RUN.iter().map(|(k, _)| *k).collect();
+            Some(format!(
+                "{path}: {kind} {class} is a custom component of a kind Sluice does not call yet (it calls {})",
+                run.join(", ")
+            ))
+        }
+    }
+}
+
+/// One call into custom code; its error names the class, the method and the line.
+pub fn call(handle: u32, method: &str, args: &Value) -> Result<Value> {
+    match bindings::sluice::components::custom::call(handle, method, &args.to_string()) {
+        Ok(answer) => serde_json::from_str(&answer)
+            .map_err(|e| Error::system(format!("custom code answered {method} with something that is not JSON: {e}"))),
+        Err(error) => Err(failure(method, &error)),
+    }
+}
+
+/// The error of a failed call: a system error (the connector's code failed) naming what failed.
+fn failure(method: &str, error: &str) -> Error {
+    let Ok(error) = serde_json::from_str::<Value>(error) else {
+        return Error::system(format!("custom code failed in {method}: {error}"));
+    };
+    let text = |k: &str| error.get(k).and_then(Value::as_str).unwrap_or_default();
+    let who = match (text("class"), text("method")) {
+        ("", "") => method.to_string(),
+        ("", m) => m.to_string(),
+        (c, "") => format!("{c}.{method}"),
+        (c, m) => format!("{c}.{m}"),
+    };
+    let at = match text("location") {
+        "" => String::new(),
+        location => format!(" at {location}"),
+    };
+    let message = match text("exception") {
+        "" => text("message").to_string(),
+        exception => format!("{exception}: {}", text("message")),
+    };
+    match text("kind") {
+        "refused" | "unavailable" => Error::config(format!("custom component {who}: {message}")),
+        _ => Error::system(format!("custom component {who} failed{at}: {message}")),
+    }
+}
+
+impl Engine {
+    /// The handle of the custom component `definition` (built on first use in this instance,
+    /// by its place in the manifest), with `kwargs` for its constructor.
+    pub fn custom(&self, definition: &Value, kwargs: Option<Value>) -> Result<u32> {
+        let key = definition as *const Value as usize;
+        if let Some(handle) = self.customs.borrow().get(&key) {
+            return Ok(*handle);
+        }
+        let mut args = json!({"definition": definition, "config": self.config.value()});
+        if let Some(kwargs) = kwargs {
+            args["kwargs"] = kwargs;
+        }
+        let made = call(0, "create", &args)?;
+        let handle = made.get("handle").and_then(Value::as_u64).and_then(|h| u32::try_from(h).ok());
+        let handle = handle.ok_or_else(|| Error::system(format!("custom code created no handle: {made}")))?;
+        self.customs.borrow_mut().insert(key, handle);
+        Ok(handle)
+    }
+}
+
+/// A response as custom code sees it (a `requests.Response`): the body as text when it is
+/// UTF-8, else in base64.
+pub fn response(url: &str, status: u16, headers: &[(String, String)], body: &[u8]) -> Value {
+    let mut value = json!({"status": status, "headers": headers, "url": url});
+    match std::str::from_utf8(body) {
+        Ok(text) => value["body"] = Value::from(text),
+        Err(_) => {
+            use base64::Engine as _;
+            value["body_base64"] = Value::from(base64::engine::general_purpose::STANDARD.encode(body));
+        }
+    }
+    value
+}
+
+/// The `records` list of an answer.
+pub fn records(answer: Value, method: &str) -> Result<Vec<Value>> {
+    match answer {
+        Value::Object(mut map) => match map.remove("records").or_else(|| map.remove("items")) {
+            Some(Value::Array(records)) => Ok(records),
+            _ => Err(Error::system(format!("custom code answered {method} without a list of records"))),
+        },
+        _ => Err(Error::system(format!("custom code answered {method} without a list of records"))),
+    }
+}
+
+/// `RecordExtractor.extract_records(response)` of a custom extractor.
+pub fn extract_records(
+    engine: &Engine,
+    extractor: &Value,
+    answer: &sluice_guest::http::Response,
+) -> Result<Vec<Value>> {
+    let handle = engine.custom(extractor, None)?;
+    let args = json!({"response": response(&answer.url, answer.status, &answer.headers, &answer.body)});
+    records(call(handle, "extract_records", &args)?, "extract_records")
+}
+
+/// The documents of a response: `Decoder.decode(response)` of a custom decoder, else as the
+/// built-in decoders read them.
+pub fn decode(engine: &Engine, decoder: Option<&Value>, answer: &sluice_guest::http::Response) -> Result<Vec<Value>> {
+    match decoder.filter(|d| is_custom_node(d)) {
+        Some(decoder) => {
+            let handle = engine.custom(decoder, None)?;
+            let args = json!({"response": response(&answer.url, answer.status, &answer.headers, &answer.body)});
+            records(call(handle, "decode", &args)?, "decode")
+        }
+        None => crate::records::decode(decoder, &answer.body, &answer.url),
+    }
+}
+
+/// `SchemaLoader.get_json_schema()` of a custom schema loader.
+pub fn schema(engine: &Engine, loader: &Value) -> Result<Value> {
+    let handle = engine.custom(loader, None)?;
+    let answer = call(handle, "get_json_schema", &json!({}))?;
+    match answer.get("schema") {
+        Some(schema @ Value::Object(_)) => Ok(schema.clone()),
+        _ => Err(Error::system(format!("custom schema loader answered without a schema object: {answer}"))),
+    }
+}
+
+/// A stream slice as custom code takes it (`StreamSlice`).
+fn slice(scope: &crate::engine::Scope) -> Value {
+    json!({"partition": scope.partition, "cursor_slice": scope.interval, "extra_fields": scope.extra})
+}
+
+/// `RecordFilter.filter_records` of a custom filter, over a page.
+pub fn filter_records(
+    engine: &Engine,
+    filter: &Value,
+    records: Vec<Value>,
+    scope: &crate::engine::Scope,
+) -> Result<Vec<Value>> {
+    let handle = engine.custom(filter, None)?;
+    let args = json!({"records": records, "stream_slice": slice(scope), "next_page_token": scope.next_page_token});
+    crate::custom::records(call(handle, "filter_records", &args)?, "filter_records")
+}
+
+/// `RecordTransformation.transform` of a custom transformation, over a page.
+pub fn transform(
+    engine: &Engine,
+    transformation: &Value,
+    records: Vec<Value>,
+    scope: &crate::engine::Scope,
+) -> Result<Vec<Value>> {
+    let handle = engine.custom(transformation, None)?;
+    let args = json!({"records": records, "stream_slice": slice(scope)});
+    crate::custom::records(call(handle, "transform", &args)?, "transform")
+}

@@ -1,0 +1,184 @@
+//! Custom components: a manifest's components.py run in the components runtime, inside the
+//! sandbox (docs/declarative.md, "Custom components"). Each kind the engine calls is read
+//! against the CDK running the same manifest and components.py with unsafe code enabled; a
+//! hostile components.py is contained.
+
+use crate::cdk::Sync;
+use crate::declarative::manifest;
+use crate::support::*;
+use serde_json::{Value, json};
+
+/// Ten events on two pages and a half of four.
+fn events() -> Vec<Value> {
+    (1..=10)
+        .map(
+            |i| json!({"id": i, "created": 1_700_000_000 + i * 100, "name": format!("event {i}"), "details": {"k": i}}),
+        )
+        .collect()
+}
+
+fn sha256_of(path: &std::path::Path) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(std::fs::read(path).unwrap()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// An extractor, a schema loader, a filter, a transformation between built-in ones and a
+/// decoder, each a class of components.py: the same records as the CDK's, the same schema at
+/// discover, and a run that names the custom code it ran.
+#[test]
+fn custom_components_read_what_the_cdk_reads() {
+    let api = demo_api(DemoApiConfig::default());
+    api.set_events(events());
+    let files = Files::new();
+    let streams = ["extracted", "shaped", "decoded"];
+    let catalog = catalog(&streams.iter().map(|s| (*s, "full_refresh")).collect::<Vec<_>>());
+    let config = json!({"base_url": format!("http://{}", api.addr())});
+    let sync =
+        Sync { manifest: "custom/events/manifest.yaml", api: &api, config: config.clone(), catalog, files: &files };
+    let theirs = sync.cdk(None);
+    let ours = sync.sluice(None);
+    for stream in streams {
+        let (a, b) = (ours.records(stream), theirs.records(stream));
+        assert!(!b.is_empty(), "the CDK read nothing of {stream}: {}", theirs.explain());
+        assert_eq!(a, b, "{stream}: Sluice's records on the left, the CDK's on the right");
+    }
+    // The filter dropped every third event, the transformation shouted between the built-ins.
+    let shaped = ours.records("shaped");
+    assert_eq!(shaped.iter().map(|r| r["id"].as_i64().unwrap()).collect::<Vec<_>>(), [1, 2, 4, 5, 7, 8, 10]);
+    assert_eq!(shaped[0]["name"], "EVENT 1");
+    assert_eq!(shaped[0]["added"], 10);
+    assert_eq!(ours.records("extracted")[0]["tag"], "extracted");
+
+    // The identity: the manifest's and the components' sha256.
+    let components = manifest("custom/events/components.py");
+    let announced = ours
+        .messages
+        .iter()
+        .filter_map(|m| m["log"]["message"].as_str())
+        .find(|m| m.starts_with("declarative manifest "))
+        .expect("the manifest announced")
+        .to_string();
+    assert!(
+        announced.contains(&format!("custom components {} sha256 {}", components.display(), sha256_of(&components))),
+        "{announced}"
+    );
+
+    // Discover: the custom schema loader's schema.
+    let config_file = files.json("discover-config.json", &config);
+    let run = host(&["discover"]).arg(manifest("custom/events/manifest.yaml")).arg("--config").arg(&config_file).run();
+    assert!(run.success(), "{}", run.explain());
+    let catalog = run.messages.iter().find(|m| m["type"] == "CATALOG").expect("a catalog");
+    let extracted =
+        catalog["catalog"]["streams"].as_array().unwrap().iter().find(|s| s["name"] == "extracted").unwrap();
+    assert_eq!(extracted["json_schema"]["properties"]["tag"], json!({"type": "string"}), "{extracted}");
+}
+
+/// Every way out a components.py tries is refused with an error it catches; an endless loop
+/// and endless memory end their stream at the run's limits, a log flood is cut, an exception
+/// names the class, the method and the line; the other streams are read all the same.
+#[test]
+fn a_hostile_components_py_is_contained() {
+    let api = demo_api(DemoApiConfig::default());
+    api.set_events(events());
+    let files = Files::new();
+    let config = files.json(
+        "config.json",
+        &json!({"base_url": format!("http://{}", api.addr()), "ungranted_url": "http://127.0.0.1:9/steal"}),
+    );
+    let streams = ["escapes", "events", "endless", "greedy", "chatty", "raising"];
+    let catalog =
+        files.json("catalog.json", &catalog(&streams.iter().map(|s| (*s, "full_refresh")).collect::<Vec<_>>()));
+    let run = host(&["read"])
+        .arg(manifest("custom/hostile/manifest.yaml"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--catalog")
+        .arg(&catalog)
+        .arg("--allow-host")
+        .arg(grant(&api))
+        .args(["--cpu-ms-per-call", "2000", "--memory-mb", "256"].map(String::from))
+        .run();
+    assert!(!run.success(), "three streams must fail: {}", run.explain());
+
+    let escapes = run.records("escapes");
+    let attempts: Vec<&str> = escapes.iter().map(|r| r["attempt"].as_str().unwrap()).collect();
+    assert_eq!(
+        attempts,
+        [
+            "read a file",
+            "list the root",
+            "read the environment",
+            "open a socket",
+            "start a thread",
+            "run a process",
+            "load native code",
+            "request an ungranted host",
+        ]
+    );
+    for escape in &escapes {
+        assert_eq!(escape["outcome"], "refused", "{escape}");
+    }
+    let error_of = |attempt: &str| escapes.iter().find(|r| r["attempt"] == attempt).unwrap()["error"].clone();
+    assert_eq!(error_of("request an ungranted host"), "ConnectionError");
+    assert_eq!(error_of("start a thread"), "RuntimeError");
+    // The denied request went through the host's egress, which said so.
+    assert!(run.logs().iter().any(|l| l.contains("request denied: 127.0.0.1:9")), "{:?}", run.logs());
+
+    assert_eq!(run.records("events").len(), 10, "{}", run.explain());
+    assert_eq!(run.records("chatty").len(), 1, "{}", run.explain());
+    assert!(run.logs().iter().any(|l| l.contains("were dropped (log rate limit)")), "the flood was not cut");
+    let errors: Vec<String> =
+        run.errors().iter().map(|e| e["message"].as_str().unwrap_or_default().to_string()).collect();
+    let error = |stream: &str| {
+        errors
+            .iter()
+            .find(|e| e.starts_with(&format!("stream {stream},")))
+            .cloned()
+            .unwrap_or_else(|| panic!("{errors:?}"))
+    };
+    assert!(error("endless").contains("CPU budget of 2000 ms"), "{errors:?}");
+    assert!(error("greedy").contains("memory limit"), "{errors:?}");
+    let raised = error("raising");
+    assert!(
+        raised.contains("Raising.extract_records failed at components.py:125: ValueError: no records in a 200 answer"),
+        "{raised}"
+    );
+}
+
+/// Without its components.py a manifest that needs one is refused naming the class; a kind of
+/// custom component the engine does not call yet refuses its stream alone, naming the class.
+#[test]
+fn custom_components_the_engine_cannot_run_are_refused_by_class() {
+    let files = Files::new();
+    let source = std::fs::read_to_string(manifest("custom/events/manifest.yaml")).unwrap();
+    let alone = files.path().join("alone.yaml");
+    std::fs::write(&alone, &source).unwrap();
+    let config = files.json("config.json", &json!({"base_url": "http://127.0.0.1:9"}));
+    let run = host(&["discover"]).arg(&alone).arg("--config").arg(&config).run();
+    assert!(!run.success());
+    assert!(
+        run.stderr().contains("CustomSchemaLoader source_declarative_manifest.components.EventsSchema is a custom Python component, and no components.py is beside the manifest"),
+        "{}",
+        run.stderr()
+    );
+
+    // A custom paginator (not called yet) beside streams the engine runs.
+    let dir = files.path().join("paginated");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::copy(manifest("custom/events/components.py"), dir.join("components.py")).unwrap();
+    let with_custom_paginator = source.replacen(
+        "    pagination_strategy:\n      type: CursorPagination",
+        "    pagination_strategy:\n      type: CustomPaginationStrategy\n      class_name: source_declarative_manifest.components.Pages\n      kind: CursorPagination",
+        1,
+    );
+    assert_ne!(with_custom_paginator, source);
+    std::fs::write(dir.join("manifest.yaml"), with_custom_paginator).unwrap();
+    let run = host(&["discover"]).arg(dir.join("manifest.yaml")).arg("--config").arg(&config).run();
+    assert!(run.success(), "{}", run.explain());
+    let refusals: Vec<String> = run.logs().into_iter().filter(|l| l.contains("cannot be read")).collect();
+    assert_eq!(refusals.len(), 2, "the two paginated streams: {refusals:?}");
+    assert!(
+        refusals[0].contains("CustomPaginationStrategy source_declarative_manifest.components.Pages is a custom component of a kind Sluice does not call yet"),
+        "{refusals:?}"
+    );
+}
