@@ -22,17 +22,18 @@ fn sha256_of(path: &std::path::Path) -> String {
     sha2::Sha256::digest(std::fs::read(path).unwrap()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// An extractor, a schema loader, a filter, a transformation between built-in ones and a
-/// decoder, each a class of components.py: the same records as the CDK's, the same schema at
-/// discover, and a run that names the custom code it ran.
+/// An extractor, a schema loader, a filter, a transformation between built-in ones, a decoder,
+/// an authenticator, an error handler and a schema normalization, each a class of
+/// components.py: the same records as the CDK's, the same schema at discover, and a run that
+/// names the custom code it ran.
 #[test]
 fn custom_components_read_what_the_cdk_reads() {
     let api = demo_api(DemoApiConfig::default());
     api.set_events(events());
     let files = Files::new();
-    let streams = ["extracted", "shaped", "decoded"];
+    let streams = ["extracted", "shaped", "decoded", "keyed", "account_items"];
     let catalog = catalog(&streams.iter().map(|s| (*s, "full_refresh")).collect::<Vec<_>>());
-    let config = json!({"base_url": format!("http://{}", api.addr())});
+    let config = json!({"base_url": format!("http://{}", api.addr()), "api_key": "demo-key"});
     let sync =
         Sync { manifest: "custom/events/manifest.yaml", api: &api, config: config.clone(), catalog, files: &files };
     let theirs = sync.cdk(None);
@@ -48,6 +49,13 @@ fn custom_components_read_what_the_cdk_reads() {
     assert_eq!(shaped[0]["name"], "EVENT 1");
     assert_eq!(shaped[0]["added"], 10);
     assert_eq!(ours.records("extracted")[0]["tag"], "extracted");
+    // The key went into the header (401 without), the suspended account was ignored (403), the
+    // amounts became text.
+    assert_eq!(ours.records("keyed").len(), 7);
+    let accounts: std::collections::BTreeSet<i64> =
+        ours.records("account_items").iter().map(|r| r["account_id"].as_i64().unwrap()).collect();
+    assert_eq!(accounts.into_iter().collect::<Vec<_>>(), [1, 2, 3, 5]);
+    assert!(ours.records("account_items").iter().all(|r| r["amount"].is_string()));
 
     // The identity: the manifest's and the components' sha256.
     let components = manifest("custom/events/components.py");

@@ -33,6 +33,9 @@ fn authenticate(
     let Some(auth) = auth.filter(|a| !a.is_null() && kind(a) != "NoAuth") else { return Ok(Credentials::default()) };
     let ctx = engine.context(auth, &Scope::default(), Vec::new());
     let mut out = Credentials::default();
+    if crate::custom::is_custom_node(auth) {
+        return crate::custom::credentials(engine, auth);
+    }
     match kind(auth) {
         "NoAuth" => {}
         "BearerAuthenticator" => {

@@ -30,7 +30,32 @@ pub const RUN: &[(&str, &str)] = &[
     ("CustomRecordFilter", "filter_records, a page at a time"),
     ("CustomTransformation", "transform, a page of records at a time"),
     ("CustomSchemaLoader", "get_json_schema, at discover"),
+    ("CustomAuthenticator", "get_auth_header and get_request_params, a request at a time"),
+    ("CustomSchemaNormalization", "transform, a page of records at a time"),
+    ("CustomErrorHandler", "interpret_response, a response at a time"),
+    // Waiting is the host's: it backs off 429s and 5xxs (Retry-After honoured) before the engine
+    // sees them, for built-in strategies and custom ones alike; the class is built, not called.
+    ("CustomBackoffStrategy", "nothing: the host backs off"),
 ];
+
+/// The type of a custom component written without one, by the field it is in (the CDK's
+/// `CUSTOM_COMPONENTS_MAPPING`).
+const DEFAULT_TYPES: &[((&str, &str), &str)] = &[
+    (("CompositeErrorHandler", "backoff_strategies"), "CustomBackoffStrategy"),
+    (("DeclarativeStream", "retriever"), "CustomRetriever"),
+    (("DeclarativeStream", "transformations"), "CustomTransformation"),
+    (("DefaultErrorHandler", "backoff_strategies"), "CustomBackoffStrategy"),
+    (("DefaultPaginator", "pagination_strategy"), "CustomPaginationStrategy"),
+    (("HttpRequester", "authenticator"), "CustomAuthenticator"),
+    (("HttpRequester", "error_handler"), "CustomErrorHandler"),
+    (("RecordSelector", "extractor"), "CustomRecordExtractor"),
+    (("SimpleRetriever", "partition_router"), "CustomPartitionRouter"),
+];
+
+/// [`DEFAULT_TYPES`] of the field `field` of a `kind`.
+pub fn default_type(at: (&str, &str)) -> Option<&'static str> {
+    DEFAULT_TYPES.iter().find(|(place, _)| *place == at).map(|(_, t)| *t)
+}
 
 /// Whether `map` is a custom component: a `class_name` on a `Custom*` type or on no type (on a
 /// built-in type the CDK ignores it: source-freshdesk's HttpRequester names `SimpleRetriever`).
@@ -207,4 +232,37 @@ pub fn transform(
     let handle = engine.custom(transformation, None)?;
     let args = json!({"records": records, "stream_slice": slice(scope)});
     crate::custom::records(call(handle, "transform", &args)?, "transform")
+}
+
+/// What a custom authenticator adds to a request: `get_auth_header()` and
+/// `get_request_params()`, as the CDK's HttpRequester asks them of its authenticator.
+pub fn credentials(engine: &Engine, auth: &Value) -> Result<crate::auth::Credentials> {
+    let handle = engine.custom(auth, None)?;
+    let pairs = |value: Option<&Value>, what: &str| -> Result<Vec<(String, String)>> {
+        match value {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Object(map)) => Ok(map.iter().map(|(k, v)| (k.clone(), crate::engine::plain(v))).collect()),
+            Some(other) => Err(Error::system(format!("the custom authenticator's {what} is not a mapping: {other}"))),
+        }
+    };
+    let headers = call(handle, "get_auth_header", &json!({}))?;
+    let params = call(handle, "get_request_params", &json!({}))?;
+    Ok(crate::auth::Credentials {
+        headers: pairs(headers.get("headers"), "get_auth_header")?,
+        params: pairs(params.get("value"), "get_request_params")?,
+    })
+}
+
+/// `TypeTransformer.transform(record, schema)` of a custom schema normalization, over a page.
+pub fn normalize(engine: &Engine, normalizer: &Value, records: Vec<Value>, schema: &Value) -> Result<Vec<Value>> {
+    let handle = engine.custom(normalizer, None)?;
+    crate::custom::records(call(handle, "normalize", &json!({"records": records, "schema": schema}))?, "normalize")
+}
+
+/// `ErrorHandler.interpret_response(response)` of a custom error handler: its resolution
+/// (`response_action`, `failure_type`, `error_message`).
+pub fn interpret_response(engine: &Engine, handler: &Value, answer: &sluice_guest::http::Response) -> Result<Value> {
+    let handle = engine.custom(handler, None)?;
+    let args = json!({"response": response(&answer.url, answer.status, &answer.headers, &answer.body)});
+    call(handle, "interpret_response", &args)
 }

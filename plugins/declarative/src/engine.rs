@@ -280,11 +280,13 @@ impl Engine {
         plan
     }
 
-    /// The schema a stream's records are cast by (`schema_normalization: Default`), made once
+    /// The schema a stream's records are cast by (`schema_normalization: Default`, or a custom
+    /// TypeTransformer), made once
     /// per stream (a dynamic schema is read from the API); `None` for no normalization.
     pub fn normalization(&self, stream: &Value, name: &str) -> Result<Option<Rc<Value>>> {
         let selector = &stream["retriever"]["record_selector"];
-        if selector.get("schema_normalization").and_then(Value::as_str) != Some("Default") {
+        let custom = selector.get("schema_normalization").is_some_and(crate::custom::is_custom_node);
+        if !custom && selector.get("schema_normalization").and_then(Value::as_str) != Some("Default") {
             return Ok(None);
         }
         let key = format!("{name}@{:p}", stream);

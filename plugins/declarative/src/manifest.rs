@@ -673,11 +673,16 @@ fn is_json_schema(map: &Map<String, Value>) -> bool {
 /// component below that lacks one (e.g. `name`, `path`, `primary_key`).
 fn propagate(parent: (&str, &str), node: Value, parent_params: &Map<String, Value>) -> Value {
     let Value::Object(mut map) = node else { return node };
-    if !map.contains_key("type")
-        && !map.contains_key("class_name")
-        && let Some(t) = default_type(parent)
-    {
-        map.insert("type".into(), Value::from(t));
+    if !map.contains_key("type") {
+        // A class_name makes it custom, of the kind the field takes (as the CDK's
+        // CUSTOM_COMPONENTS_MAPPING says).
+        let t = match map.contains_key("class_name") {
+            true => crate::custom::default_type(parent),
+            false => default_type(parent),
+        };
+        if let Some(t) = t {
+            map.insert("type".into(), Value::from(t));
+        }
     }
     let mut params = parent_params.clone();
     if let Some(Value::Object(own)) = map.remove("$parameters") {

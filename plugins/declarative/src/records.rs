@@ -183,6 +183,8 @@ pub struct Shaper<'a> {
     /// The schema records are cast by last (`schema_normalization: Default`, see
     /// [`crate::normalize`]).
     pub schema: Option<std::rc::Rc<Value>>,
+    /// A custom `schema_normalization` (a TypeTransformer of components.py) that casts them.
+    pub normalizer: Option<&'a Value>,
 }
 
 impl<'a> Shaper<'a> {
@@ -194,7 +196,8 @@ impl<'a> Shaper<'a> {
         let transformations = stream.get("transformations").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
         let transform_first = selector.get("transform_before_filtering").and_then(Value::as_bool) == Some(true);
         let schema = engine.normalization(stream, name)?;
-        Ok(Shaper { engine, filter, transformations, transform_first, schema })
+        let normalizer = selector.get("schema_normalization").filter(|n| crate::custom::is_custom_node(n));
+        Ok(Shaper { engine, filter, transformations, transform_first, schema, normalizer })
     }
 
     pub fn is_noop(&self) -> bool {
@@ -244,7 +247,8 @@ impl<'a> Shaper<'a> {
 
     /// Whether the filter or a transformation is a custom component.
     fn has_custom(&self) -> bool {
-        self.filter.is_some_and(crate::custom::is_custom_node)
+        self.normalizer.is_some()
+            || self.filter.is_some_and(crate::custom::is_custom_node)
             || self.transformations.iter().any(crate::custom::is_custom_node)
     }
 
@@ -256,8 +260,12 @@ impl<'a> Shaper<'a> {
             false => self.transform_page(self.filter_page(records, scope)?, scope, stream)?,
             true => self.filter_page(self.transform_page(records, scope, stream)?, scope)?,
         };
-        if let Some(schema) = &self.schema {
-            records.iter_mut().for_each(|record| crate::normalize::normalize(record, schema));
+        match (&self.schema, self.normalizer) {
+            (Some(schema), Some(normalizer)) => {
+                records = crate::custom::normalize(self.engine, normalizer, records, schema)?;
+            }
+            (Some(schema), None) => records.iter_mut().for_each(|record| crate::normalize::normalize(record, schema)),
+            (None, _) => {}
         }
         Ok(records)
     }

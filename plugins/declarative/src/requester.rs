@@ -295,14 +295,58 @@ fn decide(engine: &Engine, handler: Option<&Value>, response: &Response, scope: 
         }
         Some(h) => vec![h],
     };
+    let mut failed = None;
     for handler in handlers {
+        if crate::custom::is_custom_node(handler) {
+            // As the CDK's CompositeErrorHandler: a resolution that lets the read go on is taken
+            // at once, a failure only when no later handler has another.
+            match custom_action(engine, handler, response)? {
+                Some(Action::Fail(error)) => failed = Some(Action::Fail(error)),
+                Some(action) => return Ok(action),
+                None => {}
+            }
+            continue;
+        }
         for filter in handler.get("response_filters").and_then(Value::as_array).into_iter().flatten() {
             if let Some(action) = matches(engine, filter, response, scope)? {
                 return Ok(action);
             }
         }
     }
-    Ok(default_action(response))
+    Ok(failed.unwrap_or_else(|| default_action(response)))
+}
+
+/// A custom error handler's `interpret_response(response)`, as an action (`None`: it has no
+/// resolution).
+fn custom_action(engine: &Engine, handler: &Value, response: &Response) -> Result<Option<Action>> {
+    let resolution = crate::custom::interpret_response(engine, handler, response)?;
+    let text = |k: &str| resolution.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+    let action = text("response_action");
+    if action.is_empty() {
+        return Ok(None);
+    }
+    let message = match text("error_message") {
+        m if m.is_empty() => format!(
+            "{} answered {}: {}",
+            response.url,
+            response.status,
+            preview(&String::from_utf8_lossy(&response.body))
+        ),
+        m => format!("{m} ({} answered {})", response.url, response.status),
+    };
+    let error = match text("failure_type").as_str() {
+        "config_error" => Error::config(message),
+        "transient_error" => Error::transient(message),
+        "system_error" => Error::system(message),
+        _ => status_error(response.status, message),
+    };
+    Ok(Some(match action.as_str() {
+        "SUCCESS" => Action::Success,
+        "IGNORE" => Action::Ignore,
+        "RETRY" | "RATE_LIMITED" => Action::Retry(error),
+        "RESET_PAGINATION" => Action::Reset(error),
+        _ => Action::Fail(error),
+    }))
 }
 
 /// A response filter's action when it matches the response.

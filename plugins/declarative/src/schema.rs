@@ -103,8 +103,14 @@ pub fn dynamic(engine: &Engine, loader: &Value, name: &str) -> Result<Value> {
     // `schema_filter` sees each field as a record of its own ({name: type}); the
     // transformations see them all as one.
     if let Some(filter) = loader.get("schema_filter").filter(|f| !f.is_null()) {
-        let shaper =
-            Shaper { engine, filter: Some(filter), transformations: &[], transform_first: false, schema: None };
+        let shaper = Shaper {
+            engine,
+            filter: Some(filter),
+            transformations: &[],
+            transform_first: false,
+            schema: None,
+            normalizer: None,
+        };
         let one_each = properties.into_iter().map(|(k, v)| json!({k: v})).collect();
         properties = Map::new();
         for kept in shaper.shape(one_each, &Scope::default(), name)? {
@@ -112,7 +118,8 @@ pub fn dynamic(engine: &Engine, loader: &Value, name: &str) -> Result<Value> {
         }
     }
     let transformations = loader.get("schema_transformations").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
-    let shaper = Shaper { engine, filter: None, transformations, transform_first: false, schema: None };
+    let shaper =
+        Shaper { engine, filter: None, transformations, transform_first: false, schema: None, normalizer: None };
     let properties = shaper.shape(vec![Value::Object(properties)], &Scope::default(), name)?.pop().unwrap_or_default();
     Ok(json!({
         "$schema": "https://json-schema.org/draft-07/schema#",
