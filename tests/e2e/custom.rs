@@ -190,3 +190,48 @@ fn custom_components_the_engine_cannot_run_are_refused_by_class() {
         "{refusals:?}"
     );
 }
+
+/// The config's `__injected_components_py` (as source-declarative-manifest takes it) runs as a
+/// components.py beside the manifest does, verified against its checksum when one is given.
+#[test]
+fn custom_components_from_the_config_run_as_from_a_file() {
+    let api = demo_api(DemoApiConfig::default());
+    api.set_events(events());
+    let files = Files::new();
+    let alone = files.path().join("alone.yaml");
+    std::fs::copy(manifest("custom/events/manifest.yaml"), &alone).unwrap();
+    let source = std::fs::read_to_string(manifest("custom/events/components.py")).unwrap();
+    let catalog = files.json("catalog.json", &catalog(&[("shaped", "full_refresh")]));
+    let read = |config: Value| {
+        let config = files.json("config.json", &config);
+        host(&["read"])
+            .arg(&alone)
+            .arg("--config")
+            .arg(&config)
+            .arg("--catalog")
+            .arg(&catalog)
+            .arg("--allow-host")
+            .arg(grant(&api))
+            .run()
+    };
+    let base = format!("http://{}", api.addr());
+    let sha256 = {
+        use sha2::Digest;
+        sha2::Sha256::digest(source.as_bytes()).iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    let run = read(json!({"base_url": base, "__injected_components_py": source,
+                          "__injected_components_py_checksums": {"sha256": sha256}}));
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(run.records("shaped").len(), 7);
+    assert!(
+        run.logs()
+            .iter()
+            .any(|l| l
+                .contains(&format!("custom components from the config (__injected_components_py) sha256 {sha256}")))
+    );
+
+    let run = read(json!({"base_url": base, "__injected_components_py": source,
+                          "__injected_components_py_checksums": {"md5": "00000000000000000000000000000000"}}));
+    assert!(!run.success());
+    assert!(run.stderr().contains("does not match its checksum"), "{}", run.stderr());
+}

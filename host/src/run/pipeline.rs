@@ -165,6 +165,7 @@ async fn act(plugins: &Plugins, out: &Output, request: RunRequest, record_http: 
     }
     let replay = session::load_recording(http_replay).await?;
     let plugin = plugins.plugin(&path, &policy_source.described, out).await?;
+    let plugin = plugins.with_injected_components(plugin, &config, out).await?;
     for warning in &policy_source.warnings {
         out.log("WARN", warning).await?;
     }

@@ -92,6 +92,47 @@ impl Plugins {
         Ok(Arc::new(Plugin { manifest: Some(Arc::new(loaded)), custom, ..(*engine).clone() }))
     }
 
+    /// `plugin` with the custom components the config carries (`__injected_components_py`, as
+    /// the CDK's source-declarative-manifest takes them, verified against
+    /// `__injected_components_py_checksums` when it gives one); `plugin` itself without them.
+    pub(crate) async fn with_injected_components(
+        &self,
+        plugin: Arc<Plugin>,
+        config: &serde_json::Value,
+        out: &Output,
+    ) -> Result<Arc<Plugin>, RunError> {
+        let Some(source) = config.get(manifest::INJECTED_KEY) else { return Ok(plugin) };
+        let code = injected_components(source, config.get(manifest::CHECKSUMS_KEY))?;
+        if plugin.custom.is_some() {
+            return Err(RunError::config(format!(
+                "the config carries {} and a components.py is beside the manifest: give one of them",
+                manifest::INJECTED_KEY
+            )));
+        }
+        if plugin.manifest.is_none() && config.get(manifest::MANIFEST_KEY).is_none() {
+            return Err(RunError::config(format!(
+                "the config carries {}, which only a declarative manifest runs",
+                manifest::INJECTED_KEY
+            )));
+        }
+        let engine = self.engine.clone();
+        let custom = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+            let (pre, sha256) = engine.load_components_runtime(&custom::runtime_path()?)?;
+            Ok(custom::Custom::new(pre, sha256, Arc::new(code)))
+        })
+        .await
+        .map_err(|e| RunError::system(format!("loading the custom components failed: {e}")))?
+        .map_err(|e| RunError::config(format!("{e:#}")))?;
+        let message = format!(
+            "custom components from the config ({}) sha256 {} run in the components runtime sha256 {}",
+            manifest::INJECTED_KEY,
+            custom.code.sha256,
+            custom.runtime_sha256
+        );
+        out.log("INFO", &message).await?;
+        Ok(Arc::new(Plugin { custom: Some(Arc::new(custom)), ..(*plugin).clone() }))
+    }
+
     /// The custom components beside the manifest at `path` (components.py), with the runtime
     /// that runs them; `None` when it has none.
     async fn custom_components(&self, path: &Path) -> Result<Option<Arc<custom::Custom>>, RunError> {
@@ -163,5 +204,36 @@ mod tests {
         loaded.slot("sha-new");
         assert_eq!(loaded.by_sha256.len(), MAX_LOADED_PLUGINS);
         assert!(loaded.by_sha256.contains_key("sha-0") && !loaded.by_sha256.contains_key("sha-1"));
+    }
+}
+
+/// The custom code of `__injected_components_py`: text within the size limit, whose checksum is
+/// the one `checksums` gives (`sha256` or `md5`, as the CDK verifies), when it gives one.
+fn injected_components(
+    source: &serde_json::Value,
+    checksums: Option<&serde_json::Value>,
+) -> Result<custom::CustomCode, RunError> {
+    let key = manifest::INJECTED_KEY;
+    let source =
+        source.as_str().ok_or_else(|| RunError::config(format!("{key} must be the text of a components.py")))?;
+    if source.len() as u64 > custom::MAX_COMPONENTS_BYTES {
+        return Err(RunError::config(format!("{key} is larger than {} KiB", custom::MAX_COMPONENTS_BYTES >> 10)));
+    }
+    let code = custom::CustomCode::new(key.to_string(), source.to_string());
+    let Some(checksums) = checksums else { return Ok(code) };
+    let given = |name: &str| checksums.get(name).and_then(serde_json::Value::as_str).map(str::to_ascii_lowercase);
+    let matches = match (given("sha256"), given("md5")) {
+        (Some(sha256), _) => sha256 == code.sha256,
+        (None, Some(md5)) => md5 == hex::encode(<md5::Md5 as md5::Digest>::digest(source.as_bytes())),
+        (None, None) => {
+            return Err(RunError::config(format!("{} gives neither a sha256 nor an md5", manifest::CHECKSUMS_KEY)));
+        }
+    };
+    match matches {
+        true => Ok(code),
+        false => Err(RunError::config(format!(
+            "{key} does not match its checksum in {}: the code is not the code that was meant",
+            manifest::CHECKSUMS_KEY
+        ))),
     }
 }
