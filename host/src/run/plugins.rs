@@ -187,26 +187,6 @@ impl Plugins {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The map of loaded plugins is bounded: past it, the least recently used goes.
-    #[test]
-    fn the_loaded_plugins_are_bounded_least_recently_used_first() {
-        let mut loaded = Loaded::default();
-        let first = loaded.slot("sha-0");
-        for i in 1..MAX_LOADED_PLUGINS {
-            loaded.slot(&format!("sha-{i}"));
-        }
-        // sha-0 used again: sha-1 is now the least recently used.
-        assert!(Arc::ptr_eq(&first, &loaded.slot("sha-0")));
-        loaded.slot("sha-new");
-        assert_eq!(loaded.by_sha256.len(), MAX_LOADED_PLUGINS);
-        assert!(loaded.by_sha256.contains_key("sha-0") && !loaded.by_sha256.contains_key("sha-1"));
-    }
-}
-
 /// The custom code of `__injected_components_py`: text within the size limit, whose checksum is
 /// the one `checksums` gives (`sha256` or `md5`, as the CDK verifies), when it gives one.
 fn injected_components(
@@ -235,5 +215,25 @@ fn injected_components(
             "{key} does not match its checksum in {}: the code is not the code that was meant",
             manifest::CHECKSUMS_KEY
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The map of loaded plugins is bounded: past it, the least recently used goes.
+    #[test]
+    fn the_loaded_plugins_are_bounded_least_recently_used_first() {
+        let mut loaded = Loaded::default();
+        let first = loaded.slot("sha-0");
+        for i in 1..MAX_LOADED_PLUGINS {
+            loaded.slot(&format!("sha-{i}"));
+        }
+        // sha-0 used again: sha-1 is now the least recently used.
+        assert!(Arc::ptr_eq(&first, &loaded.slot("sha-0")));
+        loaded.slot("sha-new");
+        assert_eq!(loaded.by_sha256.len(), MAX_LOADED_PLUGINS);
+        assert!(loaded.by_sha256.contains_key("sha-0") && !loaded.by_sha256.contains_key("sha-1"));
     }
 }
