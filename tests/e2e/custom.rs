@@ -235,3 +235,49 @@ fn custom_components_from_the_config_run_as_from_a_file() {
     assert!(!run.success());
     assert!(run.stderr().contains("does not match its checksum"), "{}", run.stderr());
 }
+
+/// `host package` of a manifest with a components.py carries them and the components runtime,
+/// pinned: the packaged source reads with them, and refuses other code in their place.
+#[test]
+fn a_packaged_manifest_carries_its_custom_components() {
+    let api = demo_api(DemoApiConfig::default());
+    api.set_events(events());
+    // Beside the host binary, so the package links it instead of copying it.
+    let scratch = tempfile::tempdir_in(workspace_root().join("target")).unwrap();
+    let out = scratch.path().join("pkg");
+    let made = host(&["package", "--name", "events", "--allow-host", &grant(&api), "--out"])
+        .arg(&out)
+        .arg(manifest("custom/events/manifest.yaml"))
+        .run_raw();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let pinned: Value = serde_json::from_slice(&std::fs::read(out.join("events.package.json")).unwrap()).unwrap();
+    assert_eq!(pinned["components"]["file"], "events.components.py");
+    assert_eq!(pinned["components"]["sha256"], sha256_of(&manifest("custom/events/components.py")));
+    assert_eq!(pinned["runtime"]["file"], "components.wasm");
+    let files = Files::new();
+    let config = files.json("config.json", &json!({"base_url": format!("http://{}", api.addr())}));
+    let catalog = files.json("catalog.json", &catalog(&[("shaped", "full_refresh")]));
+    let read = || {
+        std::process::Command::new(out.join("source-events"))
+            .arg("read")
+            .arg("--config")
+            .arg(&config)
+            .arg("--catalog")
+            .arg(&catalog)
+            .output()
+            .unwrap()
+    };
+    let done = read();
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let records = String::from_utf8_lossy(&done.stdout).lines().filter(|l| l.contains("\"type\":\"RECORD\"")).count();
+    assert_eq!(records, 7, "the custom filter ran");
+    // Other code in the components' place is not run.
+    std::fs::write(out.join("events.components.py"), "import os\n").unwrap();
+    let swapped = read();
+    assert!(!swapped.status.success());
+    assert!(
+        String::from_utf8_lossy(&swapped.stderr).contains("is not the custom components packaged with events"),
+        "{}",
+        String::from_utf8_lossy(&swapped.stderr)
+    );
+}

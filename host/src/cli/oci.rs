@@ -153,7 +153,8 @@ fn plain_name<'a>(manifest: &Path, file: &'a str) -> Result<&'a str> {
 /// The one layer, written to `file`: the package's files under /airbyte (`tap-NAME` a hard link
 /// to `source-NAME`), the host's shared libraries at their paths, and a /tmp for the
 /// compiled-component cache. Which plugin goes in is the package manifest's to say
-/// (`NAME.package.json`, read bounded): exactly the plugin, engine, compiled code and policy it pins, each
+/// (`NAME.package.json`, read bounded): exactly the plugin, engine, custom components and their
+/// runtime, compiled code and policy it pins, each
 /// checked against its sha256 as it is streamed in, whatever else lies in the folder. The
 /// layer's sha256 (hex) and size in bytes.
 fn layer(package: &Path, name: &str, file: &Path) -> Result<(String, u64)> {
@@ -166,6 +167,12 @@ fn layer(package: &Path, name: &str, file: &Path) -> Result<(String, u64)> {
     let mut pinned = vec![(plain_name(&manifest_file, &manifest.plugin)?, &manifest.sha256, "the plugin")];
     if let Some(engine) = &manifest.engine {
         pinned.push((plain_name(&manifest_file, &engine.file)?, &engine.sha256, "the declarative engine"));
+    }
+    if let Some(components) = &manifest.components {
+        pinned.push((plain_name(&manifest_file, &components.file)?, &components.sha256, "the custom components"));
+    }
+    if let Some(runtime) = &manifest.runtime {
+        pinned.push((plain_name(&manifest_file, &runtime.file)?, &runtime.sha256, "the components runtime"));
     }
     if let Some(compiled) = &manifest.compiled {
         pinned.push((plain_name(&manifest_file, &compiled.file)?, &compiled.sha256, "the compiled code"));
@@ -306,6 +313,8 @@ mod tests {
             sha256: sha(plugin),
             sluice: "0".into(),
             engine: None,
+            components: None,
+            runtime: None,
             compiled: None,
             policy: Some(Pinned { file: "demo.policy.json".into(), sha256: sha(policy) }),
         };

@@ -28,6 +28,12 @@ pub struct Manifest {
     /// package pins is honoured without being named (see `run::policy::resolve`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<Pinned>,
+    /// For a manifest with custom components: its components.py (`NAME.components.py`) and the
+    /// components runtime that runs them, beside the host, each with its sha256.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub components: Option<Pinned>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<Pinned>,
     /// The plugin's (or the engine's) compiled code for the host that packaged it, named as its
     /// cache entry: a fresh machine runs it without compiling (a host built otherwise compiles).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -101,15 +107,12 @@ pub fn write(
     let policy_pin =
         Pinned { file: policy_name, sha256: crate::storage::replay::manifest::sha256_hex(policy_text.as_bytes()) };
     let mut written = vec![copy, policy_file];
-    let engine = match declarative {
-        false => None,
+    let (engine, components, runtime) = match declarative {
+        false => (None, None, None),
         true => {
-            let engine = crate::guest::manifest::engine_path()?;
-            let engine_bytes =
-                files::read_capped(&engine, Cap::new("the engine", max_plugin_bytes).said(&plugin_limit))?;
-            written.push(put(crate::guest::manifest::ENGINE_FILE, &engine_bytes)?);
-            let file = crate::guest::manifest::ENGINE_FILE.to_string();
-            Some(Pinned { file, sha256: crate::storage::replay::manifest::sha256_hex(&engine_bytes) })
+            let (files, pins) = beside_a_manifest(plugin, name, &put, max_plugin_bytes, &plugin_limit)?;
+            written.extend(files);
+            (Some(pins.engine), pins.components, pins.runtime)
         }
     };
     let compiled = match compiled {
@@ -130,6 +133,8 @@ pub fn write(
         sluice: env!("CARGO_PKG_VERSION").to_string(),
         engine,
         policy: Some(policy_pin),
+        components,
+        runtime,
         compiled,
     };
     let manifest_file = manifest_path(out, name);
@@ -159,6 +164,42 @@ pub fn write(
         meltano_definition(name, &folder.join(format!("tap-{name}")), spec).as_bytes(),
     )?);
     Ok(written)
+}
+
+/// What goes with a manifest, pinned: the declarative engine beside the host, and, for a manifest
+/// with custom components, them as `NAME.components.py` (where a run of `NAME.yaml` finds them)
+/// and the components runtime beside the host. The files written, and the engine's, the
+/// components' and the runtime's pins.
+fn beside_a_manifest(
+    manifest: &Path,
+    name: &str,
+    put: &dyn Fn(&str, &[u8]) -> Result<PathBuf>,
+    max_plugin_bytes: u64,
+    plugin_limit: &str,
+) -> Result<(Vec<PathBuf>, ManifestPins)> {
+    let mut written = Vec::new();
+    let mut shipped = |path: &Path, file: &str, what: &str| -> Result<Pinned> {
+        let bytes = files::read_capped(path, Cap::new(what, max_plugin_bytes).said(plugin_limit))?;
+        written.push(put(file, &bytes)?);
+        Ok(Pinned { file: file.to_string(), sha256: crate::storage::replay::manifest::sha256_hex(&bytes) })
+    };
+    let engine = shipped(&crate::guest::manifest::engine_path()?, crate::guest::manifest::ENGINE_FILE, "the engine")?;
+    let Some(code) = crate::guest::custom::CustomCode::beside(manifest)? else {
+        return Ok((written, ManifestPins { engine, components: None, runtime: None }));
+    };
+    let runtime_file = crate::guest::custom::RUNTIME_FILE;
+    let runtime = shipped(&crate::guest::custom::runtime_path()?, runtime_file, "the components runtime")?;
+    let file = format!("{name}.{}", crate::guest::custom::COMPONENTS_FILE);
+    written.push(put(&file, code.source.as_bytes())?);
+    let components = Pinned { file, sha256: code.sha256.clone() };
+    Ok((written, ManifestPins { engine, components: Some(components), runtime: Some(runtime) }))
+}
+
+/// The pins of what goes with a manifest (see [`beside_a_manifest`]).
+struct ManifestPins {
+    engine: Pinned,
+    components: Option<Pinned>,
+    runtime: Option<Pinned>,
 }
 
 /// The host executable hard-linked into the package folder as `exe`.
@@ -224,6 +265,16 @@ pub fn packaged_args(args: Vec<OsString>) -> Result<Option<Vec<OsString>>> {
     verify(&plugin, &manifest.sha256, &format!("the plugin packaged as {name}"))?;
     if let Some(engine) = &manifest.engine {
         verify(&dir.join(&engine.file), &engine.sha256, &format!("the declarative engine packaged with {name}"))?;
+    }
+    if let Some(components) = &manifest.components {
+        verify(
+            &dir.join(&components.file),
+            &components.sha256,
+            &format!("the custom components packaged with {name}"),
+        )?;
+    }
+    if let Some(runtime) = &manifest.runtime {
+        verify(&dir.join(&runtime.file), &runtime.sha256, &format!("the components runtime packaged with {name}"))?;
     }
     let rest: Vec<OsString> = args[1..].to_vec();
     let host = OsString::from("host");

@@ -44,12 +44,15 @@ impl CustomCode {
         CustomCode { origin, sha256: hex::encode(Sha256::digest(source.as_bytes())), source }
     }
 
-    /// The `components.py` beside `manifest`, if there is one (capped, UTF-8).
+    /// The custom components beside `manifest`, if there are: `STEM.components.py` for a
+    /// manifest `STEM.yaml` (as `host package` writes them), else `components.py` (as Airbyte's
+    /// connector folders ship them); capped, UTF-8.
     pub fn beside(manifest: &Path) -> Result<Option<CustomCode>> {
-        let path = manifest.with_file_name(COMPONENTS_FILE);
-        if !path.is_file() {
+        let stem = manifest.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let own = manifest.with_file_name(format!("{stem}.{COMPONENTS_FILE}"));
+        let Some(path) = [own, manifest.with_file_name(COMPONENTS_FILE)].into_iter().find(|p| p.is_file()) else {
             return Ok(None);
-        }
+        };
         let cap = crate::data::files::Cap::new("components.py", MAX_COMPONENTS_BYTES);
         let bytes = crate::data::files::read_capped(&path, cap.regular())?;
         let source = String::from_utf8(bytes).map_err(|_| anyhow!("{} is not UTF-8 text", path.display()))?;
