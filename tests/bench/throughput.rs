@@ -42,6 +42,7 @@
 
 #[path = "common.rs"]
 mod common;
+mod custom_components;
 #[path = "native.rs"]
 mod native;
 #[path = "partition_cost.rs"]
@@ -83,7 +84,7 @@ fn main() {
     };
     // `cargo bench --bench throughput -- 1 7` runs only cases 1 and 7.
     let only: Vec<String> = std::env::args().skip(1).filter(|a| a.parse::<u32>().is_ok()).collect();
-    let cases: [(&str, Measure); 15] = [
+    let cases: [(&str, Measure); 16] = [
         ("1", throughput),
         ("2", latency_bound),
         ("3", peak_rss),
@@ -99,6 +100,7 @@ fn main() {
         ("13", declarative),
         ("14", partition_cost::partition_cost),
         ("15", against_the_cdk),
+        ("16", custom_components::custom_components),
     ];
     for (case, measure) in cases {
         if only.is_empty() || only.iter().any(|c| c == case) {
