@@ -23,7 +23,7 @@ fn sha256_of(path: &std::path::Path) -> String {
 }
 
 /// An extractor, a schema loader, a filter, a transformation between built-in ones, a decoder,
-/// an authenticator, an error handler and a schema normalization, each a class of
+/// an authenticator, an error handler, a schema normalization and a state migration, each a class of
 /// components.py: the same records as the CDK's, the same schema at discover, and a run that
 /// names the custom code it ran.
 #[test]
@@ -70,6 +70,17 @@ fn custom_components_read_what_the_cdk_reads() {
         announced.contains(&format!("custom components {} sha256 {}", components.display(), sha256_of(&components))),
         "{announced}"
     );
+
+    // A custom state migration: a legacy state read by both from where it says.
+    let catalog = crate::support::catalog(&[("migrated", "incremental")]);
+    let sync =
+        Sync { manifest: "custom/events/manifest.yaml", api: &api, config: config.clone(), catalog, files: &files };
+    let legacy = json!([{"type": "STREAM", "stream": {"stream_descriptor": {"name": "migrated"},
+                         "stream_state": {"last_seen": 1_700_000_600}}}]);
+    let (theirs, ours) = (sync.cdk(Some(&legacy)), sync.sluice(Some(&legacy)));
+    assert_eq!(ours.ids("migrated"), theirs.ids("migrated"), "{}", ours.explain());
+    assert_eq!(ours.ids("migrated"), [6, 7, 8, 9, 10], "from the migrated state on");
+    assert_eq!(ours.state_of("migrated"), theirs.state_of("migrated"));
 
     // Discover: the custom schema loader's schema.
     let config_file = files.json("discover-config.json", &config);

@@ -33,6 +33,7 @@ pub const RUN: &[(&str, &str)] = &[
     ("CustomAuthenticator", "get_auth_header and get_request_params, a request at a time"),
     ("CustomSchemaNormalization", "transform, a page of records at a time"),
     ("CustomErrorHandler", "interpret_response, a response at a time"),
+    ("CustomStateMigration", "should_migrate and migrate, on the state handed in"),
     // Waiting is the host's: it backs off 429s and 5xxs (Retry-After honoured) before the engine
     // sees them, for built-in strategies and custom ones alike; the class is built, not called.
     ("CustomBackoffStrategy", "nothing: the host backs off"),
@@ -265,4 +266,17 @@ pub fn interpret_response(engine: &Engine, handler: &Value, answer: &sluice_gues
     let handle = engine.custom(handler, None)?;
     let args = json!({"response": response(&answer.url, answer.status, &answer.headers, &answer.body)});
     call(handle, "interpret_response", &args)
+}
+
+/// `StateMigration.should_migrate(state)` and `migrate(state)` of a custom migration, built with
+/// the stream it migrates (`declarative_stream`, as the CDK builds it); `None` when it leaves
+/// the state as it is.
+pub fn migrate(engine: &Engine, migration: &Value, stream: &Value, state: &Value) -> Result<Option<Value>> {
+    let handle = engine.custom(migration, Some(json!({"declarative_stream": stream})))?;
+    let answer = call(handle, "migrate", &json!({"state": state, "check": true}))?;
+    match (answer.get("migrated").and_then(Value::as_bool), answer.get("state")) {
+        (Some(false), _) => Ok(None),
+        (Some(true), Some(state)) => Ok(Some(state.clone())),
+        _ => Err(Error::system(format!("custom state migration answered without a state: {answer}"))),
+    }
 }

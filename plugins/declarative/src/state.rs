@@ -66,6 +66,12 @@ fn migrated(engine: &Engine, stream: &str, state: &Value, cursor_field: &str) ->
     let node = engine.stream(stream)?;
     let mut migrated: Option<Value> = None;
     for migration in node.get("state_migrations").and_then(Value::as_array).into_iter().flatten() {
+        if crate::custom::is_custom_node(migration) {
+            if let Some(new) = crate::custom::migrate(engine, migration, node, migrated.as_ref().unwrap_or(state))? {
+                migrated = Some(new);
+            }
+            continue;
+        }
         if crate::engine::kind(migration) == "LegacyToPerPartitionStateMigration"
             && let Some(new) = legacy_to_per_partition(engine, node, migrated.as_ref().unwrap_or(state), cursor_field)?
         {
