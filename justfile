@@ -135,6 +135,11 @@ setup-cdk:
     "$venv/bin/pip" install --quiet --disable-pip-version-check $spec
     echo "$spec" > "$venv/.spec"
 
+# The real connectors the certified-connector tests read (tests/fixtures/certified/*/case.json pins
+# each one's wheel on PyPI): their manifest.yaml and components.py, under target/tools/certified.
+setup-certified: setup-cdk
+    target/tools/airbyte-cdk/bin/python scripts/certified-connectors.py
+
 # moto's S3 server from PyPI, in a virtualenv: the tests start it on loopback for replay storage.
 setup-s3-server:
     #!/usr/bin/env bash
@@ -161,7 +166,7 @@ setup-metrics-parser:
     echo "$spec" > "$venv/.spec"
 
 # Run every test.
-test: build-plugins setup-singer-targets setup-s3-server setup-platform-clients setup-cdk setup-metrics-parser test-guest-sdks
+test: build-plugins setup-singer-targets setup-s3-server setup-platform-clients setup-cdk setup-certified setup-metrics-parser test-guest-sdks
     @command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
     cargo nextest run --workspace --exclude demo-source --exclude test-connector --exclude wrong-version --exclude hostile --exclude broken-connector --no-fail-fast
     # nextest does not run doc tests: the embedding guide's example and the crate docs. The same

@@ -126,6 +126,11 @@ impl Sync<'_> {
 
     /// `host read` of Sluice.
     pub fn sluice(&self, state: Option<&Value>) -> Read {
+        self.sluice_granting(state, &grant(self.api))
+    }
+
+    /// [`Sync::sluice`] with the API at `allow` granted (another API than the demo API).
+    pub fn sluice_granting(&self, state: Option<&Value>, allow: &str) -> Read {
         let (config, catalog, state) = self.paths(state, "sluice");
         let mut host = host(&["read"])
             .arg(manifest(self.manifest))
@@ -134,7 +139,7 @@ impl Sync<'_> {
             .arg("--catalog")
             .arg(&catalog)
             .arg("--allow-host")
-            .arg(grant(self.api));
+            .arg(allow);
         if let Some(state) = &state {
             host = host.arg("--state").arg(state);
         }

@@ -4,6 +4,7 @@
 mod support;
 
 mod cdk;
+mod certified;
 mod commands;
 mod concurrency;
 mod conformance;

@@ -303,12 +303,13 @@ pub(crate) fn read_value(cursor: &Cursor, value: &Value, stream: &str) -> Result
 }
 
 /// A value as the CDK writes it in a state: in `datetime_format`, as text; a value already
-/// written in that format is kept as it is (with its own offset, as the CDK keeps it).
+/// written in that format is written again in it with its own offset, as the CDK's state
+/// converter does (`%f` as six digits even where the record's value had three).
 pub(crate) fn state_text(cursor: &Cursor, value: &Value) -> Result<String> {
     if let Value::String(s) = value
-        && datetime::parse(s, &cursor.format).is_ok()
+        && let Ok(at) = datetime::parse_with_offset(s, &cursor.format)
     {
-        return Ok(s.clone());
+        return Ok(datetime::format_with_offset(&at, &cursor.format));
     }
     let at = read_value(cursor, value, "")?;
     Ok(datetime::format(&at, &cursor.format))

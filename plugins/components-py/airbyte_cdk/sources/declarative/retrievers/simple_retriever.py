@@ -9,6 +9,10 @@ from airbyte_cdk.sources.declarative.retrievers.retriever import Retriever
 from airbyte_cdk.sources.types import Config
 
 
+# The CDK's key of a full-refresh stream's final state (CDK 7.39.1).
+FULL_REFRESH_SYNC_COMPLETE_KEY = "__ab_full_refresh_sync_complete"
+
+
 @dataclass
 class SimpleRetriever(Retriever):
     requester: Any
