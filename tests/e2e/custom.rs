@@ -23,7 +23,8 @@ fn sha256_of(path: &std::path::Path) -> String {
 }
 
 /// An extractor, a schema loader, a filter, a transformation between built-in ones, a decoder,
-/// an authenticator, an error handler, a schema normalization and a state migration, each a class of
+/// an authenticator, an error handler, a schema normalization, a state migration and a pagination
+/// strategy, each a class of
 /// components.py: the same records as the CDK's, the same schema at discover, and a run that
 /// names the custom code it ran.
 #[test]
@@ -31,7 +32,7 @@ fn custom_components_read_what_the_cdk_reads() {
     let api = demo_api(DemoApiConfig::default());
     api.set_events(events());
     let files = Files::new();
-    let streams = ["extracted", "shaped", "decoded", "keyed", "account_items"];
+    let streams = ["extracted", "shaped", "decoded", "keyed", "account_items", "paged"];
     let catalog = catalog(&streams.iter().map(|s| (*s, "full_refresh")).collect::<Vec<_>>());
     let config = json!({"base_url": format!("http://{}", api.addr()), "api_key": "demo-key"});
     let sync =
@@ -56,6 +57,8 @@ fn custom_components_read_what_the_cdk_reads() {
         ours.records("account_items").iter().map(|r| r["account_id"].as_i64().unwrap()).collect();
     assert_eq!(accounts.into_iter().collect::<Vec<_>>(), [1, 2, 3, 5]);
     assert!(ours.records("account_items").iter().all(|r| r["amount"].is_string()));
+    // Three pages of three, where the API has four.
+    assert_eq!(ours.records("paged").len(), 9);
 
     // The identity: the manifest's and the components' sha256.
     let components = manifest("custom/events/components.py");
@@ -181,23 +184,23 @@ fn custom_components_the_engine_cannot_run_are_refused_by_class() {
         run.stderr()
     );
 
-    // A custom paginator (not called yet) beside streams the engine runs.
-    let dir = files.path().join("paginated");
+    // A custom partition router (not called yet) beside streams the engine runs.
+    let dir = files.path().join("routed");
     std::fs::create_dir(&dir).unwrap();
     std::fs::copy(manifest("custom/events/components.py"), dir.join("components.py")).unwrap();
-    let with_custom_paginator = source.replacen(
-        "    pagination_strategy:\n      type: CursorPagination",
-        "    pagination_strategy:\n      type: CustomPaginationStrategy\n      class_name: source_declarative_manifest.components.Pages\n      kind: CursorPagination",
+    let with_custom_router = source.replacen(
+        "      decoder:\n        type: CustomDecoder",
+        "      partition_router:\n        type: CustomPartitionRouter\n        class_name: source_declarative_manifest.components.Accounts\n      decoder:\n        type: CustomDecoder",
         1,
     );
-    assert_ne!(with_custom_paginator, source);
-    std::fs::write(dir.join("manifest.yaml"), with_custom_paginator).unwrap();
+    assert_ne!(with_custom_router, source);
+    std::fs::write(dir.join("manifest.yaml"), with_custom_router).unwrap();
     let run = host(&["discover"]).arg(dir.join("manifest.yaml")).arg("--config").arg(&config).run();
     assert!(run.success(), "{}", run.explain());
     let refusals: Vec<String> = run.logs().into_iter().filter(|l| l.contains("cannot be read")).collect();
-    assert_eq!(refusals.len(), 2, "the two paginated streams: {refusals:?}");
+    assert_eq!(refusals.len(), 1, "the routed stream alone: {refusals:?}");
     assert!(
-        refusals[0].contains("CustomPaginationStrategy source_declarative_manifest.components.Pages is a custom component of a kind Sluice does not call yet"),
+        refusals[0].contains("CustomPartitionRouter source_declarative_manifest.components.Accounts is a custom component of a kind Sluice does not call yet"),
         "{refusals:?}"
     );
 }

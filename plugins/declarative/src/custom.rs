@@ -34,6 +34,7 @@ pub const RUN: &[(&str, &str)] = &[
     ("CustomSchemaNormalization", "transform, a page of records at a time"),
     ("CustomErrorHandler", "interpret_response, a response at a time"),
     ("CustomStateMigration", "should_migrate and migrate, on the state handed in"),
+    ("CustomPaginationStrategy", "initial_token and next_page_token, a page at a time"),
     // Waiting is the host's: it backs off 429s and 5xxs (Retry-After honoured) before the engine
     // sees them, for built-in strategies and custom ones alike; the class is built, not called.
     ("CustomBackoffStrategy", "nothing: the host backs off"),
@@ -279,4 +280,40 @@ pub fn migrate(engine: &Engine, migration: &Value, stream: &Value, state: &Value
         (Some(true), Some(state)) => Ok(Some(state.clone())),
         _ => Err(Error::system(format!("custom state migration answered without a state: {answer}"))),
     }
+}
+
+/// A token as the CDK's DefaultPaginator takes it: `None` (no more pages) for a null or empty one.
+fn token(answer: Value) -> Option<Value> {
+    match answer.get("token") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => None,
+        Some(Value::Object(o)) if o.is_empty() => None,
+        Some(token) => Some(token.clone()),
+    }
+}
+
+/// `PaginationStrategy.initial_token` of a custom strategy: the first page's token.
+pub fn initial_token(engine: &Engine, strategy: &Value) -> Result<Option<Value>> {
+    let handle = engine.custom(strategy, None)?;
+    Ok(token(call(handle, "initial_token", &json!({}))?))
+}
+
+/// `PaginationStrategy.next_page_token(response, last_page_size, last_record,
+/// last_page_token_value)` of a custom strategy: the next page's token, `None` after the last.
+pub fn next_page_token(
+    engine: &Engine,
+    strategy: &Value,
+    answer: &sluice_guest::http::Response,
+    last_page_size: usize,
+    last_record: &Value,
+    last_token: Option<&Value>,
+) -> Result<Option<Value>> {
+    let handle = engine.custom(strategy, None)?;
+    let args = json!({
+        "response": response(&answer.url, answer.status, &answer.headers, &answer.body),
+        "last_page_size": last_page_size,
+        "last_record": if last_record.is_null() { Value::Null } else { last_record.clone() },
+        "last_page_token_value": last_token,
+    });
+    Ok(token(call(handle, "next_page_token", &args)?))
 }

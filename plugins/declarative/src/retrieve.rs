@@ -275,7 +275,11 @@ pub fn read_slice(
         None => scope.extra.get(slicing::CHILD_RESPONSE).cloned(),
         Some(_) => None,
     };
-    let next = next.or_else(|| paginator.and_then(|p| initial_token(engine, p)));
+    let next = match (next, paginator) {
+        (Some(next), _) => Some(next),
+        (None, Some(p)) => initial_token(engine, p)?,
+        (None, None) => None,
+    };
     scope.next_page_token = next.as_ref().map(|v| json!({"next_page_token": v}));
     let mut options = Options::default();
     let ignore_slicers =
@@ -311,7 +315,9 @@ pub fn read_slice(
     // By the stream's place in the manifest (a parent stream may share a name with another).
     let plan = engine.plan(&format!("{name}@{:p}", stream), || Plan {
         fixed_path: fixed_path(decoder, extractor, paginator),
-        wants_last: paginator.is_some_and(|p| p.to_string().contains("last_record")),
+        // A custom strategy is handed the last record, as the CDK hands it.
+        wants_last: paginator
+            .is_some_and(|p| p.to_string().contains("last_record") || crate::custom::is_custom_node(strategy(p))),
         wants_headers: paginator.is_some_and(|p| p.to_string().contains("headers")),
     });
     let raw = match &plan.fixed_path {
@@ -357,6 +363,10 @@ pub fn read_slice(
     };
     let next = match paginator {
         None => None,
+        Some(p) if crate::custom::is_custom_node(strategy(p)) => {
+            let token = next.as_ref();
+            crate::custom::next_page_token(engine, strategy(p), &response, page_size, &last_record, token)?
+        }
         Some(p) => {
             let headers = match plan.wants_headers {
                 true => requester::headers_value(&response),
@@ -503,14 +513,17 @@ fn strategy(paginator: &Value) -> &Value {
     paginator.get("pagination_strategy").unwrap_or(&Value::Null)
 }
 
-fn initial_token(engine: &Engine, paginator: &Value) -> Option<Value> {
+fn initial_token(engine: &Engine, paginator: &Value) -> Result<Option<Value>> {
     let s = strategy(paginator);
+    if crate::custom::is_custom_node(s) {
+        return crate::custom::initial_token(engine, s);
+    }
     let first = s.get("inject_on_first_request").and_then(Value::as_bool) == Some(true);
-    match kind(s) {
+    Ok(match kind(s) {
         "OffsetIncrement" if first => Some(json!(0)),
         "PageIncrement" if first => Some(start_page(engine, s)),
         _ => None,
-    }
+    })
 }
 
 fn start_page(engine: &Engine, s: &Value) -> Value {
