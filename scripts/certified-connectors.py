@@ -5,7 +5,7 @@ Each folder tests/fixtures/certified/NAME/ has a case.json whose `package` pins 
 wheel on PyPI (airbyte-source-NAME==VERSION, the package Airbyte published of it). This downloads
 each wheel (pip, no dependencies) into target/tools/certified/NAME/ and writes there the
 connector as Airbyte's manifest-only packaging has it: manifest.yaml, with the package's spec
-(spec.json) as its `spec` when it has none, and its classes named
+(spec.json or spec.yaml) as its `spec` when it has none, and its classes named
 `source_declarative_manifest.components.X`; and components.py as it is. Nothing of them is
 committed here. Idempotent: a folder whose .spec names the pinned package is left as it is.
 
@@ -44,11 +44,11 @@ def fetch(name: str, case: dict) -> None:
     with zipfile.ZipFile(wheel) as z:
         manifest = yaml.safe_load(member(z, module, "manifest.yaml"))
         components = member(z, module, "components.py")
-        spec = member(z, module, "spec.json")
+        spec = member(z, module, "spec.json") or member(z, module, "spec.yaml")
     if "spec" not in manifest:
         if spec is None:
-            sys.exit(f"{wheel.name}: the manifest has no spec and the package no spec.json")
-        spec = json.loads(spec)
+            sys.exit(f"{wheel.name}: the manifest has no spec and the package no spec.json or spec.yaml")
+        spec = yaml.safe_load(spec)
         manifest["spec"] = {
             "type": "Spec",
             "documentation_url": spec.get("documentationUrl", ""),

@@ -11,9 +11,10 @@ use serde_json::{Value, json};
 /// Ten events on two pages and a half of four.
 fn events() -> Vec<Value> {
     (1..=10)
-        .map(
-            |i| json!({"id": i, "created": 1_700_000_000 + i * 100, "name": format!("event {i}"), "details": {"k": i}}),
-        )
+        .map(|i| {
+            json!({"id": i, "created": 1_700_000_000 + i * 100, "name": format!("event {i}"), "details": {"k": i},
+                   "account_id": i % 3 + 1})
+        })
         .collect()
 }
 
@@ -23,8 +24,8 @@ fn sha256_of(path: &std::path::Path) -> String {
 }
 
 /// An extractor, a schema loader, a filter, a transformation between built-in ones, a decoder,
-/// an authenticator, an error handler, a schema normalization, a state migration and a pagination
-/// strategy, each a class of
+/// an authenticator, an error handler, a schema normalization, a state migration, a pagination
+/// strategy and partition routers, each a class of
 /// components.py: the same records as the CDK's, the same schema at discover, and a run that
 /// names the custom code it ran.
 #[test]
@@ -32,7 +33,7 @@ fn custom_components_read_what_the_cdk_reads() {
     let api = demo_api(DemoApiConfig::default());
     api.set_events(events());
     let files = Files::new();
-    let streams = ["extracted", "shaped", "decoded", "keyed", "account_items", "paged"];
+    let streams = ["extracted", "shaped", "decoded", "keyed", "account_items", "paged", "routed", "chosen"];
     let catalog = catalog(&streams.iter().map(|s| (*s, "full_refresh")).collect::<Vec<_>>());
     let config = json!({"base_url": format!("http://{}", api.addr()), "api_key": "demo-key"});
     let sync =
@@ -59,6 +60,12 @@ fn custom_components_read_what_the_cdk_reads() {
     assert!(ours.records("account_items").iter().all(|r| r["amount"].is_string()));
     // Three pages of three, where the API has four.
     assert_eq!(ours.records("paged").len(), 9);
+    // A partition per parent account, without its parent slice; the chosen accounts 1 and 3.
+    assert_eq!(ours.records("routed").len(), 10);
+    assert!(ours.records("routed").iter().all(|r| r["routed_account"] == r["account_id"]));
+    let chosen: std::collections::BTreeSet<i64> =
+        ours.records("chosen").iter().map(|r| r["account_id"].as_i64().unwrap()).collect();
+    assert_eq!(chosen.into_iter().collect::<Vec<_>>(), [1, 3]);
 
     // The identity: the manifest's and the components' sha256.
     let components = manifest("custom/events/components.py");
@@ -184,23 +191,23 @@ fn custom_components_the_engine_cannot_run_are_refused_by_class() {
         run.stderr()
     );
 
-    // A custom partition router (not called yet) beside streams the engine runs.
-    let dir = files.path().join("routed");
+    // A custom incremental sync (not called yet) beside streams the engine runs.
+    let dir = files.path().join("synced");
     std::fs::create_dir(&dir).unwrap();
     std::fs::copy(manifest("custom/events/components.py"), dir.join("components.py")).unwrap();
-    let with_custom_router = source.replacen(
-        "      decoder:\n        type: CustomDecoder",
-        "      partition_router:\n        type: CustomPartitionRouter\n        class_name: source_declarative_manifest.components.Accounts\n      decoder:\n        type: CustomDecoder",
+    let with_custom_sync = source.replacen(
+        "    name: decoded\n    primary_key: id\n",
+        "    name: decoded\n    primary_key: id\n    incremental_sync:\n      type: CustomIncrementalSync\n      class_name: source_declarative_manifest.components.Accounts\n      cursor_field: created\n",
         1,
     );
-    assert_ne!(with_custom_router, source);
-    std::fs::write(dir.join("manifest.yaml"), with_custom_router).unwrap();
+    assert_ne!(with_custom_sync, source);
+    std::fs::write(dir.join("manifest.yaml"), with_custom_sync).unwrap();
     let run = host(&["discover"]).arg(dir.join("manifest.yaml")).arg("--config").arg(&config).run();
     assert!(run.success(), "{}", run.explain());
     let refusals: Vec<String> = run.logs().into_iter().filter(|l| l.contains("cannot be read")).collect();
-    assert_eq!(refusals.len(), 1, "the routed stream alone: {refusals:?}");
+    assert_eq!(refusals.len(), 1, "the synced stream alone: {refusals:?}");
     assert!(
-        refusals[0].contains("CustomPartitionRouter source_declarative_manifest.components.Accounts is a custom component of a kind Sluice does not call yet"),
+        refusals[0].contains("CustomIncrementalSync source_declarative_manifest.components.Accounts is a custom component of a kind Sluice does not call yet"),
         "{refusals:?}"
     );
 }

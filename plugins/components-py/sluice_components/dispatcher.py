@@ -228,6 +228,10 @@ def _get_auth_header(obj, args):
 
 
 def _stream_slices(obj, args):
+    """PartitionRouter.stream_slices; a SubstreamPartitionRouter's subclass gets the slices its base
+    class makes (the engine read the parents) as `parent_slices`, for its super().stream_slices()."""
+    if args.get("parent_slices") is not None:
+        obj._sluice_parent_slices = [codec.slice_from_json(s) for s in args["parent_slices"]]
     return {"slices": [codec.slice_to_json(s) for s in obj.stream_slices()]}
 
 

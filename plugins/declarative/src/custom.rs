@@ -35,6 +35,7 @@ pub const RUN: &[(&str, &str)] = &[
     ("CustomErrorHandler", "interpret_response, a response at a time"),
     ("CustomStateMigration", "should_migrate and migrate, on the state handed in"),
     ("CustomPaginationStrategy", "initial_token and next_page_token, a page at a time"),
+    ("CustomPartitionRouter", "stream_slices when the partitions are listed, request options a request at a time"),
     // Waiting is the host's: it backs off 429s and 5xxs (Retry-After honoured) before the engine
     // sees them, for built-in strategies and custom ones alike; the class is built, not called.
     ("CustomBackoffStrategy", "nothing: the host backs off"),
@@ -316,4 +317,65 @@ pub fn next_page_token(
         "last_page_token_value": last_token,
     });
     Ok(token(call(handle, "next_page_token", &args)?))
+}
+
+/// The slices of a custom partition router, `PartitionRouter.stream_slices()`. One that reads
+/// parent streams (a SubstreamPartitionRouter's subclass, with `parent_stream_configs`) is handed
+/// the slices its base class makes, the parents read by the engine as for the built-in router,
+/// for its `super().stream_slices()`.
+pub fn router_slices(
+    engine: &Engine,
+    router: &Value,
+    stream: &str,
+    index: usize,
+    parents: Option<&mut crate::slicing::Parents>,
+) -> Result<Vec<crate::slicing::Slice>> {
+    let handle = engine.custom(router, None)?;
+    let mut args = json!({});
+    if router.get("parent_stream_configs").is_some() {
+        let mut base = router.clone();
+        base["type"] = Value::from("SubstreamPartitionRouter");
+        let slices = crate::slicing::router_slices(engine, &base, stream, index, parents)?;
+        let slices: Vec<Value> = slices
+            .into_iter()
+            .map(|(partition, extra)| json!({"partition": partition, "cursor_slice": {}, "extra_fields": extra}))
+            .collect();
+        args["parent_slices"] = Value::Array(slices);
+    }
+    let answer = call(handle, "stream_slices", &args)?;
+    let Some(Value::Array(slices)) = answer.get("slices") else {
+        return Err(Error::system(format!("custom partition router answered without slices: {answer}")));
+    };
+    let map = |v: Option<&Value>| v.and_then(Value::as_object).cloned().unwrap_or_default();
+    Ok(slices
+        .iter()
+        .map(|slice| match slice.get("partition") {
+            Some(partition) => (map(Some(partition)), map(slice.get("extra_fields"))),
+            None => (map(Some(slice)), Map::new()),
+        })
+        .collect())
+}
+
+/// The request options a custom router adds for a partition: its `get_request_params`,
+/// `get_request_headers` and `get_request_body_json` for the slice.
+pub fn inject_router(
+    engine: &Engine,
+    router: &Value,
+    scope: &crate::engine::Scope,
+    options: &mut crate::requester::Options,
+) -> Result<()> {
+    let handle = engine.custom(router, None)?;
+    let args = json!({"stream_slice": slice(scope), "next_page_token": scope.next_page_token});
+    let pairs = |value: Value| -> Vec<(String, String)> {
+        match value.get("value") {
+            Some(Value::Object(map)) => map.iter().map(|(k, v)| (k.clone(), crate::engine::plain(v))).collect(),
+            _ => Vec::new(),
+        }
+    };
+    options.params.extend(pairs(call(handle, "get_request_params", &args)?));
+    options.headers.extend(pairs(call(handle, "get_request_headers", &args)?));
+    if let Some(Value::Object(body)) = call(handle, "get_request_body_json", &args)?.get("value") {
+        options.body_json.extend(body.clone());
+    }
+    Ok(())
 }

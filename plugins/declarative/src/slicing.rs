@@ -471,13 +471,16 @@ fn route_in(
     Ok(Some(product))
 }
 
-fn router_slices(
+pub(crate) fn router_slices(
     engine: &Engine,
     router: &Value,
     stream: &str,
     index: usize,
     mut parents: Option<&mut Parents>,
 ) -> Result<Vec<Slice>> {
+    if crate::custom::is_custom_node(router) {
+        return crate::custom::router_slices(engine, router, stream, index, parents);
+    }
     let ctx = engine.context(router, &Scope::default(), Vec::new());
     match kind(router) {
         "ListPartitionRouter" => {
@@ -587,11 +590,23 @@ fn dpath<'v>(record: &'v Value, path: &str) -> Option<&'v Value> {
 pub fn inject_routers(engine: &Engine, retriever: &Value, scope: &Scope, options: &mut Options) -> Result<()> {
     for router in routers(retriever) {
         let ctx = engine.context(router, scope, Vec::new());
-        match kind(router) {
+        // A custom router that reads parents (a SubstreamPartitionRouter's subclass) injects as
+        // its base class does; another one says its own request options.
+        let substream = router.get("parent_stream_configs").is_some();
+        if crate::custom::is_custom_node(router) && !substream {
+            crate::custom::inject_router(engine, router, scope, options)?;
+            continue;
+        }
+        let kind = match crate::custom::is_custom_node(router) {
+            true => "SubstreamPartitionRouter",
+            false => kind(router),
+        };
+        match kind {
             "ListPartitionRouter" => {
                 if let Some(option) = router.get("request_option").filter(|o| !o.is_null()) {
                     let field = engine.text(router.get("cursor_field"), &ctx)?;
-                    if let Some(v) = scope.partition.get(&field) {
+                    // As the CDK's routers: a value Python takes as false (0, "") is not injected.
+                    if let Some(v) = scope.partition.get(&field).filter(|v| !crate::engine::is_py_false(v)) {
                         options.inject(engine, option, v, &ctx)?;
                     }
                 }
@@ -600,7 +615,8 @@ pub fn inject_routers(engine: &Engine, retriever: &Value, scope: &Scope, options
                 for parent in router.get("parent_stream_configs").and_then(Value::as_array).into_iter().flatten() {
                     if let Some(option) = parent.get("request_option").filter(|o| !o.is_null()) {
                         let field = engine.text(parent.get("partition_field"), &ctx)?;
-                        if let Some(v) = scope.partition.get(&field) {
+                        // As the CDK's routers: a value Python takes as false (0, "") is not injected.
+                        if let Some(v) = scope.partition.get(&field).filter(|v| !crate::engine::is_py_false(v)) {
                             options.inject(engine, option, v, &ctx)?;
                         }
                     }

@@ -1,5 +1,7 @@
 """SubstreamPartitionRouter and ParentStreamConfig with the CDK's fields. Reading the parent stream
-is the engine's job: in the sandbox a parent stream is a handle the host reads (not wired yet)."""
+is the engine's job: it reads the parents as for the built-in router and hands a custom subclass
+the slices they make, which `stream_slices` yields (for a subclass's super().stream_slices());
+custom code reading a parent stream itself is not supported."""
 
 from dataclasses import InitVar, dataclass
 from typing import Any, Iterable, List, Mapping, Optional, Union
@@ -40,7 +42,12 @@ class SubstreamPartitionRouter(NoRequestOptions, PartitionRouter):
         self._parameters = parameters
 
     def stream_slices(self) -> Iterable[StreamSlice]:
-        raise unsupported("SubstreamPartitionRouter.stream_slices (reading the parent stream from custom code)")
+        """The slices the engine made of the parents' records, as the CDK's router makes them
+        (one per parent record: the partition field and `parent_slice`, the extra fields)."""
+        slices = getattr(self, "_sluice_parent_slices", None)
+        if slices is None:
+            raise unsupported("SubstreamPartitionRouter.stream_slices outside a listing of partitions")
+        yield from slices
 
     def set_initial_state(self, stream_state: StreamState) -> None:
         self._state = stream_state
