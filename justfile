@@ -127,7 +127,8 @@ setup-singer-targets:
 setup-cdk:
     #!/usr/bin/env bash
     set -euo pipefail
-    spec="airbyte-cdk==7.39.1"
+    # pendulum for the certified connectors whose components.py imports it (the CDK 7 does not).
+    spec="airbyte-cdk==7.39.1 pendulum==3.3.0"
     venv=target/tools/airbyte-cdk
     [[ -x $venv/bin/source-declarative-manifest && "$(cat "$venv/.spec" 2>/dev/null)" == "$spec" ]] && exit 0
     rm -rf "$venv"

@@ -27,6 +27,9 @@ STDLIB = (
     "math", "numbers", "operator", "random", "re", "secrets", "shlex", "statistics", "string", "struct",
     "textwrap", "time", "traceback", "types", "typing", "unicodedata", "urllib", "urllib.parse", "uuid",
     "xml.etree.ElementTree", "xml.parsers.expat", "zipfile", "zlib",
+    # Imported by the standard library only when first needed (`datetime.strptime`, `str.encode`
+    # of an IDNA host, `locale`-aware formatting).
+    "_strptime", "encodings.idna", "locale",
 )
 # Modules whose effects the sandbox refuses, imported when the build's Python has them, so custom
 # code that reaches for files, sockets, processes or threads gets the error it would get on a

@@ -244,7 +244,7 @@ fn three_syncs_on(
 /// A state as both engines must agree on it: the CDK's `lookback_window` of a per-partition
 /// state is how long its sync took (Sluice writes 0), so it is left out, and the partitions'
 /// `states` are compared in one order (the CDK lists them as it met them, Sluice by key).
-fn comparable(state: Option<Value>) -> Option<Value> {
+pub fn comparable(state: Option<Value>) -> Option<Value> {
     state.map(|mut s| {
         if let Some(o) = s.as_object_mut() {
             o.remove("lookback_window");

@@ -186,3 +186,78 @@ fn help_lists_the_commands() {
         assert!(help.contains(command), "{help}");
     }
 }
+
+/// The long options in `text`: `--name` words, without a value after `=`.
+fn long_options(text: &str) -> std::collections::BTreeSet<String> {
+    let mut found = std::collections::BTreeSet::new();
+    for (at, _) in text.match_indices("--") {
+        let name: String = text[at + 2..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+        let before = text[..at].chars().next_back();
+        if !name.is_empty() && before.is_none_or(|c| c.is_whitespace() || "[(|".contains(c)) {
+            found.insert(format!("--{name}"));
+        }
+    }
+    found
+}
+
+/// The options a `--help` text lists: each option line's long name (not its aliases, nor the
+/// options its description mentions).
+fn help_options(help: &str) -> std::collections::BTreeSet<String> {
+    help.lines()
+        .map(str::trim_start)
+        .filter(|line| line.starts_with('-'))
+        .filter_map(|line| line.split([' ', ',', '=']).find(|word| word.starts_with("--")))
+        .map(|word| word.trim_end_matches(['[', '<']).to_string())
+        .collect()
+}
+
+/// The README's command synopsis names every command and every long option `host --help` and
+/// each command's `--help` print, and nothing they do not.
+#[test]
+fn the_readme_synopsis_matches_help() {
+    let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
+    let section = readme.split("## Commands").nth(1).expect("a Commands section").split("\n## ").next().unwrap();
+    let synopsis: String = section.split("```text").skip(1).map(|block| block.split("```").next().unwrap()).collect();
+    let help = |args: &[&str]| {
+        let out = host(args).run_raw();
+        assert!(out.status.success(), "host {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let top = help(&["--help"]);
+    // Commands as clap lists them: two spaces, a name, spaces, its summary.
+    let commands: Vec<String> = top
+        .split("Commands:")
+        .nth(1)
+        .unwrap()
+        .split("\n\n")
+        .next()
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("  ")?.split_whitespace().next().map(str::to_string))
+        .filter(|c| c != "help")
+        .collect();
+    assert!(commands.len() >= 10, "{top}");
+    let mut options = std::collections::BTreeSet::new();
+    for command in &commands {
+        assert!(synopsis.contains(&format!("host {command}")), "the README's synopsis has no `host {command}`");
+        let text = help(&[command, "--help"]);
+        // A command with subcommands (recording, manifests, state): their options too.
+        if let Some(list) = text.split("Commands:").nth(1) {
+            for sub in list.split("\n\n").next().unwrap().lines() {
+                if let Some(sub) =
+                    sub.strip_prefix("  ").and_then(|s| s.split_whitespace().next()).filter(|s| *s != "help")
+                {
+                    options.extend(help_options(&help(&[command, sub, "--help"])));
+                }
+            }
+        }
+        options.extend(help_options(&text));
+    }
+    options.remove("--help");
+    options.remove("--version");
+    let documented = long_options(&synopsis);
+    let missing: Vec<_> = options.difference(&documented).collect();
+    let stale: Vec<_> = documented.difference(&options).collect();
+    assert!(missing.is_empty(), "options `host --help` lists that the README's synopsis does not: {missing:?}");
+    assert!(stale.is_empty(), "options in the README's synopsis that no command has: {stale:?}");
+}

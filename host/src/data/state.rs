@@ -691,8 +691,16 @@ impl PartialOrd for Decimal {
     }
 }
 
+/// An RFC 3339 date-time, or one whose offset has no colon (`+0000`, as Python's `%z` writes it:
+/// a manifest's cursor format may write partition bounds so while its records say `+00:00`).
 pub fn parse_datetime(text: &str) -> Option<time::OffsetDateTime> {
-    time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()
+    let rfc3339 = |t: &str| time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok();
+    rfc3339(text).or_else(|| {
+        let b = text.as_bytes();
+        let n = b.len();
+        let basic_offset = n > 20 && matches!(b[n - 5], b'+' | b'-') && b[n - 4..].iter().all(u8::is_ascii_digit);
+        basic_offset.then(|| rfc3339(&format!("{}:{}", &text[..n - 2], &text[n - 2..]))).flatten()
+    })
 }
 
 /// The value at `path` in a record, if it is a usable cursor (a number or a string).
@@ -1413,6 +1421,11 @@ mod tests {
         assert_eq!(cursor.start_for(&key), Some(&json!("2024-01-01T06:00:00Z")));
         assert!(same_kind(&json!("9"), &json!(10)).unwrap_err().contains("is a number where earlier values"));
         assert!(cursor.check_kind(&json!(5)).is_err());
+        // An offset without its colon (Python's %z) is a date-time too, of the same instant.
+        same_kind(&json!("2024-01-01T00:00:00+0000"), &json!("2024-04-10T16:20:00+00:00")).unwrap();
+        assert_eq!(parse_datetime("2024-01-01T09:00:00+0900"), parse_datetime("2024-01-01T00:00:00Z"));
+        assert_eq!(parse_datetime("2024-01-01T00:00:00.5-0130"), parse_datetime("2024-01-01T01:30:00.5+00:00"));
+        assert_eq!(parse_datetime("2024-01-01+0000"), None);
     }
 
     /// A connector's windows read completely hand the next sync the newest record read, not the

@@ -1,8 +1,9 @@
 """The part of pendulum custom components use: from_format (pendulum format tokens), parse (ISO
-8601) and a DateTime whose str() is its ISO form, as pendulum prints it."""
+8601), datetime (in UTC unless told) and a DateTime whose str() is its ISO form, as pendulum
+prints it."""
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime as _datetime, timezone
 
 _TOKENS = [("YYYY", "%Y"), ("MMMM", "%B"), ("MMM", "%b"), ("MM", "%m"), ("M", "%m"), ("dddd", "%A"), ("ddd", "%a"),
            ("DD", "%d"), ("D", "%d"), ("HH", "%H"), ("H", "%H"), ("hh", "%I"), ("h", "%I"), ("mm", "%M"), ("m", "%M"),
@@ -10,12 +11,12 @@ _TOKENS = [("YYYY", "%Y"), ("MMMM", "%B"), ("MMM", "%b"), ("MM", "%m"), ("M", "%
 _TOKEN_RE = re.compile("|".join(re.escape(t) for t, _ in _TOKENS) + r"|\[[^\]]*\]")
 
 
-class DateTime(datetime):
+class DateTime(_datetime):
     def __str__(self) -> str:
         return self.isoformat("T")
 
     @classmethod
-    def instance(cls, dt: datetime, tz=timezone.utc) -> "DateTime":
+    def instance(cls, dt: _datetime, tz=timezone.utc) -> "DateTime":
         if dt.tzinfo is None:
             dt = dt.replace(tzinfo=tz)
         return cls(dt.year, dt.month, dt.day, dt.hour, dt.minute, dt.second, dt.microsecond, dt.tzinfo)
@@ -32,19 +33,23 @@ def _to_strptime(fmt: str) -> str:
 
 
 def from_format(string: str, fmt: str, tz=timezone.utc, locale=None) -> DateTime:
-    return DateTime.instance(datetime.strptime(string, _to_strptime(fmt)), tz)
+    return DateTime.instance(_datetime.strptime(string, _to_strptime(fmt)), tz)
 
 
 def parse(text: str, tz=timezone.utc, **options) -> DateTime:
-    return DateTime.instance(datetime.fromisoformat(text.replace("z", "Z")), tz)
+    return DateTime.instance(_datetime.fromisoformat(text.replace("z", "Z")), tz)
 
 
-def datetime_(year, month=1, day=1, hour=0, minute=0, second=0, microsecond=0, tz=timezone.utc) -> DateTime:
+def datetime(year, month=1, day=1, hour=0, minute=0, second=0, microsecond=0, tz=timezone.utc) -> DateTime:
+    """`pendulum.datetime`: aware, in UTC unless told (sorting it beside `parse`'s works)."""
     return DateTime(year, month, day, hour, minute, second, microsecond, tz)
 
 
+datetime_ = datetime
+
+
 def now(tz=timezone.utc) -> DateTime:
-    return DateTime.instance(datetime.now(tz))
+    return DateTime.instance(_datetime.now(tz))
 
 
 UTC = timezone.utc

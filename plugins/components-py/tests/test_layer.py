@@ -60,6 +60,17 @@ class DpathShim(unittest.TestCase):
         self.assertEqual(obj["n"], {"m": 3})
 
 
+class PendulumShim(unittest.TestCase):
+    def test_datetime_is_aware_and_sorts_beside_parse(self):
+        import pendulum
+
+        # source-zendesk-chat's bans: a missing created_at sorts as pendulum.datetime(1970, 1, 1).
+        epoch = pendulum.datetime(1970, 1, 1)
+        self.assertEqual(epoch.isoformat(), "1970-01-01T00:00:00+00:00")
+        dates = [pendulum.parse("2024-02-03T10:00:00Z"), epoch, pendulum.parse("2024-02-03T10:30:00+01:00")]
+        self.assertEqual([d.isoformat() for d in sorted(dates)], ["1970-01-01T00:00:00+00:00", "2024-02-03T10:30:00+01:00", "2024-02-03T10:00:00+00:00"])
+
+
 class Interpolation(unittest.TestCase):
     def test_subset(self):
         s = InterpolatedString.create("{{ config['a'] }}-{{ parameters.p }}", parameters={"p": "x"})
@@ -150,6 +161,44 @@ class DispatcherApi(unittest.TestCase):
             self.d.call(99, "transform", "{}")
         with self.assertRaises(ComponentError):
             self.d.call(0, "nope", "{}")
+
+
+ROUTERS = '''
+from airbyte_cdk.sources.declarative.partition_routers.substream_partition_router import SubstreamPartitionRouter
+from airbyte_cdk.sources.declarative.types import StreamSlice
+
+
+class FirstParentThenOthers(SubstreamPartitionRouter):
+    """As source-jira's SprintIssuesSubstreamPartitionRouter: the first parent's values, then the others' slices."""
+
+    def __post_init__(self, parameters):
+        super().__post_init__(parameters)
+        first, *others = self.parent_stream_configs
+        self.first, self.parent_stream_configs = first, others
+
+    def stream_slices(self):
+        self.parent_stream_configs, others = [self.first], self.parent_stream_configs
+        fields = [s.partition[self.first.partition_field.eval(self.config)] for s in super().stream_slices()]
+        self.parent_stream_configs = others
+        for s in super().stream_slices():
+            yield StreamSlice(partition=s.partition, cursor_slice=s.cursor_slice, extra_fields={"fields": fields})
+'''
+
+
+class SubstreamSubclasses(unittest.TestCase):
+    def test_a_subclass_narrowing_its_parents_gets_their_slices_only(self):
+        d = Dispatcher()
+        d.call(0, "load", json.dumps({"module": "test_routers_mod", "source": ROUTERS}))
+        parent = lambda name, field: {"type": "ParentStreamConfig", "stream": {"type": "DeclarativeStream", "name": name},
+                                      "parent_key": "id", "partition_field": field}
+        definition = {"type": "CustomPartitionRouter", "class_name": "test_routers_mod.FirstParentThenOthers",
+                      "parent_stream_configs": [parent("fields", "field_id"), parent("sprints", "sprint_id")]}
+        h = json.loads(d.call(0, "create", json.dumps({"definition": definition, "config": {}})))["handle"]
+        made = [{"partition": {"field_id": "cf_1", "parent_slice": {}}}, {"partition": {"field_id": "cf_2", "parent_slice": {}}},
+                {"partition": {"sprint_id": 11, "parent_slice": {"board_id": 1}}}, {"partition": {"sprint_id": 31, "parent_slice": {}}}]
+        out = json.loads(d.call(h, "stream_slices", json.dumps({"parent_slices": made})))["slices"]
+        self.assertEqual([s["partition"] for s in out], [made[2]["partition"], made[3]["partition"]])
+        self.assertEqual([s["extra_fields"] for s in out], [{"fields": ["cf_1", "cf_2"]}] * 2)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ pub mod custom;
 pub mod datetime;
 pub mod delegation;
 pub mod dependency;
+pub mod dpath;
 pub mod dynamic;
 pub mod engine;
 pub mod interpolation;

@@ -302,9 +302,7 @@ impl<'a> Shaper<'a> {
                 let mut ctx = base.clone();
                 ctx["record"] = std::mem::take(record);
                 ctx["parameters"] = params(t);
-                if self.engine.condition(t.get("condition"), &ctx)? {
-                    self.transform(t, &mut ctx, stream)?;
-                }
+                self.transform(t, &mut ctx, stream)?;
                 *record = ctx["record"].take();
             }
         }
@@ -322,9 +320,7 @@ impl<'a> Shaper<'a> {
     fn transform_all(&self, ctx: &mut Value, stream: &str) -> Result<bool> {
         for t in self.transformations {
             ctx["parameters"] = params(t);
-            if self.engine.condition(t.get("condition"), ctx)? {
-                self.transform(t, ctx, stream)?;
-            }
+            self.transform(t, ctx, stream)?;
         }
         Ok(true)
     }
@@ -343,6 +339,22 @@ impl<'a> Shaper<'a> {
         Ok(texts)
     }
 
+    /// An `AddFields` condition for one field, with `value` and `path` bound as the CDK binds them.
+    fn field_condition(&self, t: &Value, ctx: &mut Value, value: &Value, path: &[String]) -> Result<bool> {
+        let condition = t.get("condition");
+        if condition.is_none_or(|c| c.is_null() || c.as_str() == Some("")) {
+            return Ok(true);
+        }
+        ctx["value"] = value.clone();
+        ctx["path"] = path.iter().cloned().map(Value::String).collect();
+        let holds = self.engine.condition(condition, ctx);
+        if let Value::Object(map) = ctx {
+            map.shift_remove("value");
+            map.shift_remove("path");
+        }
+        holds
+    }
+
     /// Applies one transformation to `ctx["record"]`.
     fn transform(&self, t: &Value, ctx: &mut Value, stream: &str) -> Result<()> {
         match kind(t) {
@@ -356,15 +368,36 @@ impl<'a> Shaper<'a> {
                     for p in field.get("path").and_then(Value::as_array).into_iter().flatten() {
                         path.push(self.engine.text(Some(p), ctx)?);
                     }
+                    // The CDK's condition is asked per field, with its value and path.
+                    if !self.field_condition(t, ctx, &value, &path)? {
+                        continue;
+                    }
                     set_path(&mut ctx["record"], &path, value)
                         .map_err(|e| Error::system(format!("stream {stream}: AddFields: {e}")))?;
                 }
             }
             "RemoveFields" => {
+                let condition = t.get("condition").filter(|c| !c.is_null() && c.as_str() != Some(""));
                 for pointer in t.get("field_pointers").and_then(Value::as_array).into_iter().flatten() {
-                    let path: Vec<&str> =
+                    let glob: Vec<&str> =
                         pointer.as_array().map(|p| p.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
-                    remove_path(&mut ctx["record"], &path);
+                    match condition {
+                        None => crate::dpath::delete_glob(&mut ctx["record"], &glob),
+                        // As the CDK's: dpath's filter, which looks at every leaf, not at the
+                        // glob, with the leaf as `property`.
+                        Some(condition) => {
+                            let mut record = ctx["record"].take();
+                            let outcome = crate::dpath::delete_leaves(&mut record, &mut |leaf| {
+                                ctx["property"] = leaf.clone();
+                                self.engine.condition(Some(condition), ctx)
+                            });
+                            if let Value::Object(map) = ctx {
+                                map.shift_remove("property");
+                            }
+                            ctx["record"] = record;
+                            outcome?;
+                        }
+                    }
                 }
             }
             "KeysToLower" => {
@@ -421,7 +454,7 @@ impl<'a> Shaper<'a> {
         } else if !extracted.keys().any(|k| record.contains_key(k)) {
             if flag("delete_origin_value") {
                 let path: Vec<&str> = path.iter().map(String::as_str).collect();
-                remove_path(&mut ctx["record"], &path);
+                crate::dpath::delete_glob(&mut ctx["record"], &path);
             }
             if let Value::Object(record) = &mut ctx["record"] {
                 record.extend(extracted);
@@ -627,36 +660,6 @@ fn set_path(record: &mut Value, path: &[String], value: Value) -> std::result::R
     Ok(())
 }
 
-fn remove_path(node: &mut Value, path: &[&str]) {
-    let Some((first, rest)) = path.split_first() else { return };
-    match node {
-        Value::Object(map) if rest.is_empty() => {
-            if *first == "*" {
-                map.clear();
-            } else {
-                map.remove(*first);
-            }
-        }
-        Value::Object(map) if *first == "*" => map.values_mut().for_each(|v| remove_path(v, rest)),
-        Value::Object(map) => {
-            if let Some(v) = map.get_mut(*first) {
-                remove_path(v, rest)
-            }
-        }
-        Value::Array(items) if *first == "*" => items.iter_mut().for_each(|v| remove_path(v, rest)),
-        Value::Array(items) => {
-            if let Some(v) = first.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
-                if rest.is_empty() {
-                    *v = Value::Null;
-                } else {
-                    remove_path(v, rest)
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -730,8 +733,8 @@ mod tests {
     fn paths_set_and_remove() {
         let mut r = json!({"a": {"b": 1, "c": 2}, "d": [{"e": 1, "f": 2}]});
         set_path(&mut r, &["a".into(), "x".into()], json!(3)).unwrap();
-        remove_path(&mut r, &["a", "b"]);
-        remove_path(&mut r, &["d", "*", "e"]);
+        crate::dpath::delete_glob(&mut r, &["a", "b"]);
+        crate::dpath::delete_glob(&mut r, &["d", "*", "e"]);
         assert_eq!(r, json!({"a": {"c": 2, "x": 3}, "d": [{"f": 2}]}));
         assert_eq!(cast(json!("12"), Some("integer")).unwrap(), json!(12));
         assert_eq!(cast(json!(12), Some("string")).unwrap(), json!("12"));

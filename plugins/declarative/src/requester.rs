@@ -93,6 +93,56 @@ pub fn join(base: &str, path: &str) -> String {
     format!("{}/{}", base.trim_end_matches('/'), path.trim_start_matches('/'))
 }
 
+/// `urllib.parse.urljoin(base, reference)` for the references a paginator hands out: a full URL
+/// as it is, `//host...` with the base's scheme, `/path` after the base's origin, `?query` after
+/// the base's path, anything else after the base's last `/` (dot segments resolved).
+pub fn urljoin(base: &str, reference: &str) -> String {
+    if reference.is_empty() {
+        return base.to_string();
+    }
+    let scheme_end = base.find("://").map(|i| i + 3);
+    let has_scheme = |r: &str| {
+        r.split_once(':').is_some_and(|(scheme, _)| {
+            !scheme.is_empty() && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+        })
+    };
+    if has_scheme(reference) {
+        return reference.to_string();
+    }
+    let Some(authority_start) = scheme_end else { return format!("{base}{reference}") };
+    if let Some(rest) = reference.strip_prefix("//") {
+        return format!("{}{rest}", &base[..authority_start]);
+    }
+    let path_start = base[authority_start..].find(['/', '?', '#']).map_or(base.len(), |i| authority_start + i);
+    let origin = &base[..path_start];
+    let base_path = base[path_start..].split(['?', '#']).next().unwrap_or_default();
+    let joined = match reference.chars().next() {
+        Some('/') => reference.to_string(),
+        Some('?') => format!("{base_path}{reference}"),
+        _ => format!("{}{reference}", &base_path[..base_path.rfind('/').map_or(0, |i| i + 1)]),
+    };
+    let (path, rest) = match joined.find(['?', '#']) {
+        Some(i) => (&joined[..i], &joined[i..]),
+        None => (joined.as_str(), ""),
+    };
+    let mut segments: Vec<&str> = Vec::new();
+    for segment in path.split('/').skip(1) {
+        match segment {
+            "." => {}
+            ".." => {
+                segments.pop();
+            }
+            other => segments.push(other),
+        }
+    }
+    let last_is_dir = path.ends_with("/.") || path.ends_with("/..");
+    let mut path = format!("/{}", segments.join("/"));
+    if last_is_dir && !path.ends_with('/') {
+        path.push('/');
+    }
+    format!("{origin}{path}{rest}")
+}
+
 /// An answer and what the error handler made of it.
 pub enum Answer {
     Ok(Response),
@@ -181,8 +231,16 @@ pub fn build(
     path: &str,
 ) -> Result<http::Request> {
     let mut url = match &options.path {
-        Some(replaced) if replaced.starts_with("http://") || replaced.starts_with("https://") => replaced.clone(),
-        Some(replaced) => join(&engine.text(requester.get("url_base"), ctx)?, replaced),
+        // A paginator's path (RequestPath): joined as the CDK's `_join_url` joins it, with
+        // `urljoin` (a path from the root replaces the base's path), to `url_base`, else `url`.
+        Some(replaced) => {
+            let base = match engine.text(requester.get("url_base"), ctx)? {
+                base if base.is_empty() => engine.text(requester.get("url"), ctx)?,
+                base => base,
+            };
+            let base = if base.ends_with('/') { base } else { format!("{base}/") };
+            urljoin(&base, replaced)
+        }
         None => base_url(engine, requester, ctx)?,
     };
     if url.is_empty() {
@@ -197,6 +255,12 @@ pub fn build(
     let auth = auth::credentials(engine, requester, ctx, &format!("{path}.authenticator"))?;
     params.extend(auth.params);
     headers.extend(auth.headers);
+    // As the CDK's HttpClient (`_dedupe_query_params`): a parameter the URL carries already with
+    // the same value (a next-page URL's own `page_size`) is not added again.
+    if let Some((_, query)) = url.split_once('?') {
+        let present: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
+        params.retain(|(k, v)| !present.iter().any(|(pk, pv)| pk == k && pv == v));
+    }
     if !params.is_empty() {
         let mut query = form_urlencoded::Serializer::new(String::new());
         for (k, v) in &params {
@@ -423,4 +487,30 @@ fn preview(body: &str) -> &str {
         end -= 1;
     }
     &body[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::urljoin;
+
+    /// The paths a paginator hands out, joined as Python's `urljoin` joins them (the CDK's
+    /// `_join_url`).
+    #[test]
+    fn paths_join_as_python_urljoin_joins_them() {
+        let base = "https://api.example.com/api/v2/channels/voice/";
+        assert_eq!(urljoin(base, "ivr?page=2"), "https://api.example.com/api/v2/channels/voice/ivr?page=2");
+        assert_eq!(
+            urljoin(base, "/api/v2/channels/voice/ivr?page=2"),
+            "https://api.example.com/api/v2/channels/voice/ivr?page=2"
+        );
+        assert_eq!(
+            urljoin("https://h.example/", "/2010-04-01/Accounts.json?Page=1"),
+            "https://h.example/2010-04-01/Accounts.json?Page=1"
+        );
+        assert_eq!(urljoin(base, "https://other.example/x"), "https://other.example/x");
+        assert_eq!(urljoin(base, "//cdn.example/x"), "https://cdn.example/x");
+        assert_eq!(urljoin(base, "?page=3"), "https://api.example.com/api/v2/channels/voice/?page=3");
+        assert_eq!(urljoin(base, "../text/calls"), "https://api.example.com/api/v2/channels/text/calls");
+        assert_eq!(urljoin("http://127.0.0.1:8080/", "/v2/items?page=2"), "http://127.0.0.1:8080/v2/items?page=2");
+    }
 }

@@ -43,11 +43,17 @@ class SubstreamPartitionRouter(NoRequestOptions, PartitionRouter):
 
     def stream_slices(self) -> Iterable[StreamSlice]:
         """The slices the engine made of the parents' records, as the CDK's router makes them
-        (one per parent record: the partition field and `parent_slice`, the extra fields)."""
+        (one per parent record: the partition field and `parent_slice`, the extra fields), of the
+        parents `parent_stream_configs` names now: a subclass may narrow the list between calls
+        (source-jira's SprintIssuesSubstreamPartitionRouter reads its first parent, then the
+        others), so a slice is yielded when its partition has the partition field of one of them."""
         slices = getattr(self, "_sluice_parent_slices", None)
         if slices is None:
             raise unsupported("SubstreamPartitionRouter.stream_slices outside a listing of partitions")
-        yield from slices
+        fields = {str(c.partition_field.eval(self.config)) for c in self.parent_stream_configs}
+        for stream_slice in slices:
+            if any(field in stream_slice.partition for field in fields):
+                yield stream_slice
 
     def set_initial_state(self, stream_state: StreamState) -> None:
         self._state = stream_state
