@@ -2,9 +2,11 @@
 //! (whose APIs the demo API does not speak) in Sluice and in the Airbyte CDK alike.
 //!
 //! A route matches a request by method, path, a subset of its query parameters (each given
-//! value must be the request's, `null` must be absent) and a subset of its JSON body (`json`:
+//! value must be the request's, `null` must be absent), a subset of its JSON body (`json`:
 //! each field given must be in the body, equal, objects compared field by field the same way;
-//! `null` must be absent); the first route that matches answers,
+//! `null` must be absent), of its form-encoded body (`form`: a string is the field's value, a list
+//! its values in order, `null` absent) and of its headers (`request_headers`, names in any case,
+//! `null` absent); the first route that matches answers,
 //! with its status, headers and body (`body`: JSON; `text`: as it is). A request no route
 //! matches gets 404 with what was asked, so a test's failure says which answer is missing.
 //! Every request is logged, with the route that answered it.
@@ -31,6 +33,13 @@ pub struct Route {
     /// Fields the request's JSON body must have (or, `null`, not have).
     #[serde(default)]
     pub json: Map<String, Value>,
+    /// Fields the request's form-encoded body must have (a string, or a list of a repeated
+    /// field's values), or must not have (`null`).
+    #[serde(default)]
+    pub form: Map<String, Value>,
+    /// Headers the request must have, or must not have (`null`).
+    #[serde(default)]
+    pub request_headers: Map<String, Value>,
     #[serde(default = "ok")]
     pub status: u16,
     #[serde(default)]
@@ -131,12 +140,41 @@ fn contains(got: &Value, wanted: &Map<String, Value>) -> bool {
     })
 }
 
-fn matches(route: &Route, method: &Method, path: &str, query: &[(String, String)], body: &Value) -> bool {
-    route.method.eq_ignore_ascii_case(method.as_str())
-        && route.path == path
-        && contains(body, &route.json)
-        && route.query.iter().all(|(name, wanted)| {
-            let got = query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+/// What a request brings for matching.
+struct Asked<'a> {
+    method: &'a Method,
+    path: &'a str,
+    query: &'a [(String, String)],
+    json: &'a Value,
+    form: &'a [(String, String)],
+    headers: &'a HeaderMap,
+}
+
+/// Whether pairs (a query or a form) have each wanted field: a string once among them, a list as
+/// all of the field's values in order, `null` none.
+fn has_pairs(got: &[(String, String)], wanted: &Map<String, Value>) -> bool {
+    wanted.iter().all(|(name, wanted)| {
+        let mut values = got.iter().filter(|(k, _)| k == name).map(|(_, v)| v.as_str());
+        match wanted {
+            Value::Null => values.next().is_none(),
+            Value::String(s) => values.any(|v| v == s),
+            Value::Array(list) => values.eq(list.iter().map(|v| v.as_str().unwrap_or_default())),
+            other => {
+                let other = other.to_string();
+                values.any(|v| v == other)
+            }
+        }
+    })
+}
+
+fn matches(route: &Route, asked: &Asked) -> bool {
+    route.method.eq_ignore_ascii_case(asked.method.as_str())
+        && route.path == asked.path
+        && contains(asked.json, &route.json)
+        && has_pairs(asked.query, &route.query)
+        && has_pairs(asked.form, &route.form)
+        && route.request_headers.iter().all(|(name, wanted)| {
+            let got = asked.headers.get(name.as_str()).and_then(|v| v.to_str().ok());
             match wanted {
                 Value::Null => got.is_none(),
                 Value::String(s) => got == Some(s.as_str()),
@@ -150,14 +188,21 @@ async fn answer(
     method: Method,
     uri: Uri,
     RawQuery(query): RawQuery,
-    _headers: HeaderMap,
-    body: Bytes,
+    headers: HeaderMap,
+    raw: Bytes,
 ) -> Response {
     let pairs = pairs(query.as_deref());
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+    let form: Vec<(String, String)> = match body {
+        Value::Null => serde_urlencoded::from_bytes(&raw).unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    let asked = Asked { method: &method, path: uri.path(), query: &pairs, json: &body, form: &form, headers: &headers };
     let mut served = served.lock().unwrap();
     let shown = format!("{method} {uri}");
-    let Some(index) = served.routes.iter().position(|r| matches(r, &method, uri.path(), &pairs, &body)) else {
+    let found = served.routes.iter().position(|r| matches(r, &asked));
+    let body = if form.is_empty() { body } else { json!(form) };
+    let Some(index) = found else {
         served.log.push(format!("{shown} {body} -> 404"));
         let asked = json!({"error": "no fixture route matches", "method": method.as_str(), "path": uri.path(), "query": pairs, "json": body});
         return (StatusCode::NOT_FOUND, axum::Json(asked)).into_response();

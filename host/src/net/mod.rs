@@ -1,11 +1,12 @@
 //! The network: the one place that opens sockets for guests. [`grants`] says who may be
 //! reached, [`egress`] makes the requests (timeouts, retries, rate limits, size caps), [`pace`] spaces them
-//! per host, [`body`]
+//! per host, [`budget`] keeps a manifest's call budget (the CDK's `HTTPAPIBudget`), [`body`]
 //! hands streamed bodies to guests a piece at a time, [`records`] takes the records out of a
 //! JSON answer for `send-records`, and [`hooks`] is the seam recording, replay and an
 //! embedder's policy plug into.
 
 pub mod body;
+pub mod budget;
 pub mod egress;
 pub mod grants;
 pub mod hooks;

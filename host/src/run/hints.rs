@@ -1,16 +1,21 @@
 //! What a manifest says about how hard its API may be driven (`concurrency_level`,
 //! `api_budget`): run policy, read here so the host can lower its own settings to it.
 
+use crate::net::budget::{Limit, Matcher, Policy};
 use serde_json::Value;
+use std::time::Duration;
+
+/// The most policies, rates per policy and matchers per policy read from a manifest.
+const MAX_POLICIES: usize = 64;
 
 /// What a manifest says about how hard its API may be driven: `concurrency_level` and
 /// `api_budget`. The host only ever lowers its own settings to these, never raises them.
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, Default)]
 pub struct RunHints {
     /// Partitions at once (`concurrency_level.max_concurrency`, else `default_concurrency`).
     pub concurrency: Option<usize>,
-    /// Requests per second (the strictest of `api_budget`'s policies, whatever they match).
-    pub rate_per_sec: Option<f64>,
+    /// `api_budget`'s policies, as the CDK's `HTTPAPIBudget` applies them (none: no budget).
+    pub budget: Vec<Policy>,
     /// What was written but could not be read (a template the host does not evaluate).
     pub unread: Vec<String>,
 }
@@ -26,32 +31,71 @@ impl RunHints {
             }
         }
         let policies = manifest.get("api_budget").and_then(|b| b.get("policies")).and_then(Value::as_array);
-        for (i, policy) in policies.into_iter().flatten().enumerate() {
-            let rates: Vec<(Option<f64>, Option<f64>)> = match policy.get("type").and_then(Value::as_str) {
-                Some("FixedWindowCallRatePolicy") => {
-                    vec![(number(policy.get("call_limit"), config), seconds(policy.get("period")))]
-                }
-                Some("MovingWindowCallRatePolicy") => policy
-                    .get("rates")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .map(|r| (number(r.get("limit"), config), seconds(r.get("interval"))))
-                    .collect(),
-                _ => Vec::new(),
-            };
-            for rate in rates {
-                match rate {
-                    (Some(limit), Some(secs)) if limit > 0.0 && secs > 0.0 => {
-                        let per_sec = limit / secs;
-                        hints.rate_per_sec = Some(hints.rate_per_sec.map_or(per_sec, |r: f64| r.min(per_sec)));
-                    }
-                    _ => hints.unread.push(format!("api_budget.policies[{i}]")),
-                }
+        for (i, policy) in policies.into_iter().flatten().enumerate().take(MAX_POLICIES) {
+            match read_policy(policy, config) {
+                Some(policy) => hints.budget.push(policy),
+                None => hints.unread.push(format!("api_budget.policies[{i}]")),
             }
         }
         hints
     }
+}
+
+/// One policy of an `api_budget`; None when a number, a duration or a pattern cannot be read.
+fn read_policy(policy: &Value, config: &Value) -> Option<Policy> {
+    let rate = |limit: Option<&Value>, interval: Option<&Value>| -> Option<(u32, Duration)> {
+        let limit = number(limit, config).filter(|l| *l >= 1.0)?;
+        let interval = Duration::try_from_secs_f64(seconds(interval)?).ok().filter(|d| !d.is_zero())?;
+        Some((limit.min(u32::MAX as f64) as u32, interval))
+    };
+    let limit = match policy.get("type").and_then(Value::as_str)? {
+        "UnlimitedCallRatePolicy" => Limit::Unlimited,
+        "FixedWindowCallRatePolicy" => {
+            let (limit, period) = rate(policy.get("call_limit"), policy.get("period"))?;
+            Limit::Fixed { limit, period }
+        }
+        "MovingWindowCallRatePolicy" => {
+            let rates = policy.get("rates")?.as_array()?;
+            let rates: Option<Vec<_>> =
+                rates.iter().take(MAX_POLICIES).map(|r| rate(r.get("limit"), r.get("interval"))).collect();
+            Limit::MovingWindow(rates.filter(|r| !r.is_empty())?)
+        }
+        _ => return None,
+    };
+    let matchers = match policy.get("matchers") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(list) => list.as_array()?.iter().take(MAX_POLICIES).map(read_matcher).collect::<Option<Vec<_>>>()?,
+    };
+    Some(Policy { limit, matchers })
+}
+
+/// An `HttpRequestRegexMatcher`; its pattern compiled with a size limit (the manifest is
+/// untrusted; the regex crate matches in linear time).
+fn read_matcher(m: &Value) -> Option<Matcher> {
+    let text = |field: &str| m.get(field).and_then(Value::as_str).map(str::to_string);
+    let pairs = |field: &str| -> Option<Vec<(String, String)>> {
+        match m.get(field) {
+            None | Some(Value::Null) => Some(Vec::new()),
+            Some(Value::Object(map)) => Some(
+                map.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())))
+                    .collect(),
+            ),
+            Some(_) => None,
+        }
+    };
+    let pattern = match text("url_path_pattern").filter(|p| !p.is_empty()) {
+        Some(p) => Some(regex::RegexBuilder::new(&p).size_limit(1 << 20).build().ok()?),
+        None => None,
+    };
+    Some(Matcher {
+        method: text("method").filter(|t| !t.is_empty()).map(|t| t.to_uppercase()),
+        url_base: text("url_base").filter(|t| !t.is_empty()).map(|t| t.trim_end_matches('/').to_string()),
+        url_path_pattern: pattern,
+        params: pairs("params")?,
+        headers: pairs("headers")?,
+        weight: m.get("weight").and_then(Value::as_u64).map(|w| w.clamp(1, u32::MAX as u64) as u32),
+    })
 }
 
 /// A number as written, or a `{{ config['k'] }}` / `{{ config.get('k', N) }}` template read
@@ -125,7 +169,26 @@ mod tests {
             ]}
         });
         let hints = RunHints::of(&manifest, &serde_json::json!({"rps": 5}));
-        assert_eq!(hints, RunHints { concurrency: Some(20), rate_per_sec: Some(2.0), unread: vec![] });
+        assert_eq!(hints.concurrency, Some(20));
+        assert!(hints.unread.is_empty(), "{:?}", hints.unread);
+        assert!(
+            matches!(hints.budget[0].limit, Limit::Fixed { limit: 120, period } if period == Duration::from_secs(60))
+        );
+        assert!(matches!(&hints.budget[1].limit, Limit::MovingWindow(r) if r == &[(5, Duration::from_secs(1))]));
+        let manifest = serde_json::json!({"api_budget": {"policies": [
+            {"type": "MovingWindowCallRatePolicy", "rates": [{"limit": 3, "interval": "PT1S"}],
+             "matchers": [{"method": "get", "url_path_pattern": "^/api/flows($|/)", "params": {"a": 1}, "weight": 2}]},
+            {"type": "MovingWindowCallRatePolicy", "rates": [{"limit": 3, "interval": "PT1S"}], "matchers": [{"url_path_pattern": "(unclosed"}]},
+            {"type": "UnlimitedCallRatePolicy", "matchers": []}
+        ]}});
+        let hints = RunHints::of(&manifest, &serde_json::json!({}));
+        assert_eq!(hints.unread, ["api_budget.policies[1]"]);
+        let flows = &hints.budget[0].matchers[0];
+        assert_eq!(
+            (flows.method.as_deref(), flows.weight, &flows.params[..]),
+            (Some("GET"), Some(2), &[("a".to_string(), "1".to_string())][..])
+        );
+        assert!(matches!(hints.budget[1].limit, Limit::Unlimited));
         let manifest =
             serde_json::json!({"concurrency_level": {"default_concurrency": "{{ config.get('num_workers', 3) }}"}});
         assert_eq!(RunHints::of(&manifest, &serde_json::json!({})).concurrency, Some(3));

@@ -16,6 +16,7 @@ use crate::data::protocol::{FailureType, Format, Output, airbyte};
 use crate::data::state::InputState;
 use crate::guest::connector::Connector;
 use crate::guest::engine::{POOLED_MAX_MEMORY, Plugin};
+use crate::net::budget::CallBudget;
 use crate::run::hints::RunHints;
 use crate::run::logs::emit_logs;
 use crate::run::read::StreamSummary;
@@ -90,8 +91,8 @@ pub(crate) async fn execute(plugins: &Plugins, mut request: RunRequest) -> RunRe
 
 /// A manifest's `concurrency_level` and `api_budget`, as far as they lower the run's own limits.
 async fn apply_hints(
-    hints: &RunHints,
-    http: &mut crate::net::HttpOptions,
+    mut hints: RunHints,
+    hooks: &mut Vec<Arc<dyn crate::net::hooks::HttpHooks>>,
     concurrency: &mut crate::run::schedule::Concurrency,
     out: &Output,
 ) -> Result<(), RunError> {
@@ -99,9 +100,10 @@ async fn apply_hints(
         concurrency.partitions = n;
         out.log("INFO", &format!("the manifest's concurrency_level: {n} partitions at once")).await?;
     }
-    if let Some(rate) = hints.rate_per_sec.filter(|r| http.max_rate_per_host.is_none_or(|own| *r < own)) {
-        http.max_rate_per_host = Some(rate);
-        out.log("INFO", &format!("the manifest's api_budget: at most {rate} requests per second to any one host"))
+    if !hints.budget.is_empty() {
+        let policies = hints.budget.len();
+        hooks.push(Arc::new(CallBudget::new(std::mem::take(&mut hints.budget))));
+        out.log("INFO", &format!("the manifest's api_budget: {policies} policies, applied as the CDK applies them"))
             .await?;
     }
     for field in &hints.unread {
@@ -169,9 +171,9 @@ async fn act(plugins: &Plugins, out: &Output, request: RunRequest, record_http: 
     for warning in &policy_source.warnings {
         out.log("WARN", warning).await?;
     }
-    let (mut http, mut concurrency) = (http, concurrency);
+    let (mut http_hooks, mut concurrency) = (http_hooks, concurrency);
     if let Some(manifest) = &plugin.manifest {
-        apply_hints(&RunHints::of(&manifest.json, &config), &mut http, &mut concurrency, out).await?;
+        apply_hints(RunHints::of(&manifest.json, &config), &mut http_hooks, &mut concurrency, out).await?;
     }
     let http = HttpSetup { options: http, replay, record: record_http, hooks: http_hooks };
     let config = config.to_string();

@@ -169,22 +169,33 @@ fn oauth_token(engine: &Engine, auth: &Value, ctx: &Value, path: &str) -> Result
     let grant = engine.text_or(auth.get("grant_type"), ctx, "refresh_token")?;
     // The body's field names, as the manifest may rename them.
     let name_of = |field: &str, default: &str| engine.text_or(auth.get(field), ctx, default);
+    // The refresh arguments as the CDK 7.39's `_build_standard_refresh_args` makes them: the client
+    // credentials only when no `Authorization` header carries them, the refresh token when the
+    // manifest has one, each scope as a `scopes` field, and the body's extra fields after them
+    // without replacing any.
+    let headers = engine.inputs(auth.get("refresh_request_headers"), ctx, Inputs::Headers)?;
     let mut form = vec![(name_of("grant_type_name", "grant_type")?, grant.clone())];
-    for field in ["client_id", "client_secret"] {
-        let v = engine.text(auth.get(field), ctx)?;
-        if !v.is_empty() {
-            form.push((name_of(&format!("{field}_name"), field)?, v));
+    if !headers.iter().any(|(k, _)| k == "Authorization") {
+        for field in ["client_id", "client_secret"] {
+            let v = engine.text(auth.get(field), ctx)?;
+            if !v.is_empty() {
+                form.push((name_of(&format!("{field}_name"), field)?, v));
+            }
         }
     }
-    if grant == "refresh_token" {
-        form.push((name_of("refresh_token_name", "refresh_token")?, engine.text(auth.get("refresh_token"), ctx)?));
+    if auth.get("refresh_token").is_some_and(|t| !t.is_null()) || grant == "refresh_token" {
+        let token = engine.text(auth.get("refresh_token"), ctx)?;
+        if !token.is_empty() {
+            form.push((name_of("refresh_token_name", "refresh_token")?, token));
+        }
     }
     if let Some(Value::Array(scopes)) = auth.get("scopes") {
-        form.push(("scope".into(), scopes.iter().map(plain).collect::<Vec<_>>().join(" ")));
+        form.extend(scopes.iter().map(|scope| ("scopes".to_string(), plain(scope))));
     }
     for (k, v) in engine.inputs(auth.get("refresh_request_body"), ctx, Inputs::Params)? {
-        form.retain(|(name, _)| *name != k);
-        form.push((k, plain(&v)));
+        if !form.iter().any(|(name, _)| *name == k) {
+            form.push((k, plain(&v)));
+        }
     }
     let mut body = form_urlencoded::Serializer::new(String::new());
     for (k, v) in &form {
@@ -200,7 +211,7 @@ fn oauth_token(engine: &Engine, auth: &Value, ctx: &Value, path: &str) -> Result
             .header("content-type", "application/x-www-form-urlencoded")
             .body(body.finish().into_bytes()),
     };
-    for (k, v) in engine.inputs(auth.get("refresh_request_headers"), ctx, Inputs::Headers)? {
+    for (k, v) in headers {
         request = request.header(&k, plain(&v));
     }
     let response = request.send()?;

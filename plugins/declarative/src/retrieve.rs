@@ -153,23 +153,8 @@ pub fn read_page(engine: &Engine, partition: &Partition, token: Option<Value>) -
     }
     let inject = injector(cursor.as_deref(), counter.as_ref());
     let mut paged = read_slice(engine, stream, inject, &scope, position.next.take(), &partition.stream)?;
-    if let (Some(c), Some((start, end))) = (&cursor, position.window)
-        && (c.data_feed || c.client_side)
-    {
-        // Records outside the window were delivered before, or belong to another window; on a
-        // data feed (newest first) an older one means the rest of the window is older still.
-        let mut older = false;
-        paged.records.retain(|r| match c.of_record(r) {
-            Some(at) if at < start => {
-                older = true;
-                false
-            }
-            Some(at) => at <= end,
-            None => true,
-        });
-        if c.data_feed && older {
-            paged.next = None;
-        }
+    if let (Some(c), Some(window)) = (&cursor, position.window) {
+        keep_in_window(c, window, &mut paged);
     }
     let records = paged.records;
     position.page += 1;
@@ -629,6 +614,30 @@ fn next_token(
     }
 }
 
+/// A cursor's window: its start and end.
+type Window = (DateTime, DateTime);
+
+/// A client-side cursor's filter (or a data feed's): records outside the window were delivered
+/// before, or belong to another window; on a data feed (newest first) an older one means the
+/// rest of the window is older still, so its pages stop.
+fn keep_in_window(c: &Cursor, (start, end): Window, paged: &mut Paged) {
+    if !(c.data_feed || c.client_side) {
+        return;
+    }
+    let mut older = false;
+    paged.records.retain(|r| match c.of_record(r) {
+        Some(at) if at < start => {
+            older = true;
+            false
+        }
+        Some(at) => at <= end,
+        None => true,
+    });
+    if c.data_feed && older {
+        paged.next = None;
+    }
+}
+
 /// Every record of a stream (all partitions, all pages), with the partition each came from: for
 /// a substream router's parent.
 pub fn read_all(engine: &Engine, stream: &Value, max: usize) -> Result<Vec<(Map<String, Value>, Value)>> {
@@ -673,10 +682,15 @@ fn read_each(
     let cursor = Cursor::of(engine, stream)?;
     let counter = Counter::of(engine, stream)?;
     let mut count = 0;
-    for scope in parent_scopes(engine, stream, cursor.as_ref(), counter.as_ref(), state, name)? {
+    for (scope, window) in parent_scopes(engine, stream, cursor.as_ref(), counter.as_ref(), state, name)? {
         let mut next = None;
         for _ in 0..MAX_PAGES {
-            let paged = read_slice(engine, stream, injector(cursor.as_ref(), counter.as_ref()), &scope, next, name)?;
+            let mut paged =
+                read_slice(engine, stream, injector(cursor.as_ref(), counter.as_ref()), &scope, next, name)?;
+            // A parent is read as the stream it is (the CDK builds it whole): its own filter too.
+            if let (Some(c), Some(window)) = (cursor.as_ref(), window) {
+                keep_in_window(c, window, &mut paged);
+            }
             if paged.reset {
                 return Err(Error::system(format!(
                     "the parent stream {name}: the API asked for a pagination reset, which a parent stream does not follow"
@@ -719,6 +733,7 @@ pub fn first_record(engine: &Engine, stream: &Value, name: &str) -> Result<Optio
 
 /// A parent stream's slices, routers and cursor windows alike (a counter's one slice from its
 /// `start_value`, as the CDK reads a parent without state); the windows from `state` when given.
+/// Each with its cursor window, if it has one.
 fn parent_scopes(
     engine: &Engine,
     stream: &Value,
@@ -726,7 +741,7 @@ fn parent_scopes(
     counter: Option<&Counter>,
     state: Option<&Value>,
     name: &str,
-) -> Result<Vec<Scope>> {
+) -> Result<Vec<(Scope, Option<Window>)>> {
     // The routers' slices; one empty slice for a stream without a router.
     let slices = slicing::route(engine, &stream["retriever"], name)?.unwrap_or_else(|| vec![Default::default()]);
     let mut scopes = Vec::new();
@@ -736,7 +751,7 @@ fn parent_scopes(
             scope.interval = Counter::interval(counter.start);
         }
         match cursor {
-            None => scopes.push(scope),
+            None => scopes.push((scope, None)),
             Some(c) => {
                 let ((from, offset), to) = (crate::state::windows_from(engine, c, state, name)?, c.end(engine)?);
                 let windows = c.windows(from, to);
@@ -744,7 +759,7 @@ fn parent_scopes(
                 for (i, (s, e)) in windows.into_iter().enumerate() {
                     let mut scope = scope.clone();
                     scope.interval = c.interval_in(&s, &e, offset, i == last);
-                    scopes.push(scope);
+                    scopes.push((scope, Some((s, e))));
                 }
             }
         }
