@@ -307,7 +307,18 @@ impl Engine {
         ctx.insert("parameters".into(), component.get("$parameters").cloned().unwrap_or_else(|| json!({})));
         // `stream_partition` and `stream_interval` are the whole slice, as in the CDK (the
         // interpolator aliases them).
-        ctx.insert("stream_slice".into(), scope.slice());
+        let mut slice = scope.slice();
+        if !scope.partition.is_empty() {
+            // `stream_slice._partition`: the router's slice a per-partition cursor's slice wraps,
+            // which the CDK's templates may read (a patch of its Jinja environment for
+            // source-jira): the partition's values, `partition` and `extra_fields`.
+            let mut partition = scope.partition.clone();
+            partition.insert("partition".into(), Value::Object(scope.partition.clone()));
+            partition.insert("cursor_slice".into(), json!({}));
+            partition.insert("extra_fields".into(), Value::Object(scope.extra.clone()));
+            slice["_partition"] = Value::Object(partition);
+        }
+        ctx.insert("stream_slice".into(), slice);
         ctx.insert("next_page_token".into(), scope.next_page_token.clone().unwrap_or(Value::Null));
         for (k, v) in more {
             ctx.insert(k.to_string(), v);
@@ -493,6 +504,32 @@ mod tests {
             serde_json::json!({"base_url": "http://127.0.0.1:1", "accounts": [1, 2, 3], super::MANIFEST_KEY: manifest});
         let engine = super::for_read(&config.to_string()).unwrap();
         assert!(!engine.config.was_parsed("accounts"), "no template names the accounts");
+    }
+
+    /// `stream_slice._partition`, which the CDK's Jinja environment lets templates read
+    /// (source-jira sends a router's extra fields through it).
+    #[test]
+    fn a_template_reads_the_partition_a_slice_wraps() {
+        let manifest = serde_json::json!({
+            "version": "6.44.0", "type": "DeclarativeSource",
+            "check": {"type": "CheckStream", "stream_names": ["s"]},
+            "streams": [{"type": "DeclarativeStream", "name": "s", "schema_loader": {"type": "InlineSchemaLoader", "schema": {}},
+                "retriever": {"type": "SimpleRetriever",
+                    "requester": {"type": "HttpRequester", "url_base": "http://127.0.0.1:1", "path": "/x"},
+                    "record_selector": {"type": "RecordSelector", "extractor": {"type": "DpathExtractor", "field_path": []}}}}]
+        });
+        let config = serde_json::json!({super::MANIFEST_KEY: manifest});
+        let engine = super::for_read(&config.to_string()).unwrap();
+        let mut scope = super::Scope::default();
+        scope.partition.insert("sprint_id".into(), serde_json::json!(11));
+        scope.extra.insert("fields".into(), serde_json::json!(["key", "status"]));
+        scope.interval.insert("start_time".into(), serde_json::json!("2024-01-01"));
+        let ctx = engine.context(&serde_json::json!({}), &scope, Vec::new());
+        let read = |t: &str| engine.value(Some(&serde_json::json!(t)), &ctx).unwrap();
+        assert_eq!(read("{{ stream_slice._partition.extra_fields['fields'] }}"), serde_json::json!(["key", "status"]));
+        assert_eq!(read("{{ stream_slice._partition.partition.sprint_id }}"), serde_json::json!(11));
+        assert_eq!(read("{{ stream_slice.sprint_id }}"), serde_json::json!(11));
+        assert_eq!(read("{{ stream_slice.start_time }}"), serde_json::json!("2024-01-01"));
     }
 
     #[test]

@@ -264,9 +264,13 @@ pub fn from_host(engine: &Engine, stream: &str, state: &Value) -> Result<Value> 
             out.insert("state".into(), json!({&field: state_text(&cursor, value)?}));
         }
         out.insert("lookback_window".into(), json!(0));
-        let substream = slicing::routers(&engine.stream(stream)?["retriever"])
-            .iter()
-            .any(|r| crate::engine::kind(r) == "SubstreamPartitionRouter");
+        let substream = slicing::routers(&engine.stream(stream)?["retriever"]).iter().any(|r| {
+            // A custom router with parents subclasses SubstreamPartitionRouter, whose
+            // `get_stream_state` the CDK asks for the parents' state.
+            let kind = crate::engine::kind(r);
+            kind == "SubstreamPartitionRouter"
+                || (kind == "CustomPartitionRouter" && r.get("parent_stream_configs").is_some())
+        });
         if substream {
             let parents = dependent.and_then(|d| d.parent_states).unwrap_or_default();
             out.insert("parent_state".into(), Value::Object(parents));
