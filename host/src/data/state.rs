@@ -305,7 +305,7 @@ impl<'de> serde::de::Visitor<'de> for Partitions {
                 kept.push(entry);
                 continue;
             };
-            let cursor = canonical(cursor.clone());
+            let cursor = cursor.clone();
             if lowest.as_ref().is_none_or(|l| greater(l, &cursor)) {
                 lowest = Some(cursor);
             }
@@ -538,22 +538,6 @@ impl RunningMax {
 
     pub fn into_value(self) -> Option<Value> {
         self.max.map(|(value, _)| value)
-    }
-}
-
-/// A cursor value as the host saves it: a date-time in UTC (`Z`), so saved values compare and
-/// read the same whatever offset the API used; anything else as it is.
-pub fn canonical(v: Value) -> Value {
-    match &v {
-        Value::String(s) => match parse_datetime(s) {
-            Some(t) if t.offset() != time::UtcOffset::UTC || !s.ends_with('Z') => t
-                .to_offset(time::UtcOffset::UTC)
-                .format(&time::format_description::well_known::Rfc3339)
-                .map(Value::String)
-                .unwrap_or(v),
-            _ => v,
-        },
-        _ => v,
     }
 }
 
@@ -834,7 +818,7 @@ impl StreamCursor {
         if !known {
             return match cursor_of(saved, &cursor.field) {
                 Some(value) => {
-                    cursor.low_water = Some(canonical(value));
+                    cursor.low_water = Some(value);
                     cursor.floor = cursor.low_water.clone();
                     Ok(cursor)
                 }
@@ -854,7 +838,7 @@ impl StreamCursor {
         };
         match saved.get("low_water") {
             None | Some(Value::Null) => {}
-            Some(v) if is_cursor(v) => cursor.low_water = Some(canonical(v.clone())),
+            Some(v) if is_cursor(v) => cursor.low_water = Some(v.clone()),
             Some(v) => return Err(fail(format!("\"low_water\" must be a number or a string, not {}", kind(v)))),
         }
         if cursor.folded_saved.is_some() {
@@ -902,7 +886,7 @@ impl StreamCursor {
                 .get("cursor")
                 .filter(|v| is_cursor(v))
                 .ok_or_else(|| format!("partitions[{i}] has no \"cursor\" (a number or a string)"))?;
-            let value = canonical(value.clone());
+            let value = value.clone();
             if lowest.as_ref().is_none_or(|l| greater(l, &value)) {
                 lowest = Some(value.clone());
             }
@@ -974,7 +958,7 @@ impl StreamCursor {
             (Some(a), Some(b)) => Some(if greater(&b, &a) { b } else { a }),
             (a, b) => a.or(b),
         };
-        let Some(best) = best.map(canonical) else { return false };
+        let Some(best) = best else { return false };
         if let Some(lowest) = self.collapsed.as_mut() {
             if lowest.as_ref().is_none_or(|l| greater(l, &best)) {
                 *lowest = Some(best);
@@ -1033,7 +1017,7 @@ impl StreamCursor {
         if complete && self.bounded && self.completed.is_empty() {
             let bookmark = match (&self.newest, &self.floor) {
                 (Some(n), Some(f)) if greater(f, n) => Some(f.clone()),
-                (Some(n), _) => Some(canonical(n.clone())),
+                (Some(n), _) => Some(n.clone()),
                 (None, f) => f.clone(),
             };
             if let Some(b) = bookmark
@@ -1070,8 +1054,7 @@ impl StreamCursor {
     /// cursor being `newest`. A `None` start means the range reaches down to everything.
     pub fn complete_range(&mut self, start: Option<&Value>, end: &Value, newest: Option<Value>) {
         self.bounded = true;
-        let start = start.cloned().map(canonical);
-        self.add_range(start.as_ref(), &canonical(end.clone()), newest);
+        self.add_range(start, end, newest);
     }
 
     fn add_range(&mut self, start: Option<&Value>, end: &Value, newest: Option<Value>) {
@@ -1163,7 +1146,7 @@ impl StreamCursor {
             && let (Some(n), Some(lw)) = (&self.newest, &self.low_water)
             && greater(lw, n)
         {
-            self.low_water = Some(canonical(n.clone()));
+            self.low_water = Some(n.clone());
         }
     }
 
@@ -1173,8 +1156,8 @@ impl StreamCursor {
         if self.low_water.is_none()
             && let Some(start) = lowest_start
         {
-            self.floor = Some(canonical(start.clone()));
-            self.raise_low_water(canonical(start.clone()), None);
+            self.floor = Some(start.clone());
+            self.raise_low_water(start.clone(), None);
         }
     }
 
@@ -1410,15 +1393,19 @@ mod tests {
     }
 
     #[test]
-    fn datetimes_are_saved_in_utc_and_ordered_as_instants() {
+    fn datetimes_are_saved_as_written_and_ordered_as_instants() {
         let mut cursor = StreamCursor::new("s", vec!["c".into()], None).unwrap();
         let key = json!({"a": 1});
         cursor.complete(&key, Some(json!("2024-01-01T05:00:00Z")));
         // 10:00 at +09:00 is 01:00Z: earlier, so the cursor stays.
         cursor.complete(&key, Some(json!("2024-01-01T10:00:00+09:00")));
         assert_eq!(cursor.start_for(&key), Some(&json!("2024-01-01T05:00:00Z")));
+        // 15:00 at +09:00 is 06:00Z: later, kept with the offset the API wrote (as the Airbyte
+        // CDK keeps a record's offset in its state).
         cursor.complete(&key, Some(json!("2024-01-01T15:00:00+09:00")));
-        assert_eq!(cursor.start_for(&key), Some(&json!("2024-01-01T06:00:00Z")));
+        assert_eq!(cursor.start_for(&key), Some(&json!("2024-01-01T15:00:00+09:00")));
+        let back = StreamCursor::new("s", vec!["c".into()], Some(&cursor.to_state())).unwrap();
+        assert_eq!(back.start_for(&key), Some(&json!("2024-01-01T15:00:00+09:00")));
         assert!(same_kind(&json!("9"), &json!(10)).unwrap_err().contains("is a number where earlier values"));
         assert!(cursor.check_kind(&json!(5)).is_err());
         // An offset without its colon (Python's %z) is a date-time too, of the same instant.

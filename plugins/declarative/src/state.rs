@@ -310,8 +310,13 @@ pub(crate) fn read_value(cursor: &Cursor, value: &Value, stream: &str) -> Result
 /// written in that format is written again in it with its own offset, as the CDK's state
 /// converter does (`%f` as six digits even where the record's value had three).
 pub(crate) fn state_text(cursor: &Cursor, value: &Value) -> Result<String> {
+    // A record's value (the host keeps it as written) parsed with the offset it was written
+    // with, in the cursor's format or a record format, and written in the cursor's format with
+    // that offset: the CDK's state converter formats the parsed value as it is.
     if let Value::String(s) = value
-        && let Ok(at) = datetime::parse_with_offset(s, &cursor.format)
+        && let Some(at) = std::iter::once(&cursor.format)
+            .chain(cursor.record_formats.iter())
+            .find_map(|f| datetime::parse_with_offset(s, f).ok())
     {
         return Ok(datetime::format_with_offset(&at, &cursor.format));
     }
