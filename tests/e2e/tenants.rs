@@ -457,3 +457,139 @@ async fn a_tenants_api_budget_is_shared_by_its_runs() {
     assert!(elapsed >= floor, "{requests} requests in {elapsed:.3} s, under the shared {rate}/s ({floor:.3} s)");
     assert_eq!(runtime.tenant_usage("budgeted").unwrap().requests, requests);
 }
+
+/// A tenant's requests per window hold across its runs: two runs at once send no more than the
+/// allowance in any window, so the last request waits for the window its count falls in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_requests_per_window_hold_across_its_runs() {
+    let api = demo_api(DemoApiConfig { records: RECORDS, accounts: 4, ..Default::default() });
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = Arc::new(Runtime::new(cache.path().to_path_buf(), true).unwrap());
+    let (per_window, window) = (6, std::time::Duration::from_millis(500));
+    let quota =
+        sluice_host::TenantQuota { requests_per_window: Some(per_window), window: Some(window), ..Default::default() };
+    runtime.set_tenant("windowed", quota);
+    let started = std::time::Instant::now();
+    let mut runs = tokio::task::JoinSet::new();
+    for _ in 0..2 {
+        let (runtime, request) = (runtime.clone(), tenant(&api, Shared::default()));
+        runs.spawn(async move { runtime.run_for("windowed", request).await.read() });
+    }
+    let mut requests = 0;
+    while let Some(done) = runs.join_next().await {
+        let report = done.unwrap().unwrap();
+        assert!(report.ok(), "{}", report.summary_line());
+        requests += report.usage.requests;
+    }
+    // The windows start when the quota is set: request n goes in window (n - 1) / per_window.
+    let floor = window.as_secs_f64() * ((requests - 1) / per_window) as f64;
+    let elapsed = started.elapsed().as_secs_f64();
+    assert!(requests > 2 * per_window, "{requests} requests: too few to need a second window");
+    assert!(
+        elapsed >= floor,
+        "{requests} requests in {elapsed:.3} s, under {per_window} per {window:?} ({floor:.3} s)"
+    );
+    assert_eq!(runtime.tenant_usage("windowed").unwrap().requests, requests);
+}
+
+/// Guest CPU and response bytes per window: once a window's allowance is used by runs that
+/// ended, the next run is refused (saying which quota), or waits for the next window when the
+/// quota lets it; the usage is the runs' own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_cpu_and_bytes_per_window_refuse_or_delay_the_next_run() {
+    let api = demo_api(DemoApiConfig { records: RECORDS, accounts: 4, ..Default::default() });
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = Arc::new(Runtime::new(cache.path().to_path_buf(), true).unwrap());
+    let hour = Some(std::time::Duration::from_secs(3600));
+    let tiny_cpu = Some(std::time::Duration::from_micros(1));
+    runtime.set_tenant(
+        "cpu",
+        sluice_host::TenantQuota { guest_cpu_per_window: tiny_cpu, window: hour, ..Default::default() },
+    );
+    let first = runtime.run_for("cpu", tenant(&api, Shared::default())).await.read().unwrap();
+    assert!(first.ok(), "{}", first.summary_line());
+    let refused = runtime.run_for("cpu", tenant(&api, Shared::default())).await.read().unwrap_err();
+    assert!(refused.message.contains("used its guest CPU quota"), "{}", refused.message);
+    let usage = runtime.tenant_usage("cpu").unwrap();
+    assert_eq!((usage.runs_started, usage.runs_refused), (1, 1));
+    assert_eq!((usage.guest_cpu, usage.window_guest_cpu), (first.usage.guest_cpu, first.usage.guest_cpu));
+    assert_eq!(usage.bytes_in, first.usage.bytes_in);
+
+    runtime.set_tenant(
+        "bytes",
+        sluice_host::TenantQuota { bytes_per_window: Some(1), window: hour, ..Default::default() },
+    );
+    runtime.run_for("bytes", tenant(&api, Shared::default())).await.read().unwrap();
+    let refused = runtime.run_for("bytes", tenant(&api, Shared::default())).await.read().unwrap_err();
+    assert!(refused.message.contains("response bytes per 3600 s"), "{}", refused.message);
+
+    // Waiting: a short window, and a run allowed to wait longer than it: it runs in the next
+    // window (the first window ends a window after the quota was set, and the first run's CPU
+    // counts in the window it ended in, that one or a later one).
+    let window = std::time::Duration::from_millis(1500);
+    let set_at = std::time::Instant::now();
+    let quota = sluice_host::TenantQuota {
+        guest_cpu_per_window: tiny_cpu,
+        window: Some(window),
+        wait_for_run: Some(std::time::Duration::from_secs(30)),
+        ..Default::default()
+    };
+    runtime.set_tenant("waits", quota);
+    runtime.run_for("waits", tenant(&api, Shared::default())).await.read().unwrap();
+    let second = runtime.run_for("waits", tenant(&api, Shared::default())).await.read().unwrap();
+    assert!(second.ok(), "{}", second.summary_line());
+    assert!(set_at.elapsed() >= window, "the second run did not wait for the next window");
+    let usage = runtime.tenant_usage("waits").unwrap();
+    assert_eq!((usage.runs_started, usage.runs_refused), (2, 0));
+}
+
+/// A tenant's memory: each run holds its memory limit for each partition it reads at once; a run
+/// that would pass the quota with the runs going is refused (or waits), one that alone would
+/// pass it is refused at once, and the memory held goes back when runs end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_memory_quota_refuses_or_delays_runs() {
+    let api = demo_api(DemoApiConfig { records: RECORDS, accounts: 4, latency_ms: 20, ..Default::default() });
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = Arc::new(Runtime::new(cache.path().to_path_buf(), true).unwrap());
+    let sized = |api: &DemoApi| {
+        let mut request = tenant(api, Shared::default());
+        request.policy.limits.memory_bytes = 64 << 20;
+        request.concurrency.partitions = 2;
+        request
+    };
+    // One run holds 128 MiB: the quota has room for one.
+    runtime.set_tenant("memory", sluice_host::TenantQuota { max_memory_bytes: Some(200 << 20), ..Default::default() });
+    let first = {
+        let (runtime, request) = (runtime.clone(), sized(&api));
+        tokio::spawn(async move { runtime.run_for("memory", request).await.read() })
+    };
+    until_active(&runtime, "memory", 1).await;
+    assert_eq!(runtime.tenant_usage("memory").unwrap().memory_held, 128 << 20);
+    let refused = runtime.run_for("memory", sized(&api)).await.read().unwrap_err();
+    assert!(refused.message.contains("would hold 128 MiB (64 MiB for each of 2 partitions at once) with the tenant's other runs, past its memory quota of 200 MiB"), "{}", refused.message);
+    first.await.unwrap().unwrap();
+    assert_eq!(runtime.tenant_usage("memory").unwrap().memory_held, 0, "given back when the run ended");
+    let mut big = sized(&api);
+    big.concurrency.partitions = 8;
+    let refused = runtime.run_for("memory", big).await.read().unwrap_err();
+    assert!(refused.message.contains("would hold 512 MiB"), "{}", refused.message);
+
+    // Waiting: three runs, one at a time under the memory quota, all read in full.
+    let quota = sluice_host::TenantQuota {
+        max_memory_bytes: Some(200 << 20),
+        wait_for_run: Some(std::time::Duration::from_secs(120)),
+        ..Default::default()
+    };
+    runtime.set_tenant("memory-waits", quota);
+    let mut runs = tokio::task::JoinSet::new();
+    for _ in 0..3 {
+        let (runtime, request) = (runtime.clone(), sized(&api));
+        runs.spawn(async move { runtime.run_for("memory-waits", request).await.read() });
+    }
+    while let Some(done) = runs.join_next().await {
+        let report = done.unwrap().unwrap_or_else(|e| panic!("a waiting run ran: {e}"));
+        assert!(report.ok(), "{}", report.summary_line());
+    }
+    let usage = runtime.tenant_usage("memory-waits").unwrap();
+    assert_eq!((usage.runs_started, usage.runs_refused, usage.peak_runs_active), (3, 0, 1), "{usage:?}");
+}

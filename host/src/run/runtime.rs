@@ -6,7 +6,7 @@ use super::plugins::Plugins;
 use super::policy::{Policy, PolicySource};
 use super::request::{RunError, RunReport, RunRequest};
 use super::session::{self, HttpSetup};
-use super::tenants::{TenantQuota, TenantUsage, Tenants};
+use super::tenants::{MemoryAsk, TenantQuota, TenantUsage, Tenants};
 use crate::data::protocol::Output;
 use crate::guest::cache::ComponentCache;
 use crate::guest::compile::CompileLimits;
@@ -88,19 +88,18 @@ impl Runtime {
         self.tenants.set(tenant, quota);
     }
 
-    /// Runs `request` as one of `tenant`'s runs: it starts when the tenant's quota of runs at
-    /// once allows (waiting for a slot as long as the quota says, else its report is the
-    /// refusal, and nothing is written to its sink), its requests share the tenant's API budget
-    /// with the tenant's other runs, and what it used is added to the tenant's usage.
+    /// Runs `request` as one of `tenant`'s runs: it starts when the tenant's quota allows (runs
+    /// at once, memory, the window's guest CPU and bytes: waiting as long as the quota says, else
+    /// its report is the refusal, and nothing is written to its sink), its requests share the
+    /// tenant's API budget and requests per window with the tenant's other runs, and what it used
+    /// is added to the tenant's usage.
     pub async fn run_for(&self, tenant: &str, mut request: RunRequest) -> RunReport {
         let tenant = self.tenants.get(tenant);
-        let admitted = match tenant.admit().await {
+        let admitted = match tenant.admit(MemoryAsk::of(&request)).await {
             Ok(admitted) => admitted,
             Err(refused) => return refused,
         };
-        if let Some(budget) = tenant.budget() {
-            request.http_hooks.push(budget);
-        }
+        request.http_hooks.extend(tenant.hooks());
         let report = self.run(request).await;
         tenant.count(&report);
         drop(admitted);
