@@ -428,6 +428,22 @@ async fn a_tenants_runs_at_once_are_refused_or_wait_past_its_quota() {
     assert_eq!(records, 3 * 2 * RECORDS);
 }
 
+/// Two runs of `tenant` at once, each read in full: the requests they made.
+async fn two_runs_at_once(runtime: &Arc<Runtime>, api: &DemoApi, tenant_name: &str) -> u64 {
+    let mut runs = tokio::task::JoinSet::new();
+    for _ in 0..2 {
+        let (runtime, request, name) = (runtime.clone(), tenant(api, Shared::default()), tenant_name.to_string());
+        runs.spawn(async move { runtime.run_for(&name, request).await.read() });
+    }
+    let mut requests = 0;
+    while let Some(done) = runs.join_next().await {
+        let report = done.unwrap().unwrap();
+        assert!(report.ok(), "{}", report.summary_line());
+        requests += report.usage.requests;
+    }
+    requests
+}
+
 /// A tenant's API budget holds across its runs: two runs at once together send no faster than
 /// the tenant's rate to the API host (each run alone would go as fast as the API answers).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -439,17 +455,7 @@ async fn a_tenants_api_budget_is_shared_by_its_runs() {
     let rate = 8.0;
     runtime.set_tenant("budgeted", sluice_host::TenantQuota { api_rate_per_host: Some(rate), ..Default::default() });
     let started = std::time::Instant::now();
-    let mut runs = tokio::task::JoinSet::new();
-    for _ in 0..2 {
-        let (runtime, request) = (runtime.clone(), tenant(&api, Shared::default()));
-        runs.spawn(async move { runtime.run_for("budgeted", request).await.read() });
-    }
-    let mut requests = 0;
-    while let Some(done) = runs.join_next().await {
-        let report = done.unwrap().unwrap();
-        assert!(report.ok(), "{}", report.summary_line());
-        requests += report.usage.requests;
-    }
+    let requests = two_runs_at_once(&runtime, &api, "budgeted").await;
     let elapsed = started.elapsed().as_secs_f64();
     // Slots are handed out one interval apart across both runs: the last request goes no
     // sooner than (requests - 1) intervals after the first.
@@ -470,17 +476,7 @@ async fn a_tenants_requests_per_window_hold_across_its_runs() {
         sluice_host::TenantQuota { requests_per_window: Some(per_window), window: Some(window), ..Default::default() };
     runtime.set_tenant("windowed", quota);
     let started = std::time::Instant::now();
-    let mut runs = tokio::task::JoinSet::new();
-    for _ in 0..2 {
-        let (runtime, request) = (runtime.clone(), tenant(&api, Shared::default()));
-        runs.spawn(async move { runtime.run_for("windowed", request).await.read() });
-    }
-    let mut requests = 0;
-    while let Some(done) = runs.join_next().await {
-        let report = done.unwrap().unwrap();
-        assert!(report.ok(), "{}", report.summary_line());
-        requests += report.usage.requests;
-    }
+    let requests = two_runs_at_once(&runtime, &api, "windowed").await;
     // The windows start when the quota is set: request n goes in window (n - 1) / per_window.
     let floor = window.as_secs_f64() * ((requests - 1) / per_window) as f64;
     let elapsed = started.elapsed().as_secs_f64();

@@ -487,19 +487,24 @@ pub fn kind(component: &Value) -> &str {
 mod tests {
     use super::same_text;
 
+    /// A manifest of one stream `s` reading `url_base`/x.
+    fn one_stream(url_base: &str) -> serde_json::Value {
+        serde_json::json!({
+            "version": "6.44.0", "type": "DeclarativeSource",
+            "check": {"type": "CheckStream", "stream_names": ["s"]},
+            "streams": [{"type": "DeclarativeStream", "name": "s", "schema_loader": {"type": "InlineSchemaLoader", "schema": {}},
+                "retriever": {"type": "SimpleRetriever",
+                    "requester": {"type": "HttpRequester", "url_base": url_base, "path": "/x"},
+                    "record_selector": {"type": "RecordSelector", "extractor": {"type": "DpathExtractor", "field_path": []}}}}]
+        })
+    }
+
     #[test]
     fn a_read_leaves_the_config_fields_no_template_named_unparsed() {
         // A ListPartitionRouter's keys in the config: every partition's instance loads the engine,
         // and parsing the whole list there made a run's cost grow with the square of its
         // partitions (the dynamic streams' expansion did, for a manifest that has none).
-        let manifest = serde_json::json!({
-            "version": "6.44.0", "type": "DeclarativeSource",
-            "check": {"type": "CheckStream", "stream_names": ["s"]},
-            "streams": [{"type": "DeclarativeStream", "name": "s", "schema_loader": {"type": "InlineSchemaLoader", "schema": {}},
-                "retriever": {"type": "SimpleRetriever",
-                    "requester": {"type": "HttpRequester", "url_base": "{{ config['base_url'] }}", "path": "/x"},
-                    "record_selector": {"type": "RecordSelector", "extractor": {"type": "DpathExtractor", "field_path": []}}}}]
-        });
+        let manifest = one_stream("{{ config['base_url'] }}");
         let config =
             serde_json::json!({"base_url": "http://127.0.0.1:1", "accounts": [1, 2, 3], super::MANIFEST_KEY: manifest});
         let engine = super::for_read(&config.to_string()).unwrap();
@@ -510,14 +515,7 @@ mod tests {
     /// (source-jira sends a router's extra fields through it).
     #[test]
     fn a_template_reads_the_partition_a_slice_wraps() {
-        let manifest = serde_json::json!({
-            "version": "6.44.0", "type": "DeclarativeSource",
-            "check": {"type": "CheckStream", "stream_names": ["s"]},
-            "streams": [{"type": "DeclarativeStream", "name": "s", "schema_loader": {"type": "InlineSchemaLoader", "schema": {}},
-                "retriever": {"type": "SimpleRetriever",
-                    "requester": {"type": "HttpRequester", "url_base": "http://127.0.0.1:1", "path": "/x"},
-                    "record_selector": {"type": "RecordSelector", "extractor": {"type": "DpathExtractor", "field_path": []}}}}]
-        });
+        let manifest = one_stream("http://127.0.0.1:1");
         let config = serde_json::json!({super::MANIFEST_KEY: manifest});
         let engine = super::for_read(&config.to_string()).unwrap();
         let mut scope = super::Scope::default();
