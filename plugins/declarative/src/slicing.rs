@@ -457,13 +457,16 @@ fn route_in(
     for (i, router) in routers.iter().enumerate() {
         let own = router_slices(engine, router, stream, i, parents.as_deref_mut())?;
         let mut next = Vec::with_capacity(product.len() * own.len());
+        // As the CDK's CartesianProductStreamSlicer joins them, with `dict(ChainMap(...))`: the
+        // last router's keys first, and on a key two routers share, the first router's value.
+        let chain = |later: &Map<String, Value>, earlier: &Map<String, Value>| {
+            let mut joined = later.clone();
+            joined.extend(earlier.iter().map(|(k, v)| (k.clone(), v.clone())));
+            joined
+        };
         for (p, e) in &product {
             for (op, oe) in &own {
-                let mut p = p.clone();
-                p.extend(op.clone());
-                let mut e = e.clone();
-                e.extend(oe.clone());
-                next.push((p, e));
+                next.push((chain(op, p), chain(oe, e)));
             }
         }
         product = next;
