@@ -688,3 +688,34 @@ fn partitions_of_a_config_list_read_without_the_list() {
     let said = run.logs().iter().any(|l| l.contains("without the config fields they do not use: accounts, unused"));
     assert!(said, "{:?}", run.logs());
 }
+
+/// A manifest's `api_budget` governs its requests as the CDK's call budget does: the policy
+/// whose matcher takes `/items` lets a burst of its limit through, then one request per window;
+/// requests no policy takes (`/accounts`) are not held.
+#[test]
+fn a_manifests_api_budget_holds_the_requests_it_matches() {
+    let api = demo_api(DemoApiConfig { records: 60, accounts: 2, ..Default::default() });
+    let files = Files::new();
+    let mut yaml = std::fs::read_to_string(manifest("demo.yaml")).unwrap();
+    yaml.push_str(
+        "\napi_budget:\n  type: HTTPAPIBudget\n  policies:\n    - type: MovingWindowCallRatePolicy\n      \
+         rates: [{limit: 2, interval: PT0.4S}]\n      matchers: [{method: GET, url_path_pattern: \"^/items$\"}]\n",
+    );
+    let budgeted = files.path().join("budgeted.yaml");
+    std::fs::write(&budgeted, yaml).unwrap();
+    let config = files.json("config.json", &demo_config(&api, 10));
+    let streams = || ["--streams".to_string(), "items,accounts".to_string()];
+    // The same read without the budget first (it also warms the engine's compiled-code cache, so
+    // the budgeted read's time is the budget's).
+    let unbudgeted = against("run", manifest("demo.yaml"), &config, &api).args(streams()).run();
+    assert!(unbudgeted.success(), "{}", unbudgeted.explain());
+    let started = std::time::Instant::now();
+    let run = against("run", &budgeted, &config, &api).args(streams()).run();
+    let elapsed = started.elapsed();
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(run.ids("items"), unbudgeted.ids("items"));
+    assert_eq!(run.ids("items").len(), 60);
+    assert!(run.logs().iter().any(|l| l.contains("api_budget: 1 policies")), "{}", run.explain());
+    // At least six pages of items: two at once, then two per 0.4 s window.
+    assert!(elapsed >= std::time::Duration::from_millis(800), "6 pages of items or more in {elapsed:?}");
+}

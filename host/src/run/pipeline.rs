@@ -109,7 +109,10 @@ async fn apply_hints(
     for field in &hints.unread {
         out.log(
             "WARN",
-            &format!("the manifest's {field} is not a number the host can read; the host's own setting applies"),
+            &format!(
+                "the manifest's {field} cannot be read by the host (a template other than config[...], or a number, \
+                 duration or pattern it cannot parse): it is left out, and the host's own settings apply"
+            ),
         )
         .await?;
     }
