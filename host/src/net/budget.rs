@@ -3,9 +3,12 @@
 //! at once). A moving window allows `limit` calls in any `interval` (bursts up to the limit, then
 //! a wait until the oldest call leaves the window); a fixed window allows `limit` calls per
 //! period counted from the budget's start; an unlimited policy exempts what it matches. A wait
-//! slows the request being made, never another one.
+//! slows the request being made, never another one. Answers update the policy that governed
+//! their request, as the CDK's `HttpAPIBudget.update_from_response` does: the calls left
+//! (`ratelimit-remaining`, or none on a 429) and, for a fixed window, when it resets
+//! (`ratelimit-reset`, an epoch timestamp).
 
-use crate::net::hooks::{Attempt, BoxFuture, HttpHooks};
+use crate::net::hooks::{Attempt, BoxFuture, HttpHooks, Outcome, Timing};
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -78,14 +81,39 @@ enum Counted {
     },
 }
 
+/// Which answers tell the budget how many calls are left (`HttpAPIBudget`'s settings).
+#[derive(Debug, Clone)]
+pub struct FromResponses {
+    /// Header names, lower case.
+    pub reset_header: String,
+    pub remaining_header: String,
+    /// Statuses that mean no calls are left.
+    pub statuses_for_limit_hit: Vec<u16>,
+}
+
+impl Default for FromResponses {
+    fn default() -> Self {
+        FromResponses {
+            reset_header: "ratelimit-reset".into(),
+            remaining_header: "ratelimit-remaining".into(),
+            statuses_for_limit_hit: vec![429],
+        }
+    }
+}
+
 /// A run's call budget, shared by all its partitions.
 #[derive(Debug)]
 pub struct CallBudget {
     policies: Vec<(Policy, Mutex<Counted>)>,
+    from_responses: FromResponses,
 }
 
 impl CallBudget {
     pub fn new(policies: Vec<Policy>) -> CallBudget {
+        Self::with_responses(policies, FromResponses::default())
+    }
+
+    pub fn with_responses(policies: Vec<Policy>, from_responses: FromResponses) -> CallBudget {
         let now = Instant::now();
         let counted = |limit: &Limit| match limit {
             Limit::Unlimited => Counted::None,
@@ -93,6 +121,7 @@ impl CallBudget {
             Limit::Fixed { limit, period } => Counted::Window { ends: now + *period, left: *limit },
         };
         CallBudget {
+            from_responses,
             policies: policies
                 .into_iter()
                 .map(|p| {
@@ -103,13 +132,27 @@ impl CallBudget {
         }
     }
 
+    /// The policy governing this request, if any.
+    fn governing(&self, attempt: &Attempt<'_>) -> Option<&(Policy, Mutex<Counted>)> {
+        self.policies.iter().find(|(p, _)| p.matchers.is_empty() || p.matchers.iter().any(|m| m.matches(attempt)))
+    }
+
+    /// What an answer says of the calls left, to the policy that governed its request.
+    pub fn update(&self, attempt: &Attempt<'_>, status: u16, headers: &[(String, String)]) {
+        let Some((policy, counted)) = self.governing(attempt) else { return };
+        let header = |name: &str| headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim());
+        let remaining = match header(&self.from_responses.remaining_header) {
+            Some(v) => v.parse::<u64>().ok(),
+            None => self.from_responses.statuses_for_limit_hit.contains(&status).then_some(0),
+        };
+        let reset = header(&self.from_responses.reset_header).and_then(|v| v.parse::<u64>().ok());
+        let mut counted = counted.lock().unwrap_or_else(|e| e.into_inner());
+        adjust(&policy.limit, &mut counted, remaining, reset, Instant::now(), std::time::SystemTime::now());
+    }
+
     /// Waits until the policy governing this request has a call for it, and takes it.
     pub async fn acquire(&self, attempt: &Attempt<'_>) {
-        let Some((policy, counted)) =
-            self.policies.iter().find(|(p, _)| p.matchers.is_empty() || p.matchers.iter().any(|m| m.matches(attempt)))
-        else {
-            return;
-        };
+        let Some((policy, counted)) = self.governing(attempt) else { return };
         let weight = policy.matchers.iter().find(|m| m.matches(attempt)).and_then(|m| m.weight).unwrap_or(1);
         loop {
             let wait = {
@@ -173,9 +216,50 @@ fn take(limit: &Limit, counted: &mut Counted, weight: u32, now: Instant) -> Opti
     }
 }
 
+/// A policy told how many calls are left (`remaining`) and when a fixed window resets (`reset`,
+/// epoch seconds), as the CDK's policies' `update` takes them: a fixed window has that many
+/// left and ends then; a moving window takes calls from its smallest rate until it has no
+/// more left than that (it never gives calls back).
+fn adjust(
+    limit: &Limit,
+    counted: &mut Counted,
+    remaining: Option<u64>,
+    reset: Option<u64>,
+    now: Instant,
+    wall: std::time::SystemTime,
+) {
+    match (limit, counted) {
+        (Limit::Fixed { limit, .. }, Counted::Window { ends, left }) => {
+            if let Some(reset) = reset {
+                let at = std::time::UNIX_EPOCH + Duration::from_secs(reset);
+                *ends = now + at.duration_since(wall).unwrap_or_default().min(MAX_WAIT);
+            }
+            if let Some(remaining) = remaining {
+                *left = u32::try_from(remaining).unwrap_or(u32::MAX).min(*limit);
+            }
+        }
+        (Limit::MovingWindow(rates), Counted::Calls(calls)) => {
+            let (Some(remaining), Some((lowest, interval))) = (remaining, rates.iter().min_by_key(|(l, _)| *l)) else {
+                return;
+            };
+            let in_window = calls.iter().rev().take_while(|t| now.duration_since(**t) < *interval).count() as u64;
+            let taken = u64::from(*lowest).saturating_sub(in_window).saturating_sub(remaining);
+            calls.extend(std::iter::repeat_n(now, taken as usize));
+        }
+        _ => {}
+    }
+}
+
 impl HttpHooks for CallBudget {
     fn before_send<'a>(&'a self, attempt: &'a Attempt<'a>) -> BoxFuture<'a> {
         Box::pin(self.acquire(attempt))
+    }
+
+    fn observe<'a>(&'a self, attempt: &'a Attempt<'a>, outcome: Outcome<'a>, _timing: Timing) -> BoxFuture<'a> {
+        if let Outcome::Response(response) = outcome {
+            self.update(attempt, response.status, &response.headers);
+        }
+        Box::pin(async {})
     }
 }
 
@@ -216,6 +300,27 @@ mod tests {
         assert_eq!(take(&limit, &mut fresh, 2, at(0)), None);
         assert!(take(&limit, &mut fresh, 2, at(1)).is_some());
         assert_eq!(take(&limit, &mut Counted::Calls(VecDeque::new()), 99, at(0)), None);
+    }
+
+    /// Answers update the policy: a 429 or `ratelimit-remaining: 0` leaves no calls, and a fixed
+    /// window's `ratelimit-reset` moves its end.
+    #[test]
+    fn answers_say_how_many_calls_are_left() {
+        let t0 = Instant::now();
+        let wall = std::time::SystemTime::now();
+        let epoch = wall.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        let fixed = Limit::Fixed { limit: 10, period: Duration::from_secs(60) };
+        let mut counted = Counted::Window { ends: t0 + Duration::from_secs(60), left: 10 };
+        adjust(&fixed, &mut counted, Some(0), Some(epoch + 5), t0, wall);
+        assert!(matches!(counted, Counted::Window { left: 0, .. }));
+        let wait = take(&fixed, &mut counted, 1, t0).unwrap();
+        assert!(wait <= Duration::from_secs(5) && wait >= Duration::from_secs(4), "{wait:?}");
+        let moving = Limit::MovingWindow(vec![(5, Duration::from_secs(1))]);
+        let mut counted = Counted::Calls(VecDeque::new());
+        assert_eq!(take(&moving, &mut counted, 1, t0), None);
+        adjust(&moving, &mut counted, Some(1), None, t0, wall);
+        assert_eq!(take(&moving, &mut counted, 1, t0), None, "one call left");
+        assert!(take(&moving, &mut counted, 1, t0).is_some(), "then none");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! What a manifest says about how hard its API may be driven (`concurrency_level`,
 //! `api_budget`): run policy, read here so the host can lower its own settings to it.
 
-use crate::net::budget::{Limit, Matcher, Policy};
+use crate::net::budget::{FromResponses, Limit, Matcher, Policy};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -16,6 +16,8 @@ pub struct RunHints {
     pub concurrency: Option<usize>,
     /// `api_budget`'s policies, as the CDK's `HTTPAPIBudget` applies them (none: no budget).
     pub budget: Vec<Policy>,
+    /// Which answers update the budget (its `ratelimit_*_header` and status codes).
+    pub budget_responses: FromResponses,
     /// What was written but could not be read (a template the host does not evaluate).
     pub unread: Vec<String>,
 }
@@ -30,7 +32,20 @@ impl RunHints {
                 _ => hints.unread.push(format!("concurrency_level.{field}")),
             }
         }
-        let policies = manifest.get("api_budget").and_then(|b| b.get("policies")).and_then(Value::as_array);
+        let budget = manifest.get("api_budget");
+        let header = |field: &str| budget.and_then(|b| b.get(field)).and_then(Value::as_str).map(str::to_lowercase);
+        let defaults = FromResponses::default();
+        hints.budget_responses = FromResponses {
+            reset_header: header("ratelimit_reset_header").unwrap_or(defaults.reset_header),
+            remaining_header: header("ratelimit_remaining_header").unwrap_or(defaults.remaining_header),
+            statuses_for_limit_hit: match budget.and_then(|b| b.get("status_codes_for_ratelimit_hit")) {
+                Some(Value::Array(codes)) => {
+                    codes.iter().filter_map(Value::as_u64).filter_map(|c| u16::try_from(c).ok()).collect()
+                }
+                _ => defaults.statuses_for_limit_hit,
+            },
+        };
+        let policies = budget.and_then(|b| b.get("policies")).and_then(Value::as_array);
         for (i, policy) in policies.into_iter().flatten().enumerate().take(MAX_POLICIES) {
             match read_policy(policy, config) {
                 Some(policy) => hints.budget.push(policy),
@@ -189,6 +204,12 @@ mod tests {
             (Some("GET"), Some(2), &[("a".to_string(), "1".to_string())][..])
         );
         assert!(matches!(hints.budget[1].limit, Limit::Unlimited));
+        assert_eq!(hints.budget_responses.remaining_header, "ratelimit-remaining", "the CDK's default");
+        let manifest = serde_json::json!({"api_budget": {"ratelimit_remaining_header": "X-RateLimit-Remaining",
+            "status_codes_for_ratelimit_hit": [429, 503], "policies": []}});
+        let hints = RunHints::of(&manifest, &serde_json::json!({}));
+        assert_eq!(hints.budget_responses.remaining_header, "x-ratelimit-remaining");
+        assert_eq!(hints.budget_responses.statuses_for_limit_hit, [429, 503]);
         let manifest =
             serde_json::json!({"concurrency_level": {"default_concurrency": "{{ config.get('num_workers', 3) }}"}});
         assert_eq!(RunHints::of(&manifest, &serde_json::json!({})).concurrency, Some(3));

@@ -102,7 +102,8 @@ async fn apply_hints(
     }
     if !hints.budget.is_empty() {
         let policies = hints.budget.len();
-        hooks.push(Arc::new(CallBudget::new(std::mem::take(&mut hints.budget))));
+        let policies_read = std::mem::take(&mut hints.budget);
+        hooks.push(Arc::new(CallBudget::with_responses(policies_read, hints.budget_responses.clone())));
         out.log("INFO", &format!("the manifest's api_budget: {policies} policies, applied as the CDK applies them"))
             .await?;
     }
