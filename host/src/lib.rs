@@ -53,6 +53,7 @@ pub use guest::compile::{COMPILE_CHILD_ARG, CompileLimits, compile_child_main, e
 pub use guest::limits::{Limits, Throttle};
 pub use net::HttpOptions;
 pub use net::hooks::{Answer, Attempt, BoxFuture, HttpHooks, Outcome as AttemptOutcome, Timing};
+pub use run::fair::FairShareTicket;
 pub use run::jobs::JobOptions;
 pub use run::policy::{Policy, PolicySource};
 pub use run::read::StreamSummary;

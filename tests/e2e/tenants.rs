@@ -589,3 +589,39 @@ async fn a_tenants_memory_quota_refuses_or_delays_runs() {
     let usage = runtime.tenant_usage("memory-waits").unwrap();
     assert_eq!((usage.runs_started, usage.runs_refused, usage.peak_runs_active), (3, 0, 1), "{usage:?}");
 }
+
+/// Fair share: with the runtime's partition slots shared, two tenants of weights 1 and 3 whose
+/// runs both want more partitions than there are slots read in that ratio: when the heavier
+/// tenant's run ends, the lighter one has read a third as many partitions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenants_share_partition_slots_by_weight() {
+    let accounts = 120;
+    let api = demo_api(DemoApiConfig { records: 2 * accounts, accounts, latency_ms: 5, ..Default::default() });
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = Arc::new(Runtime::new(cache.path().to_path_buf(), true).unwrap());
+    assert!(runtime.share_partition_slots(2));
+    assert!(!runtime.share_partition_slots(4), "once per runtime");
+    runtime.set_tenant("light", sluice_host::TenantQuota { weight: Some(1.0), ..Default::default() });
+    runtime.set_tenant("heavy", sluice_host::TenantQuota { weight: Some(3.0), ..Default::default() });
+    let request = |api: &DemoApi| {
+        let mut request = RunRequest::new(plugin("demo-source"), demo_config(api, 25), Box::new(std::io::sink()));
+        request.policy = Policy { allow_hosts: vec![grant(api)], ..Default::default() };
+        request.concurrency.partitions = 8;
+        request.streams(["account_items"])
+    };
+    let light = {
+        let (runtime, request) = (runtime.clone(), request(&api));
+        tokio::spawn(async move { runtime.run_for("light", request).await.read() })
+    };
+    let heavy = runtime.run_for("heavy", request(&api)).await.read().unwrap();
+    assert!(heavy.ok(), "{}", heavy.summary_line());
+    let (light_slots, heavy_slots) = (
+        runtime.tenant_usage("light").unwrap().partition_slots,
+        runtime.tenant_usage("heavy").unwrap().partition_slots,
+    );
+    let ratio = heavy_slots as f64 / light_slots as f64;
+    assert!((2.7..=3.3).contains(&ratio), "weights 3 and 1 read {heavy_slots} and {light_slots} partitions");
+    let light = light.await.unwrap().unwrap();
+    assert!(light.ok(), "{}", light.summary_line());
+    assert_eq!(runtime.tenant_usage("light").unwrap().partition_slots, accounts, "every partition took a slot");
+}

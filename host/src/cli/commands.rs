@@ -150,6 +150,7 @@ fn read_options(request: &mut RunRequest, options: &ReadOptions) {
         per_stream: options.stream_concurrency.map(|n| n as usize),
         jobs: options.jobs.options(),
         shard: options.shard,
+        fair_share: None,
     };
     request.progress = !options.no_progress;
     request.storage = options.storage.options();

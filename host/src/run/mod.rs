@@ -6,6 +6,7 @@
 //! report-job orchestrator ([`jobs`]); the operator's [`policy`] and what a manifest hints at ([`hints`]); progress, the stop handle, a read's [`metrics`], and quotas across a tenant's runs ([`tenants`]).
 
 pub mod asked;
+pub mod fair;
 pub mod hints;
 pub mod jobs;
 pub mod logs;

@@ -2,6 +2,7 @@
 //! each run with its own policy, limits, egress, storage and accounting. The CLI runs through
 //! it too, as a runtime of one run. The embedding example is in the crate docs (`lib.rs`) and docs/embedding.md.
 
+use super::fair::FairShare;
 use super::plugins::Plugins;
 use super::policy::{Policy, PolicySource};
 use super::request::{RunError, RunReport, RunRequest};
@@ -51,6 +52,8 @@ impl Default for RuntimeOptions {
 pub struct Runtime {
     plugins: Plugins,
     tenants: Tenants,
+    /// The partition slots tenants share by weight, once [`Runtime::share_partition_slots`].
+    fair: std::sync::OnceLock<Arc<FairShare>>,
 }
 
 impl Runtime {
@@ -68,7 +71,7 @@ impl Runtime {
             options.pooled_instances,
         )?
         .with_compile(options.compile);
-        Ok(Runtime { plugins: Plugins::new(Arc::new(engine)), tenants: Tenants::default() })
+        Ok(Runtime { plugins: Plugins::new(Arc::new(engine)), tenants: Tenants::default(), fair: Default::default() })
     }
 
     /// True when instances come from the pooling allocator.
@@ -80,6 +83,13 @@ impl Runtime {
     /// what the run did (per-stream results and guest usage for a read) or why it failed.
     pub async fn run(&self, request: RunRequest) -> RunReport {
         super::pipeline::execute(&self.plugins, request).await
+    }
+
+    /// Shares `slots` partitions at once between the tenants' runs ([`Runtime::run_for`]) by
+    /// their quotas' weights: while more partitions want to read, each slot that frees goes to
+    /// the tenant furthest behind its share. Once per runtime; false when already shared.
+    pub fn share_partition_slots(&self, slots: usize) -> bool {
+        self.fair.set(FairShare::new(slots)).is_ok()
     }
 
     /// Sets a tenant's quota across its runs ([`Runtime::run_for`]); runs already going keep
@@ -100,6 +110,10 @@ impl Runtime {
             Err(refused) => return refused,
         };
         request.http_hooks.extend(tenant.hooks());
+        if let Some(fair) = self.fair.get() {
+            fair.set_weight(tenant.name(), tenant.weight());
+            request.concurrency.fair_share = Some(fair.ticket(tenant.name()));
+        }
         let report = self.run(request).await;
         tenant.count(&report);
         drop(admitted);
@@ -108,7 +122,9 @@ impl Runtime {
 
     /// What `tenant`'s runs used so far (`None` for a tenant never named).
     pub fn tenant_usage(&self, tenant: &str) -> Option<TenantUsage> {
-        self.tenants.usage(tenant)
+        let mut usage = self.tenants.usage(tenant)?;
+        usage.partition_slots = self.fair.get().map_or(0, |fair| fair.granted(tenant));
+        Some(usage)
     }
 
     /// The plugin at `path`, loaded once per content (see [`Plugins::plugin`]).

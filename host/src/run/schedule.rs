@@ -10,6 +10,7 @@ use crate::data::state::{self, Resume, StreamCursor};
 use crate::guest::connector::{CallError, Connector};
 use crate::guest::limits::Limits;
 use crate::run::asked;
+use crate::run::fair::{FairShareTicket, FairSlot};
 use crate::run::jobs::{JobEvent, JobOptions, Orchestrator};
 use crate::run::progress::Progress;
 use crate::run::read::{self, Listed, PartitionDone, SelectedStream, StreamSummary};
@@ -26,7 +27,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
 /// How much runs at once.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Concurrency {
     /// Partitions read at once across the run.
     pub partitions: usize,
@@ -36,11 +37,14 @@ pub struct Concurrency {
     pub jobs: JobOptions,
     /// Read only the partitions of this shard ([`crate::run::shard`]).
     pub shard: Option<Shard>,
+    /// A tenant's share of the runtime's partition slots ([`crate::run::fair`]): set by
+    /// `Runtime::run_for` when the runtime shares its slots.
+    pub fair_share: Option<FairShareTicket>,
 }
 
 impl Default for Concurrency {
     fn default() -> Self {
-        Concurrency { partitions: 8, per_stream: None, jobs: JobOptions::default(), shard: None }
+        Concurrency { partitions: 8, per_stream: None, jobs: JobOptions::default(), shard: None, fair_share: None }
     }
 }
 
@@ -445,7 +449,9 @@ impl StreamRead {
     }
 }
 
-/// The permits a partition holds while it reads: its stream's (when capped) and the run's.
+/// The permits a partition holds while it reads: its stream's (when capped) and the run's. Its
+/// tenant's slot of the runtime's (when shared) it takes in its own task ([`fair_slot`]), so
+/// each of a run's partitions waits there and the slots go by weight.
 type Permits = (Option<tokio::sync::OwnedSemaphorePermit>, tokio::sync::OwnedSemaphorePermit);
 
 impl StreamRead {
@@ -454,7 +460,7 @@ impl StreamRead {
     async fn room(&self) -> Option<Permits> {
         match self.through_jobs {
             true => None,
-            false => Some(acquire(&self.shared.permits, self.stream_permits.as_ref()).await),
+            false => Some(acquire(&self.shared, self.stream_permits.as_ref()).await),
         }
     }
 
@@ -487,8 +493,9 @@ impl StreamRead {
             async move {
                 match permits {
                     Some(permits) => {
+                        let slot = fair_slot(&task.shared).await;
                         let finished = task.run().await;
-                        drop(permits);
+                        drop((slot, permits));
                         finished
                     }
                     None => task.run_job(saved, stream_permits, &done_tx).await,
@@ -816,12 +823,20 @@ fn saved_job_handles(
 }
 
 /// The permits a partition needs: its stream's (when capped) and the run's.
-async fn acquire(run: &Arc<Semaphore>, stream: Option<&Arc<Semaphore>>) -> Permits {
+async fn acquire(shared: &Shared, stream: Option<&Arc<Semaphore>>) -> Permits {
     let stream_permit = match stream {
         Some(s) => Some(s.clone().acquire_owned().await.expect("semaphores are never closed")),
         None => None,
     };
-    (stream_permit, run.clone().acquire_owned().await.expect("semaphores are never closed"))
+    (stream_permit, shared.permits.clone().acquire_owned().await.expect("semaphores are never closed"))
+}
+
+/// The tenant's slot of the runtime's shared partition slots, when the run has a share.
+async fn fair_slot(shared: &Shared) -> Option<FairSlot> {
+    match &shared.concurrency.fair_share {
+        Some(ticket) => Some(ticket.slot().await),
+        None => None,
+    }
 }
 
 /// `(start, end]` of a partition whose cursor range has an end.
@@ -886,9 +901,10 @@ impl PartitionTask {
         let result = match jobs.completed_job(&self.partition, saved, &events_tx).await? {
             Err(e) => Err(e),
             Ok(job) => {
-                let permits = acquire(&shared.permits, stream_permits.as_ref()).await;
+                let permits = acquire(shared, stream_permits.as_ref()).await;
+                let slot = fair_slot(shared).await;
                 let result = self.read(Some((&job.handle, &job.download))).await?;
-                drop(permits);
+                drop((slot, permits));
                 jobs.finish(&self.partition, &job, &events_tx).await?;
                 result
             }

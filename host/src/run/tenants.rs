@@ -47,6 +47,9 @@ pub struct TenantQuota {
     pub guest_cpu_per_window: Option<Duration>,
     /// Response bytes of the tenant's runs that ended in the window, as `guest_cpu_per_window`.
     pub bytes_per_window: Option<u64>,
+    /// The tenant's weight in the runtime's shared partition slots
+    /// ([`crate::Runtime::share_partition_slots`]; `None`: 1).
+    pub weight: Option<f64>,
 }
 
 /// What a tenant's runs used, since the tenant was first named.
@@ -68,6 +71,8 @@ pub struct TenantUsage {
     /// Of the current window: guest CPU and response bytes of the runs that ended in it.
     pub window_guest_cpu: Duration,
     pub window_bytes_in: u64,
+    /// Partition slots of the runtime's shared ones granted to the tenant's runs.
+    pub partition_slots: u64,
 }
 
 /// One tenant: its quota, the slots of its runs, its shared API budget, its usage.
@@ -233,6 +238,14 @@ impl Tenant {
         let permit = acquired.ok_or_else(|| refused(" with the tenant's other runs"))?;
         self.with_usage(|u| u.memory_held += bytes);
         Ok(Some((permit, bytes)))
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn weight(&self) -> f64 {
+        self.quota.weight.unwrap_or(1.0)
     }
 
     fn with_usage(&self, change: impl FnOnce(&mut TenantUsage)) {
