@@ -604,7 +604,8 @@ async fn tenants_share_partition_slots_by_weight() {
     runtime.set_tenant("light", sluice_host::TenantQuota { weight: Some(1.0), ..Default::default() });
     runtime.set_tenant("heavy", sluice_host::TenantQuota { weight: Some(3.0), ..Default::default() });
     let request = |api: &DemoApi| {
-        let mut request = RunRequest::new(plugin("demo-source"), demo_config(api, 25), Box::new(std::io::sink()));
+        // One page of accounts: each run lists its partitions with one request.
+        let mut request = RunRequest::new(plugin("demo-source"), demo_config(api, 200), Box::new(std::io::sink()));
         request.policy = Policy { allow_hosts: vec![grant(api)], ..Default::default() };
         request.concurrency.partitions = 8;
         request.streams(["account_items"])
@@ -613,12 +614,25 @@ async fn tenants_share_partition_slots_by_weight() {
         let (runtime, request) = (runtime.clone(), request(&api));
         tokio::spawn(async move { runtime.run_for("light", request).await.read() })
     };
-    let heavy = runtime.run_for("heavy", request(&api)).await.read().unwrap();
+    // Counted from the heavy tenant's first slot: before it, the light one reads alone however
+    // long the heavy run takes to start (loading, listing), and that is no contention.
+    let slots_of = |tenant: &str| runtime.tenant_usage(tenant).map_or(0, |u| u.partition_slots);
+    let heavy = {
+        let (runtime, request) = (runtime.clone(), request(&api));
+        tokio::spawn(async move { runtime.run_for("heavy", request).await.read() })
+    };
+    let mut light_before = None;
+    for _ in 0..20_000 {
+        if slots_of("heavy") >= 1 {
+            light_before = Some(slots_of("light"));
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_micros(200)).await;
+    }
+    let light_before = light_before.expect("the heavy tenant never read");
+    let heavy = heavy.await.unwrap().unwrap();
     assert!(heavy.ok(), "{}", heavy.summary_line());
-    let (light_slots, heavy_slots) = (
-        runtime.tenant_usage("light").unwrap().partition_slots,
-        runtime.tenant_usage("heavy").unwrap().partition_slots,
-    );
+    let (light_slots, heavy_slots) = (slots_of("light") - light_before, slots_of("heavy"));
     let ratio = heavy_slots as f64 / light_slots as f64;
     assert!((2.7..=3.3).contains(&ratio), "weights 3 and 1 read {heavy_slots} and {light_slots} partitions");
     let light = light.await.unwrap().unwrap();

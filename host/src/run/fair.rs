@@ -18,8 +18,8 @@ pub struct FairShare {
 #[derive(Debug)]
 struct State {
     free: usize,
-    /// The virtual time of the last grant: a tenant that starts waiting starts from it, so time
-    /// it spent idle is no credit.
+    /// The virtual time at which the last grant started: a tenant that starts waiting starts
+    /// from it, so time it spent idle is no credit.
     now: f64,
     tenants: HashMap<String, Queue>,
 }
@@ -151,12 +151,15 @@ impl Drop for Waiting {
     }
 }
 
+/// Counts a grant to `tenant`: its virtual time moves on by 1/weight, and the system's is the
+/// start of this grant (the lowest among the tenants waiting, as grants go to the lowest), which
+/// a tenant that starts waiting again catches up to.
 fn charge(state: &mut State, tenant: &str) {
     let queue = state.tenants.get_mut(tenant).expect("charged tenants are known");
+    let start = queue.served;
     queue.served += 1.0 / queue.weight;
     queue.granted += 1;
-    let served = queue.served;
-    state.now = state.now.max(served - 1.0 / state.tenants[tenant].weight);
+    state.now = start;
 }
 
 /// Hands free slots to the waiting tenants furthest behind; a waiter that gave up (its run
