@@ -37,9 +37,13 @@ pub struct Matcher {
 impl Matcher {
     fn matches(&self, attempt: &Attempt<'_>) -> bool {
         let url = attempt.url;
-        let base = format!("{}://{}", url.scheme(), &url[url::Position::BeforeHost..url::Position::AfterPort]);
+        // `scheme://host[:port]`, compared without building it (every request asks).
+        let base_is = |b: &str| {
+            b.strip_prefix(url.scheme()).and_then(|rest| rest.strip_prefix("://"))
+                == Some(&url[url::Position::BeforeHost..url::Position::AfterPort])
+        };
         self.method.as_deref().is_none_or(|m| m == attempt.method)
-            && self.url_base.as_deref().is_none_or(|b| b == base)
+            && self.url_base.as_deref().is_none_or(base_is)
             && self.url_path_pattern.as_ref().is_none_or(|p| p.is_match(url.path().trim_end_matches('/')))
             && self.params.iter().all(|(k, v)| url.query_pairs().any(|(qk, qv)| qk == *k && qv == *v))
             && self
@@ -132,14 +136,21 @@ impl CallBudget {
         }
     }
 
-    /// The policy governing this request, if any.
-    fn governing(&self, attempt: &Attempt<'_>) -> Option<&(Policy, Mutex<Counted>)> {
-        self.policies.iter().find(|(p, _)| p.matchers.is_empty() || p.matchers.iter().any(|m| m.matches(attempt)))
+    /// The policy governing this request, if any, and what the request costs under it (the
+    /// weight of the matcher that took it; 1 when none says, or the policy matches everything).
+    fn governing(&self, attempt: &Attempt<'_>) -> Option<(&Policy, &Mutex<Counted>, u32)> {
+        self.policies.iter().find_map(|(p, counted)| {
+            if p.matchers.is_empty() {
+                return Some((p, counted, 1));
+            }
+            let matcher = p.matchers.iter().find(|m| m.matches(attempt))?;
+            Some((p, counted, matcher.weight.unwrap_or(1)))
+        })
     }
 
     /// What an answer says of the calls left, to the policy that governed its request.
     pub fn update(&self, attempt: &Attempt<'_>, status: u16, headers: &[(String, String)]) {
-        let Some((policy, counted)) = self.governing(attempt) else { return };
+        let Some((policy, counted, _)) = self.governing(attempt) else { return };
         let header = |name: &str| headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim());
         let remaining = match header(&self.from_responses.remaining_header) {
             Some(v) => v.parse::<u64>().ok(),
@@ -152,8 +163,7 @@ impl CallBudget {
 
     /// Waits until the policy governing this request has a call for it, and takes it.
     pub async fn acquire(&self, attempt: &Attempt<'_>) {
-        let Some((policy, counted)) = self.governing(attempt) else { return };
-        let weight = policy.matchers.iter().find(|m| m.matches(attempt)).and_then(|m| m.weight).unwrap_or(1);
+        let Some((policy, counted, weight)) = self.governing(attempt) else { return };
         loop {
             let wait = {
                 let mut counted = counted.lock().unwrap_or_else(|e| e.into_inner());

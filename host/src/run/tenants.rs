@@ -155,7 +155,7 @@ impl Tenant {
         let runs = quota.max_runs.map(|n| Arc::new(Semaphore::new(n.max(1))));
         let budget = quota.api_rate_per_host.map(|rate| Arc::new(ApiBudget(Pacer::new(rate))));
         let memory = quota.max_memory_bytes.map(|b| Arc::new(Semaphore::new(mib(b).min(Semaphore::MAX_PERMITS))));
-        let window = quota.window.unwrap_or(DEFAULT_QUOTA_WINDOW).max(Duration::from_millis(1));
+        let window = window_of(&quota);
         let requests = quota.requests_per_window.map(|n| {
             let limit = Limit::Fixed { limit: u32::try_from(n.max(1)).unwrap_or(u32::MAX), period: window };
             Arc::new(CallBudget::new(vec![Policy { limit, matchers: Vec::new() }]))
@@ -165,7 +165,7 @@ impl Tenant {
     }
 
     fn window(&self) -> Duration {
-        self.quota.window.unwrap_or(DEFAULT_QUOTA_WINDOW).max(Duration::from_millis(1))
+        window_of(&self.quota)
     }
 
     /// Starts a new window when the current one is over (its counts back to zero); answers
@@ -331,6 +331,11 @@ impl Tenant {
             });
         }
     }
+}
+
+/// The window of a quota's per-window limits.
+fn window_of(quota: &TenantQuota) -> Duration {
+    quota.window.unwrap_or(DEFAULT_QUOTA_WINDOW).max(Duration::from_millis(1))
 }
 
 /// Whole MiB, rounded up.
