@@ -287,6 +287,42 @@ fn an_epoch_cursor_reads_late_records_as_the_cdk_does() {
     );
 }
 
+/// An API whose answers write every key twice, a decoy first (`cdk/repeated.yaml`): the CDK
+/// (Python's json) keeps a repeated key's last value, and so must Sluice, whose host takes the
+/// records out of the answer (`send-records`, the one records splitter the engine and Rust,
+/// Python and JavaScript connectors share). That the host's splitter is the one reading them
+/// shows in its limit: a page of more records than `--max-records-per-page` fails in the host,
+/// naming the answer's records path.
+#[test]
+fn a_repeated_key_is_read_as_the_cdk_reads_it_by_the_hosts_splitter() {
+    let base = now() - 86_400;
+    let config = |api: &DemoApi| json!({"base_url": api.base_url(), "start_date": iso(base - 30 * 86_400)});
+    three_syncs("cdk/repeated.yaml", &["repeated_events"], config, waves(base, 1));
+
+    let api = demo_api(DemoApiConfig::default());
+    api.set_events(waves(base, 1)[0].clone());
+    let files = Files::new();
+    let config = files.json("config.json", &config(&api));
+    let catalog = files.json("catalog.json", &catalog(&[("repeated_events", "incremental")]));
+    let run = host(&["read"])
+        .arg(manifest("cdk/repeated.yaml"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--catalog")
+        .arg(&catalog)
+        .arg("--allow-host")
+        .arg(grant(&api))
+        .arg("--max-records-per-page")
+        .arg("2")
+        .run();
+    assert!(!run.success(), "pages of 5 records passed a limit of 2: {}", run.explain());
+    assert!(
+        format!("{:?}", run.errors()).contains("records at its records path, more than the 2 a page may hold"),
+        "the host's splitter did not refuse the page: {}",
+        run.explain()
+    );
+}
+
 /// An API that answers XML: the XmlDecoder's records are xmltodict's dicts in both engines.
 #[test]
 fn an_xml_api_reads_as_the_cdk_reads_it() {

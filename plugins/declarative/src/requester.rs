@@ -144,8 +144,8 @@ pub fn urljoin(base: &str, reference: &str) -> String {
 }
 
 /// An answer and what the error handler made of it.
-pub enum Answer {
-    Ok(Response),
+pub enum Answer<R = Response> {
+    Ok(R),
     /// IGNORE: no records, and no next page.
     Ignored,
     /// RESET_PAGINATION: read the slice again from its first page (see `pagination_reset`); the
@@ -163,15 +163,64 @@ pub fn send(
     path: &str,
     more: &[(&str, Value)],
 ) -> Result<Answer> {
+    let answer = send_with(engine, requester, scope, options, path, more, |request| Ok((request.send()?, ())))?;
+    Ok(answer.map(|(response, ())| response))
+}
+
+/// As [`send`], with the records at `records_at` (when given) taken out of a successful JSON
+/// answer by the host (`send-records`): then the response's body is the rest of the answer,
+/// what the error handler and the paginator read, and the records come beside it (`None` when
+/// the answer held no list of objects there: its body is whole, for the engine to read).
+pub fn send_taking(
+    engine: &Engine,
+    requester: &Value,
+    scope: &Scope,
+    options: &Options,
+    path: &str,
+    records_at: Option<&[String]>,
+) -> Result<Answer<(Response, Option<Vec<String>>)>> {
+    let Some(at) = records_at else {
+        let answer = send_with(engine, requester, scope, options, path, &[], |request| Ok((request.send()?, ())))?;
+        return Ok(answer.map(|(response, ())| (response, None)));
+    };
+    let at: Vec<&str> = at.iter().map(String::as_str).collect();
+    send_with(engine, requester, scope, options, path, &[], |request| {
+        let answer = request.send_records(&at)?;
+        let response = Response { url: answer.url, status: answer.status, headers: answer.headers, body: answer.rest };
+        Ok((response, answer.records))
+    })
+}
+
+impl<R> Answer<R> {
+    fn map<S>(self, f: impl FnOnce(R) -> S) -> Answer<S> {
+        match self {
+            Answer::Ok(r) => Answer::Ok(f(r)),
+            Answer::Ignored => Answer::Ignored,
+            Answer::ResetPagination(e) => Answer::ResetPagination(e),
+        }
+    }
+}
+
+/// The request built, sent by `sender` and its answer judged by the error handler, re-sent as
+/// the handler says.
+fn send_with<T>(
+    engine: &Engine,
+    requester: &Value,
+    scope: &Scope,
+    options: &Options,
+    path: &str,
+    more: &[(&str, Value)],
+    mut sender: impl FnMut(http::Request) -> Result<(Response, T)>,
+) -> Result<Answer<(Response, T)>> {
     let ctx = engine.context(requester, scope, more.to_vec());
     let request = build(engine, requester, scope, options, &ctx, path)?;
     let handler = requester.get("error_handler");
     let max_retries = handler.map_or(Ok(5), |h| max_retries(engine, h, &ctx))?;
     let mut attempt = 0;
     loop {
-        let response = request.clone().send()?;
+        let (response, taken) = sender(request.clone())?;
         match decide(engine, handler, &response, scope)? {
-            Action::Success => return Ok(Answer::Ok(response)),
+            Action::Success => return Ok(Answer::Ok((response, taken))),
             Action::Ignore => return Ok(Answer::Ignored),
             Action::Reset(error) => return Ok(Answer::ResetPagination(error)),
             Action::Fail(error) => return Err(error),

@@ -10,7 +10,7 @@ use crate::records::{self, Shaper};
 use crate::requester::{self, Answer, Options};
 use crate::slicing::{self, Cursor, Inject};
 use serde_json::{Map, Value, json};
-use sluice_guest::{Error, Page, Partition, Result};
+use sluice_guest::{Error, Page, Partition, Result, http};
 
 /// Pages one partition may have; a paginator that never stops is cut here.
 pub const MAX_PAGES: u64 = 1_000_000;
@@ -252,7 +252,6 @@ pub fn read_slice(
     name: &str,
 ) -> Result<Paged> {
     let retriever = &stream["retriever"];
-    let requester = &retriever["requester"];
     let paginator = retriever.get("paginator").filter(|p| !p.is_null() && kind(p) != "NoPagination");
     let mut scope = scope.clone();
     // A first page the parent record carried (`lazy_read_pointer`) is not requested.
@@ -266,116 +265,183 @@ pub fn read_slice(
         (None, None) => None,
     };
     scope.next_page_token = next.as_ref().map(|v| json!({"next_page_token": v}));
-    let mut options = Options::default();
-    let ignore_slicers =
-        retriever.get("ignore_stream_slicer_parameters_on_paginated_requests").and_then(Value::as_bool) == Some(true)
-            && next.is_some();
-    if !ignore_slicers {
-        slicing::inject_routers(engine, retriever, &scope, &mut options)?;
-        if let Some(cursor) = cursor {
-            cursor.inject(engine, &scope, &mut options)?;
-        }
-    }
-    if let Some(p) = paginator {
-        inject_paginator(engine, p, &scope, next.as_ref(), &mut options)?;
-    }
-    let path = format!("streams.{name}.retriever.requester");
-    let response = match given {
-        Some(children) => sluice_guest::http::Response {
-            url: String::new(),
-            status: 200,
-            headers: Vec::new(),
-            body: serde_json::to_vec(&children).map_err(|e| Error::system(e.to_string()))?,
-        },
-        None => match requester::send(engine, requester, &scope, &options, &path, &[])? {
-            Answer::Ok(r) => r,
-            Answer::Ignored => return Ok(Paged { records: Vec::new(), next: None, reset: false }),
-            Answer::ResetPagination(_) => return Ok(Paged { records: Vec::new(), next: None, reset: true }),
-        },
-    };
-    let decoder = retriever.get("decoder");
-    let selector = &retriever["record_selector"];
-    let extractor = selector.get("extractor");
     let shaper = Shaper::of(engine, stream, name)?;
     // By the stream's place in the manifest (a parent stream may share a name with another).
-    let plan = engine.plan(&format!("{name}@{:p}", stream), || Plan {
-        fixed_path: fixed_path(decoder, extractor, paginator),
-        // A custom strategy is handed the last record, as the CDK hands it.
-        wants_last: paginator
-            .is_some_and(|p| p.to_string().contains("last_record") || crate::custom::is_custom_node(strategy(p))),
-        wants_headers: paginator.is_some_and(|p| p.to_string().contains("headers")),
-    });
-    let raw = match &plan.fixed_path {
-        Some(path) if shaper.is_noop() => raw_records(&response.body, path),
-        _ => None,
-    };
-    let (records, response_doc, page_size, last_record) = match raw {
-        Some((records, rest)) => {
-            let last = match plan.wants_last {
-                true => records.last().and_then(|r| serde_json::from_str(r).ok()).unwrap_or(Value::Null),
-                false => Value::Null,
-            };
-            let n = records.len();
-            (records, rest, n, last)
+    let plan = engine.plan(&format!("{name}@{:p}", stream), || Plan::of(retriever, paginator));
+    let (response, taken) = match given {
+        Some(children) => {
+            let body = serde_json::to_vec(&children).map_err(|e| Error::system(e.to_string()))?;
+            (http::Response { url: String::new(), status: 200, headers: Vec::new(), body }, None)
         }
         None => {
-            let custom_extractor = extractor.filter(|e| crate::custom::is_custom_node(e));
-            let docs = match custom_extractor {
-                // The paginator's `response` only: what the custom extractor reads is its own.
-                Some(_) if paginator.is_none() => Vec::new(),
-                Some(_) => records::decode(decoder, &response.body, &response.url).unwrap_or_default(),
-                None => crate::custom::decode(engine, decoder, &response)?,
-            };
-            let ctx = engine.context(selector, &scope, Vec::new());
-            // The paginator's templates see the first document as `response`.
-            let first_doc = match paginator {
-                Some(_) => docs.first().cloned().unwrap_or(Value::Null),
-                None => Value::Null,
-            };
-            let mut extracted = Vec::new();
-            match custom_extractor {
-                Some(e) => extracted = crate::custom::extract_records(engine, e, &response)?,
-                None => {
-                    for doc in docs {
-                        records::extract(engine, extractor, doc, &ctx, &mut extracted)?;
-                    }
-                }
+            let options = request_options(engine, retriever, paginator, cursor, &scope, next.as_ref())?;
+            let requester = &retriever["requester"];
+            let path = format!("streams.{name}.retriever.requester");
+            let records_at = plan.records_at.as_deref().filter(|_| shaper.is_noop());
+            match requester::send_taking(engine, requester, &scope, &options, &path, records_at)? {
+                Answer::Ok((response, taken)) => (response, taken),
+                Answer::Ignored => return Ok(Paged { records: Vec::new(), next: None, reset: false }),
+                Answer::ResetPagination(_) => return Ok(Paged { records: Vec::new(), next: None, reset: true }),
             }
-            let page_size = extracted.len();
-            let last_record = extracted.last().cloned().unwrap_or(Value::Null);
-            (shaper.texts(extracted, &scope, name)?, first_doc, page_size, last_record)
         }
+    };
+    let extracted = match taken {
+        Some(records) => Extracted::taken(records, &response.body, plan.wants_last),
+        None => Extracted::read(engine, retriever, paginator, &shaper, &scope, &response, name)?,
     };
     let next = match paginator {
         None => None,
         Some(p) if crate::custom::is_custom_node(strategy(p)) => {
-            let token = next.as_ref();
-            crate::custom::next_page_token(engine, strategy(p), &response, page_size, &last_record, token)?
+            let (token, n) = (next.as_ref(), extracted.page_size);
+            crate::custom::next_page_token(engine, strategy(p), &response, n, &extracted.last_record, token)?
         }
         Some(p) => {
             let headers = match plan.wants_headers {
                 true => requester::headers_value(&response),
                 false => Value::Object(Map::new()),
             };
-            next_token(engine, p, &scope, next.as_ref(), response_doc, headers, last_record, page_size)?
+            let Extracted { records: _, response_doc, page_size, last_record } = &extracted;
+            next_token(
+                engine,
+                p,
+                &scope,
+                next.as_ref(),
+                response_doc.clone(),
+                headers,
+                last_record.clone(),
+                *page_size,
+            )?
         }
     };
-    Ok(Paged { records, next, reset: false })
+    Ok(Paged { records: extracted.records, next, reset: false })
+}
+
+/// What a request of a slice sends besides the requester's own: the routers' and the cursor's
+/// fields (unless a paginated request leaves them out) and the paginator's.
+fn request_options(
+    engine: &Engine,
+    retriever: &Value,
+    paginator: Option<&Value>,
+    cursor: Option<&dyn Inject>,
+    scope: &Scope,
+    next: Option<&Value>,
+) -> Result<Options> {
+    let mut options = Options::default();
+    let ignore_slicers =
+        retriever.get("ignore_stream_slicer_parameters_on_paginated_requests").and_then(Value::as_bool) == Some(true)
+            && next.is_some();
+    if !ignore_slicers {
+        slicing::inject_routers(engine, retriever, scope, &mut options)?;
+        if let Some(cursor) = cursor {
+            cursor.inject(engine, scope, &mut options)?;
+        }
+    }
+    if let Some(p) = paginator {
+        inject_paginator(engine, p, scope, next, &mut options)?;
+    }
+    Ok(options)
+}
+
+/// A page's records, and what its paginator reads of the answer.
+struct Extracted {
+    /// Each record as JSON text, shaped.
+    records: Vec<String>,
+    /// The answer as the paginator's templates see it (`response`).
+    response_doc: Value,
+    /// Records on the page before filtering, and the last of them.
+    page_size: usize,
+    last_record: Value,
+}
+
+impl Extracted {
+    /// Records the host took out of the answer (`send-records`): `rest` is the answer without
+    /// them.
+    fn taken(records: Vec<String>, rest: &[u8], wants_last: bool) -> Extracted {
+        let last_record = match wants_last {
+            true => records.last().and_then(|r| serde_json::from_str(r).ok()).unwrap_or(Value::Null),
+            false => Value::Null,
+        };
+        let response_doc = serde_json::from_slice(rest).unwrap_or(Value::Null);
+        Extracted { page_size: records.len(), records, response_doc, last_record }
+    }
+
+    /// Records read by the engine: the body decoded, the extractor applied, the records shaped.
+    fn read(
+        engine: &Engine,
+        retriever: &Value,
+        paginator: Option<&Value>,
+        shaper: &Shaper,
+        scope: &Scope,
+        response: &http::Response,
+        name: &str,
+    ) -> Result<Extracted> {
+        let decoder = retriever.get("decoder");
+        let selector = &retriever["record_selector"];
+        let extractor = selector.get("extractor");
+        let custom_extractor = extractor.filter(|e| crate::custom::is_custom_node(e));
+        let docs = match custom_extractor {
+            // The paginator's `response` only: what the custom extractor reads is its own.
+            Some(_) if paginator.is_none() => Vec::new(),
+            Some(_) => records::decode(decoder, &response.body, &response.url).unwrap_or_default(),
+            None => crate::custom::decode(engine, decoder, response)?,
+        };
+        let ctx = engine.context(selector, scope, Vec::new());
+        // The paginator's templates see the first document as `response`.
+        let response_doc = match paginator {
+            Some(_) => docs.first().cloned().unwrap_or(Value::Null),
+            None => Value::Null,
+        };
+        let mut extracted = Vec::new();
+        match custom_extractor {
+            Some(e) => extracted = crate::custom::extract_records(engine, e, response)?,
+            None => {
+                for doc in docs {
+                    records::extract(engine, extractor, doc, &ctx, &mut extracted)?;
+                }
+            }
+        }
+        let page_size = extracted.len();
+        let last_record = extracted.last().cloned().unwrap_or(Value::Null);
+        let records = shaper.texts(extracted, scope, name)?;
+        Ok(Extracted { records, response_doc, page_size, last_record })
+    }
 }
 
 /// What the engine works out once per stream about reading its pages.
 pub struct Plan {
-    /// The extractor's fixed path, when records can be taken from the body as they are.
-    pub fixed_path: Option<Vec<String>>,
+    /// Where the host can take the records out of the answer (`send-records`), when the
+    /// extractor's path allows it.
+    pub records_at: Option<Vec<String>>,
     /// Whether the paginator's templates look at `last_record` or `headers`.
     pub wants_last: bool,
     pub wants_headers: bool,
 }
 
-/// The extractor's field path when the records can be taken from the body as they are: a JSON
-/// body, a path of fixed keys (no templates, no wildcard), whose first key the paginator's
-/// templates do not name (they see the rest of the answer as `response`).
-fn fixed_path(decoder: Option<&Value>, extractor: Option<&Value>, paginator: Option<&Value>) -> Option<Vec<String>> {
+impl Plan {
+    fn of(retriever: &Value, paginator: Option<&Value>) -> Plan {
+        let handler = retriever["requester"].get("error_handler");
+        let extractor = retriever["record_selector"].get("extractor");
+        Plan {
+            records_at: records_at(retriever.get("decoder"), extractor, paginator, handler),
+            // A custom strategy is handed the last record, as the CDK hands it.
+            wants_last: paginator
+                .is_some_and(|p| p.to_string().contains("last_record") || crate::custom::is_custom_node(strategy(p))),
+            wants_headers: paginator.is_some_and(|p| p.to_string().contains("headers")),
+        }
+    }
+}
+
+/// The extractor's field path when the host can take the records out of the answer as they are
+/// (`send-records`, the one records splitter): a JSON body, a path of fixed keys (no templates,
+/// no wildcard, at most the host's 16), whose first key neither the paginator's templates nor
+/// the error handler's name (they see the rest of the answer as `response`), and no custom error
+/// handler (it is handed the whole answer).
+fn records_at(
+    decoder: Option<&Value>,
+    extractor: Option<&Value>,
+    paginator: Option<&Value>,
+    handler: Option<&Value>,
+) -> Option<Vec<String>> {
     if !decoder.is_none_or(|d| matches!(kind(d), "" | "JsonDecoder")) {
         return None;
     }
@@ -390,109 +456,16 @@ fn fixed_path(decoder: Option<&Value>, extractor: Option<&Value>, paginator: Opt
         .map(|p| p.as_str().filter(|p| *p != "*" && !p.contains("{{") && !p.contains("{%")).map(str::to_string))
         .collect::<Option<_>>()?;
     let first = path.first()?;
-    if let Some(p) = paginator
-        && p.to_string().contains(first.as_str())
-    {
+    let names_first = |v: Option<&Value>| v.is_some_and(|v| v.to_string().contains(first.as_str()));
+    let custom_handler = handler.is_some_and(|h| h.to_string().contains("\"class_name\""));
+    if path.len() > MAX_RECORDS_PATH || names_first(paginator) || names_first(handler) || custom_handler {
         return None;
     }
     Some(path)
 }
 
-/// The records at `path` in a JSON body as the API wrote them (no parsing and re-encoding of each
-/// record: one pass over the body finds them), and the rest of the body's top level parsed, for
-/// the paginator. `None` when the body is not of that shape (a single object where a list was
-/// expected, say), so the general path reads it and names what is wrong.
-fn raw_records(body: &[u8], path: &[String]) -> Option<(Vec<String>, Value)> {
-    let mut de = serde_json::Deserializer::from_slice(body);
-    let (records, rest) = serde::de::DeserializeSeed::deserialize(raw::Top { path }, &mut de).ok()?;
-    de.end().ok()?;
-    let mut out = Vec::with_capacity(records.len());
-    for record in records {
-        let text = record.get();
-        if !text.starts_with('{') {
-            return None;
-        }
-        out.push(text.to_string());
-    }
-    Some((out, Value::Object(rest)))
-}
-
-/// Serde seeds that walk a body to the records at a path in one pass, borrowing each record's
-/// text.
-mod raw {
-    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-    use serde_json::value::RawValue;
-    use serde_json::{Map, Value};
-    use std::fmt;
-
-    /// The body's top level: the records under `path[0]`, and every other field as a value.
-    pub struct Top<'p> {
-        pub path: &'p [String],
-    }
-
-    impl<'de> DeserializeSeed<'de> for Top<'_> {
-        type Value = (Vec<&'de RawValue>, Map<String, Value>);
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_map(self)
-        }
-    }
-
-    impl<'de> Visitor<'de> for Top<'_> {
-        type Value = (Vec<&'de RawValue>, Map<String, Value>);
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("an object")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let (mut records, mut rest) = (Vec::new(), Map::new());
-            while let Some(key) = map.next_key::<String>()? {
-                if key == self.path[0] {
-                    records = map.next_value_seed(Records { path: &self.path[1..] })?;
-                } else {
-                    rest.insert(key, map.next_value()?);
-                }
-            }
-            Ok((records, rest))
-        }
-    }
-
-    /// The records below: a list once the path is walked (anything else is an error, and the
-    /// general path takes over).
-    struct Records<'p> {
-        path: &'p [String],
-    }
-
-    impl<'de> DeserializeSeed<'de> for Records<'_> {
-        type Value = Vec<&'de RawValue>;
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            if self.path.is_empty() { d.deserialize_seq(self) } else { d.deserialize_map(self) }
-        }
-    }
-
-    impl<'de> Visitor<'de> for Records<'_> {
-        type Value = Vec<&'de RawValue>;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a list of records")
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-            let mut records = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-            while let Some(record) = seq.next_element::<&'de RawValue>()? {
-                records.push(record);
-            }
-            Ok(records)
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut records = Vec::new();
-            while let Some(key) = map.next_key::<String>()? {
-                if key == self.path[0] {
-                    records = map.next_value_seed(Records { path: &self.path[1..] })?;
-                } else {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-            Ok(records)
-        }
-    }
-}
+/// Keys in a `send-records` path, at most (the host's limit).
+const MAX_RECORDS_PATH: usize = 16;
 
 fn strategy(paginator: &Value) -> &Value {
     paginator.get("pagination_strategy").unwrap_or(&Value::Null)

@@ -13,6 +13,8 @@
 //!   `start_value_option` sends).
 //!   With `format=xml` the page is XML: `<events next_page="P"><event id="1">` and an element a
 //!   field (what the XmlDecoder reads).
+//!   With `format=repeated` every key of the page is written twice, a decoy first (`"data":
+//!   [{"id": -1, ...}], "next_page": null`), then the page's own: JSON parsers keep the last.
 //!   With `order=created` they are in `created` order (then `id`); with `page_limit=N` a page
 //!   past the N-th is refused, `400 {"errors": "You cannot access events beyond the N-th page"}`
 //!   (as Freshdesk refuses tickets past the 300th page).
@@ -97,6 +99,12 @@ pub(super) async fn events(
     let next = if more { json!(page + 1) } else { Value::Null };
     if q.get("format").map(String::as_str) == Some("xml") {
         return Ok(xml_page(&data, &next).into_response());
+    }
+    if q.get("format").map(String::as_str) == Some("repeated") {
+        let decoy = json!([{"id": -1, "created": 0}]);
+        let body =
+            format!(r#"{{"data": {decoy}, "next_page": null, "data": {}, "next_page": {next}}}"#, Value::from(data));
+        return Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response());
     }
     Ok(Json(json!({"data": data, "next_page": next})).into_response())
 }
