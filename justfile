@@ -187,10 +187,16 @@ bench: build-plugins setup-cdk
     cargo build --release -p sluice-host
     cargo bench -p sluice-host --bench throughput
     cargo bench -p sluice-host --bench languages
+    just bench-figures
+
+# Copy the reports `just bench` wrote (docs/bench/) into the docs' blocks that include them.
+bench-figures:
+    python3 scripts/bench-figures.py --write
 
 # Formatting and lints, warnings as errors; in the host, no files that import each other and no function over 100 lines.
 lint:
     cargo fmt --all -- --check
     python3 scripts/tree-check.py host/src
+    python3 scripts/bench-figures.py
     cargo clippy --workspace --exclude demo-source --exclude test-connector --exclude wrong-version --exclude hostile --exclude broken-connector --all-targets -- -D warnings
     cargo clippy --target wasm32-wasip2 {{ prepend("-p ", plugins) }} -- -D warnings

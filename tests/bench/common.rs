@@ -7,7 +7,40 @@ use clap::Parser;
 use sluice_host::command_line::Cli;
 use sluice_tests::demo_api::DemoApi;
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// What the case being measured has said so far: its report, unless it writes its own.
+static SAID: Mutex<String> = Mutex::new(String::new());
+
+/// Prints a line of a case's results and keeps it for the case's report
+/// ([`write_case_report`]), so the docs quote what the bench printed.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::common::said(format!($($arg)*))
+    };
+}
+
+pub fn said(line: String) {
+    println!("{line}");
+    let mut said = SAID.lock().unwrap();
+    said.push_str(line.trim_start_matches('\n'));
+    said.push('\n');
+}
+
+/// Writes what case `case` said to docs/bench/NAME.md, unless the case wrote a report of its
+/// own (which takes what it said) or was skipped.
+pub fn write_case_report(bench: &str, case: &str, name: &str, title: &str) {
+    let said = std::mem::take(&mut *SAID.lock().unwrap());
+    if said.is_empty() || said.contains("skipped") {
+        return;
+    }
+    let about = format!(
+        "What `cargo bench -p sluice-host --bench {bench} -- {case}` printed (part of `just bench`); \
+         the case is described in tests/bench/{bench}.rs."
+    );
+    write_report(name, &format!("{title} (`just bench`, {bench} case {case})"), &about, &format!("```\n{said}```\n"));
+}
 
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
@@ -54,7 +87,7 @@ pub async fn host_run_into(
 pub fn release_host(case: &str) -> Option<std::path::PathBuf> {
     let host = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("target/release/host");
     if !host.exists() {
-        println!("\n{case}: skipped, {} is missing (run `cargo build --release -p sluice-host`)", host.display());
+        said(format!("\n{case}: skipped, {} is missing (run `cargo build --release -p sluice-host`)", host.display()));
         return None;
     }
     Some(host)
@@ -133,6 +166,7 @@ pub fn write_report(name: &str, title: &str, about: &str, body: &str) {
         "# {title}\n\nWritten by `just bench` on {date}, on a machine with {cores} cores; do not edit by hand (run \
          `just bench` again).\n\n{about}\n\n{body}"
     );
+    SAID.lock().unwrap().clear();
     let path = root.join("docs/bench").join(format!("{name}.md"));
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, text).unwrap();

@@ -28,7 +28,7 @@ pub fn custom_components(bench: &Bench) {
     let config = bench.work.path().join("custom-components.json");
     let accounts: Vec<u64> = (1..=PARTITIONS).collect();
     std::fs::write(&config, serde_json::json!({"base_url": api.base_url(), "accounts": accounts}).to_string()).unwrap();
-    println!("\n[16] custom components (a filter and a transformation of components.py): seconds, against the CDK");
+    say!("\n[16] custom components (a filter and a transformation of components.py): seconds, against the CDK");
     let mut table = String::from(
         "| read | records | Sluice, s | CDK with unsafe code, s | against the CDK |\n| --- | --- | --- | --- | --- |\n",
     );
@@ -69,7 +69,7 @@ pub fn custom_components(bench: &Bench) {
             Some(t) => (format!("{:.2}", t.as_secs_f64()), format!("{:.2}x", t.as_secs_f64() / ours.as_secs_f64())),
             None => ("not installed".to_string(), String::new()),
         };
-        println!("    {what}: Sluice {:.2} s, CDK {cdk_s} s ({ratio})", ours.as_secs_f64());
+        say!("    {what}: Sluice {:.2} s, CDK {cdk_s} s ({ratio})", ours.as_secs_f64());
         writeln!(table, "| {what} | {expected} | {:.2} | {cdk_s} | {ratio} |", ours.as_secs_f64()).unwrap();
     }
     write_report(

@@ -19,6 +19,7 @@
 //!    (docs/bench/languages-under-latency.md).
 
 #[path = "common.rs"]
+#[macro_use]
 mod common;
 #[path = "native.rs"]
 mod native;
@@ -57,7 +58,7 @@ fn main() {
     let config = work.path().join("config.json");
     std::fs::write(&config, format!(r#"{{"base_url": "{}", "page_size": 1000}}"#, api.base_url())).unwrap();
 
-    println!("\n[1] items: 100k records, pages of 1000, one partition (median of {ROUNDS} rounds after a warm-up)");
+    say!("\n[1] items: 100k records, pages of 1000, one partition (median of {ROUNDS} rounds after a warm-up)");
     for (language, name) in PLUGINS {
         let plugin = plugin_path(&root, name);
         let first = runtime.block_on(common::host_run(&plugin, &config, &api, cache.path(), &["--streams", "items"]));
@@ -65,7 +66,7 @@ fn main() {
             .map(|_| runtime.block_on(common::host_run(&plugin, &config, &api, cache.path(), &["--streams", "items"])))
             .collect();
         let median = median(&mut times);
-        println!(
+        say!(
             "  {language:<11} {:>9.0} records/s  (median {:.0} ms; first run, compiling into the cache: {:.1} s)",
             RECORDS as f64 / median.as_secs_f64(),
             ms(median),
@@ -73,7 +74,9 @@ fn main() {
         );
     }
 
-    println!("\n[3] items: 100k records of ~280 bytes (nested address, tags), pages of 1000 (median of {ROUNDS})");
+    common::write_case_report("languages", "1", "languages-throughput", "Rust, Python and JavaScript: throughput");
+
+    say!("\n[3] items: 100k records of ~280 bytes (nested address, tags), pages of 1000 (median of {ROUNDS})");
     let rich = DemoApi::start_background(DemoApiConfig {
         records: RECORDS,
         accounts: 5,
@@ -91,10 +94,17 @@ fn main() {
         let mut times: Vec<Duration> = (0..ROUNDS).map(|_| run()).collect();
         let rate = RECORDS as f64 / median(&mut times).as_secs_f64();
         let of_rust = *rust.get_or_insert(rate);
-        println!("  {language:<11} {rate:>9.0} records/s  ({:.2}x Rust)", rate / of_rust);
+        say!("  {language:<11} {rate:>9.0} records/s  ({:.2}x Rust)", rate / of_rust);
     }
 
-    println!("\n[2] start-up with a warm cache (median of {STARTS})");
+    common::write_case_report(
+        "languages",
+        "3",
+        "languages-rich-records",
+        "Rust, Python and JavaScript on ~280-byte records",
+    );
+
+    say!("\n[2] start-up with a warm cache (median of {STARTS})");
     let host = root.join("target/release/host");
     for (language, name) in PLUGINS {
         let plugin = plugin_path(&root, name);
@@ -104,13 +114,15 @@ fn main() {
             let mut times: Vec<Duration> = (0..STARTS).map(|_| spec_process(&host, &plugin, cache.path())).collect();
             format!("; a whole `host spec` process {:.1} ms", ms(median(&mut times)))
         });
-        println!(
+        say!(
             "  {language:<11} load {:>6.1} ms, first instance + spec {:>6.1} ms{}",
             ms(median(&mut loads)),
             ms(median(&mut firsts)),
             process.unwrap_or_else(|| " (build the release host for the process time)".into())
         );
     }
+
+    common::write_case_report("languages", "2", "languages-start-up", "Start-up with a warm cache");
 
     first_run_of_a_package(&root, cache.path());
     memory(&root, cache.path(), work.path());
@@ -120,7 +132,7 @@ fn main() {
 /// empty cache, the package's compiled code taken instead of compiling the component, against
 /// the same with the compiled code left out (as packages were before).
 fn first_run_of_a_package(root: &Path, cache: &Path) {
-    println!("\n[5] first run of a package with an empty cache (`source-NAME spec`, median of 3)");
+    say!("\n[5] first run of a package with an empty cache (`source-NAME spec`, median of 3)");
     let Some(host) = common::release_host("[5] first run of a package") else { return };
     let mut table =
         String::from("| connector | with the packaged compiled code, ms | compiling, ms |\n| --- | --- | --- |\n");
@@ -158,7 +170,7 @@ fn first_run_of_a_package(root: &Path, cache: &Path) {
         std::fs::write(&manifest, pinned.to_string()).unwrap();
         let mut compiling: Vec<Duration> = (0..1).map(|_| first_run()).collect();
         let (packaged, compiling) = (ms(median(&mut packaged)), ms(median(&mut compiling)));
-        println!("  {language:<11} {packaged:>7.0} ms with the packaged compiled code, {compiling:>7.0} ms compiling");
+        say!("  {language:<11} {packaged:>7.0} ms with the packaged compiled code, {compiling:>7.0} ms compiling");
         writeln!(table, "| {language} | {packaged:.0} | {compiling:.0} |").unwrap();
     }
     common::write_report(
@@ -176,7 +188,7 @@ fn first_run_of_a_package(root: &Path, cache: &Path) {
 /// not stay with the host).
 fn memory(root: &Path, cache: &Path, work: &Path) {
     const IN_FLIGHT: u64 = 16;
-    println!(
+    say!(
         "\n[4] memory: account_items, {IN_FLIGHT} partitions in flight (2000 records of ~280 bytes each, pages of 250, 20 ms a request), peak RSS of the `host run` process"
     );
     let Some(host) = common::release_host("[4] memory") else { return };
@@ -184,7 +196,7 @@ fn memory(root: &Path, cache: &Path, work: &Path) {
         "| partitions | reader | seconds | against native | peak RSS, MiB | peak PSS, MiB |\n| --- | --- | --- | --- | --- | --- |\n",
     );
     for partitions in [IN_FLIGHT, 4 * IN_FLIGHT] {
-        println!("  {partitions} partitions:");
+        say!("  {partitions} partitions:");
         let api = DemoApi::start_background(DemoApiConfig {
             records: partitions * 2000,
             accounts: partitions,
@@ -201,7 +213,7 @@ fn memory(root: &Path, cache: &Path, work: &Path) {
             command.arg("__native").arg(api.base_url()).args(counts);
             let (took, rss, _, records) = common::measured_process(&mut command, false);
             assert_eq!(records, partitions * 2000, "the native reader read every record");
-            println!("    {:<11} peak RSS {rss:>6.1} MiB, {:.2} s", "native", took.as_secs_f64());
+            say!("    {:<11} peak RSS {rss:>6.1} MiB, {:.2} s", "native", took.as_secs_f64());
             writeln!(table, "| {partitions} | native reader | {:.2} | 1.00x | {rss:.1} | |", took.as_secs_f64())
                 .unwrap();
             took
@@ -219,7 +231,7 @@ fn memory(root: &Path, cache: &Path, work: &Path) {
             assert_eq!(records, partitions * 2000, "{language} read every record");
             let of_rust = *rust.get_or_insert(rss);
             let against_native = native.as_secs_f64() / took.as_secs_f64();
-            println!(
+            say!(
                 "    {language:<11} peak RSS {rss:>6.1} MiB ({:.1}x Rust), peak PSS {pss:>6.1} MiB, {:.2} s ({against_native:.2}x native)",
                 rss / of_rust,
                 took.as_secs_f64()

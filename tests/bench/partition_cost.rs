@@ -41,7 +41,7 @@ struct Setting {
 pub fn partition_cost(bench: &Bench) {
     let Some(host) = release_host("[14] partition cost") else { return };
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    println!("\n[14] N one-record partitions, 8 in flight: seconds (against native), ms per partition");
+    say!("\n[14] N one-record partitions, 8 in flight: seconds (against native), ms per partition");
     let mut table = String::from(
         "| partitions | reader | seconds | against native | ms per partition | against the CDK |\n| --- | --- | --- | --- | --- | --- |\n",
     );
@@ -54,7 +54,7 @@ pub fn partition_cost(bench: &Bench) {
                 continue;
             }
             let Some(command) = command(reader, &host, &root, bench, &setting) else {
-                println!("    {name}: skipped (not installed: `just setup-cdk`)");
+                say!("    {name}: skipped (not installed: `just setup-cdk`)");
                 continue;
             };
             // A warm-up fills the compiled-code cache; the CDK, tens of seconds at 10,000, runs once.
@@ -81,7 +81,7 @@ pub fn partition_cost(bench: &Bench) {
             let against_cdk = cdk.map_or("".to_string(), |c| format!("{:.1}x", c.as_secs_f64() / time.as_secs_f64()));
             let (seconds, per) = (time.as_secs_f64(), ms(*time) / partitions as f64);
             let ratio = native.as_secs_f64() / seconds;
-            println!(
+            say!(
                 "    {partitions:>6} partitions, {name}: {seconds:.2} s ({ratio:.3}x native), {per:.3} ms per partition"
             );
             let row = format!("| {partitions} | {name} | {seconds:.2} | {ratio:.3}x | {per:.3} | {against_cdk} |");

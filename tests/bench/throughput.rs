@@ -41,6 +41,7 @@
 //!    batched with gzip) vs without; then `host replay` of that run.
 
 #[path = "common.rs"]
+#[macro_use]
 mod common;
 mod custom_components;
 #[path = "native.rs"]
@@ -84,27 +85,29 @@ fn main() {
     };
     // `cargo bench --bench throughput -- 1 7` runs only cases 1 and 7.
     let only: Vec<String> = std::env::args().skip(1).filter(|a| a.parse::<u32>().is_ok()).collect();
-    let cases: [(&str, Measure); 16] = [
-        ("1", throughput),
-        ("2", latency_bound),
-        ("3", peak_rss),
-        ("4", instantiation_time),
-        ("5", tenants),
-        ("6", pooling),
-        ("7", replay_storage),
-        ("8", report_job),
-        ("9", memory_attacks),
-        ("10", state_bytes),
-        ("11", crash_and_resume),
-        ("12", scale),
-        ("13", declarative),
-        ("14", partition_cost::partition_cost),
-        ("15", against_the_cdk),
-        ("16", custom_components::custom_components),
+    // Each case's printed results go to docs/bench/NAME.md (unless it writes a report of its own).
+    let cases: [(&str, &str, &str, Measure); 16] = [
+        ("1", "throughput", "Throughput: one partition of 100k records", throughput),
+        ("2", "latency-bound", "Latency-bound: 20 partitions, 20 ms a request", latency_bound),
+        ("3", "peak-rss", "Peak RSS reading 1M records", peak_rss),
+        ("4", "instantiation", "Instantiating a plugin for a partition", instantiation_time),
+        ("5", "noisy-neighbours", "Noisy neighbours: 45 tenants and 5 hostile ones in one process", tenants),
+        ("6", "pooling", "Instances per second, with and without pooling", pooling),
+        ("7", "replay-storage", "Replay storage: a run kept, and replayed", replay_storage),
+        ("8", "report-job", "A report job on the host's orchestrator", report_job),
+        ("9", "memory-attacks", "Host memory under memory attacks", memory_attacks),
+        ("10", "state-bytes", "STATE bytes of many partitions", state_bytes),
+        ("11", "crash-and-resume", "Crash and resume", crash_and_resume),
+        ("12", "scale", "Scale: 10M records, 100k partitions, a 1M-row report", scale),
+        ("13", "declarative", "A manifest in the declarative engine against the Rust connector", declarative),
+        ("14", "partition-cost", "The cost of a partition", partition_cost::partition_cost),
+        ("15", "against-the-cdk", "A manifest in Sluice and in the Airbyte CDK", against_the_cdk),
+        ("16", "custom-components", "Custom components", custom_components::custom_components),
     ];
-    for (case, measure) in cases {
+    for (case, name, title, measure) in cases {
         if only.is_empty() || only.iter().any(|c| c == case) {
             measure(&bench);
+            common::write_case_report("throughput", case, name, title);
         }
     }
 }
@@ -114,7 +117,7 @@ type Measure = fn(&Bench);
 
 fn instantiation_time(bench: &Bench) {
     let instantiate = bench.runtime.block_on(instantiation(&bench.plugin, bench.cache.path()));
-    println!("\n[4] per-partition instantiation: median {:.1} µs over {INSTANCES}", instantiate.as_secs_f64() * 1e6);
+    say!("\n[4] per-partition instantiation: median {:.1} µs over {INSTANCES}", instantiate.as_secs_f64() * 1e6);
 }
 
 /// `__native items|partitions|report BASE_URL N`: a native reader writing Airbyte records to
@@ -136,7 +139,7 @@ fn native_child(args: &[String]) {
 fn scale(bench: &Bench) {
     let Some(host) = release_host("[12] scale") else { return };
     let me = std::env::current_exe().unwrap();
-    println!("\n[12] scale: the host process vs a native reader process, peak RSS and records/s");
+    say!("\n[12] scale: the host process vs a native reader process, peak RSS and records/s");
     struct Case {
         name: &'static str,
         api: DemoApiConfig,
@@ -196,7 +199,7 @@ fn scale(bench: &Bench) {
         ]));
         assert_eq!((host_records, native_records), (records, records), "{name}");
         let rate = |took: Duration| records as f64 / took.as_secs_f64();
-        println!(
+        say!(
             "    {name}:\n      host {:.0} records/s, peak RSS {host_rss:.1} MiB; native {:.0} records/s, peak RSS {native_rss:.1} MiB; host/native throughput {:.2}x",
             rate(host_took),
             rate(native_took),
@@ -211,7 +214,7 @@ fn declarative(bench: &Bench) {
     let manifest = root.join("tests/fixtures/manifests/demo.yaml");
     // Short runs on a noisy machine: more rounds than the other cases, so the medians hold.
     const ROUNDS_13: usize = 11;
-    println!(
+    say!(
         "\n[13] declarative manifests: the demo manifest in the engine vs the Rust demo connector (records/s, median of {ROUNDS_13})"
     );
     let cases = [
@@ -260,7 +263,7 @@ fn declarative(bench: &Bench) {
         }
         let (ours, theirs) = (median(&mut ours), median(&mut theirs));
         let rate = |took: Duration| records as f64 / took.as_secs_f64();
-        println!(
+        say!(
             "    {name}: manifest {:.0} records/s, Rust {:.0} records/s; manifest/Rust {:.2}x",
             rate(ours),
             rate(theirs),
@@ -289,7 +292,7 @@ fn declarative(bench: &Bench) {
         ours.push(discover(&manifest));
         theirs.push(discover(&bench.plugin));
     }
-    println!(
+    say!(
         "    start-up, warm cache (`host discover`, median of 10): manifest {:.1} ms, Rust {:.1} ms",
         ms(median(&mut ours)),
         ms(median(&mut theirs))
@@ -302,10 +305,10 @@ fn against_the_cdk(bench: &Bench) {
     let manifest = root.join("tests/fixtures/manifests/demo.yaml");
     let cdk = root.join("target/tools/airbyte-cdk/bin/source-declarative-manifest");
     if !cdk.exists() {
-        println!("\n[15] skipped: {} is missing (run `just setup-cdk`)", cdk.display());
+        say!("\n[15] skipped: {} is missing (run `just setup-cdk`)", cdk.display());
         return;
     }
-    println!("\n[15] the demo manifest in Sluice vs the Airbyte CDK 7.39.1: records/s and peak RSS (median of 3)");
+    say!("\n[15] the demo manifest in Sluice vs the Airbyte CDK 7.39.1: records/s and peak RSS (median of 3)");
     let cases = [
         (
             "items, 100k records in pages of 1000",
@@ -372,7 +375,7 @@ fn against_the_cdk(bench: &Bench) {
         };
         let (our_rss, their_rss) = (mid(&mut our_rss), mid(&mut their_rss));
         let rate = |took: Duration| records as f64 / took.as_secs_f64();
-        println!(
+        say!(
             "    {name}: Sluice {:.0} records/s, {our_rss:.0} MiB; the CDK {:.0} records/s, {their_rss:.0} MiB; \
              throughput {:.1}x the CDK's, memory {:.2}x",
             rate(ours),
@@ -502,7 +505,7 @@ fn crash_and_resume(bench: &Bench) {
         std::fs::write(&state, previous).unwrap();
     }
     let lost = RECORDS - seen.len() as u64;
-    println!(
+    say!(
         "\n[11] 20 partitions x 1000 records (pages of 100, 8 in flight), 5 SIGKILLs, each run resumed: \
          {twice} records delivered twice ({:.1} pages per kill), {lost} lost",
         twice as f64 / 100.0 / 5.0
@@ -513,7 +516,7 @@ fn crash_and_resume(bench: &Bench) {
 fn state_bytes(bench: &Bench) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     let Some(host) = release_host("[10] STATE bytes") else { return };
-    println!("\n[10] STATE bytes of one incremental stream of N one-record partitions");
+    say!("\n[10] STATE bytes of one incremental stream of N one-record partitions");
     for partitions in [1_000u64, 10_000, 100_000] {
         let path = bench.work.path().join("partitions.json");
         let config = serde_json::json!({"mode": "cursor-partitions", "partitions": partitions});
@@ -534,7 +537,7 @@ fn state_bytes(bench: &Bench) {
         let states: Vec<&str> = stdout.lines().filter(|l| l.contains("\"type\":\"STATE\"")).collect();
         let total: usize = states.iter().map(|l| l.len()).sum();
         let last = states.last().map_or(0, |l| l.len());
-        println!(
+        say!(
             "    {partitions:>7} partitions: {} STATE lines, {:.2} MB in all, the last {:.2} MB ({:.1}x it), {:.0} partitions/s",
             states.len(),
             total as f64 / 1e6,
@@ -581,7 +584,7 @@ fn memory_attacks(bench: &Bench) {
     let mut idle: Vec<f64> = (0..3).map(|_| hostile_rss(bench, &host, json!({"mode": "env"}), none)).collect();
     idle.sort_by(f64::total_cmp);
     let idle = idle[1];
-    println!("\n[9] host peak RSS under memory attacks, guest limit 64 MiB (idle run: {idle:.1} MiB)");
+    say!("\n[9] host peak RSS under memory attacks, guest limit 64 MiB (idle run: {idle:.1} MiB)");
     let cases = [
         ("memory bomb (grows until refused)", json!({"mode": "memory"}), none),
         ("150 log calls of 10 MiB in one call", json!({"mode": "log-bomb", "count": 150, "size": 10 << 20}), none),
@@ -593,7 +596,7 @@ fn memory_attacks(bench: &Bench) {
     ];
     for (name, mode, stall) in cases {
         let peak = hostile_rss(bench, &host, mode, stall);
-        println!(
+        say!(
             "    {name}: {peak:.1} MiB, {:.1} MiB over idle ({:.2}x the guest limit)",
             peak - idle,
             (peak - idle) / 64.0
@@ -662,7 +665,7 @@ fn report_job(bench: &Bench) {
         &mut host,
         &mut native,
     );
-    println!(
+    say!(
         "  job completed -> first record written: host {:.0} ms, native {:.0} ms (medians)",
         ms(median(&mut host_first)),
         ms(median(&mut native_first))
@@ -766,10 +769,10 @@ fn replay_storage(bench: &Bench) {
     }
     let (without, continual, batched) = (median(&mut without), median(&mut with_continual), median(&mut with_batched));
     let rate = |d: Duration| RECORDS as f64 / d.as_secs_f64();
-    println!("\n[7] replay storage: items, 100k records, Singer format, pages of 1000");
-    println!("  {:<34} {:>12.0} records/s  (median {:.1} ms)", "not kept", rate(without), ms(without));
+    say!("\n[7] replay storage: items, 100k records, Singer format, pages of 1000");
+    say!("  {:<34} {:>12.0} records/s  (median {:.1} ms)", "not kept", rate(without), ms(without));
     for (name, d) in [("--replay-to file:// (continual)", continual), ("… batched, gzip", batched)] {
-        println!(
+        say!(
             "  {name:<34} {:>12.0} records/s  (median {:.1} ms)  ratio kept/not kept: {:.2}x",
             rate(d),
             ms(d),
@@ -787,7 +790,7 @@ fn replay_storage(bench: &Bench) {
         assert_eq!(report.records, RECORDS);
     }
     let replay = median(&mut replays);
-    println!("  host replay (Singer, verified):    {:>12.0} records/s  (median {:.1} ms)", rate(replay), ms(replay));
+    say!("  host replay (Singer, verified):    {:>12.0} records/s  (median {:.1} ms)", rate(replay), ms(replay));
 }
 
 /// 49 tenants reading `items` (2,000 records each), with or without a hostile 50th.
@@ -849,14 +852,14 @@ fn tenants(bench: &Bench) {
     let worst = ratios.iter().cloned().fold(0.0, f64::max);
     let mut sorted_ratios = ratios.clone();
     sorted_ratios.sort_by(f64::total_cmp);
-    println!("\n[5] 45 tenants x 2,000 records in one process (pooling: {}), and 5 hostile ones", runtime.pooling());
-    println!("  hostile modes: {}", hostile_modes.join(", "));
-    println!(
+    say!("\n[5] 45 tenants x 2,000 records in one process (pooling: {}), and 5 hostile ones", runtime.pooling());
+    say!("  hostile modes: {}", hostile_modes.join(", "));
+    say!(
         "  the last of 45 well-behaved tenants ends after {:.1} ms without them, {:.1} ms with the hostile ones",
         ms(kth(&alone, 44)),
         ms(kth(&present, 44))
     );
-    println!(
+    say!(
         "  each well-behaved tenant with the hostile ones against without: median {:.2}x, worst {:.2}x (aim: 1.1x)",
         sorted_ratios[sorted_ratios.len() / 2],
         worst
@@ -881,7 +884,7 @@ fn pooling(bench: &Bench) {
     };
     let (on_demand, _) = rate(false);
     let (pooled, pooling_used) = rate(true);
-    println!(
+    say!(
         "\n[6] instances per second: on demand {on_demand:.0}, pooled {pooled:.0} (pooling in use: {pooling_used}); ratio {:.2}x",
         pooled / on_demand
     );
@@ -890,10 +893,10 @@ fn pooling(bench: &Bench) {
 fn report(case: &str, records: u64, host: &mut [Duration], native: &mut [Duration]) {
     let (host, native) = (median(host), median(native));
     let rate = |d: Duration| records as f64 / d.as_secs_f64();
-    println!("\n{case}");
-    println!("  {:<26} {:>12.0} records/s  (median {:.1} ms)", "host + demo connector", rate(host), ms(host));
-    println!("  {:<26} {:>12.0} records/s  (median {:.1} ms)", "native reader", rate(native), ms(native));
-    println!("  ratio host/native: {:.2}x", native.as_secs_f64() / host.as_secs_f64());
+    say!("\n{case}");
+    say!("  {:<26} {:>12.0} records/s  (median {:.1} ms)", "host + demo connector", rate(host), ms(host));
+    say!("  {:<26} {:>12.0} records/s  (median {:.1} ms)", "native reader", rate(native), ms(native));
+    say!("  ratio host/native: {:.2}x", native.as_secs_f64() / host.as_secs_f64());
 }
 
 fn throughput(bench: &Bench) {
@@ -958,7 +961,7 @@ fn peak_rss(bench: &Bench) {
     let peak = Peak::rss(child.id()).mib();
     assert!(child.wait().unwrap().success());
     let elapsed = started.elapsed();
-    println!(
+    say!(
         "\n[3] host process reading 1M records (items, pages of 1000, stdout to /dev/null): peak RSS {peak:.1} MiB, {:.0} records/s",
         RECORDS as f64 / elapsed.as_secs_f64()
     );
