@@ -62,7 +62,7 @@ pub use run::runtime::{Runtime, RuntimeOptions};
 pub use run::schedule::Concurrency;
 pub use run::shard::Shard;
 pub use run::stop::Stop;
-pub use run::tenants::{TenantQuota, TenantUsage};
+pub use run::tenants::{RUN_SECONDS_BUCKETS, RunSeconds, TenantQuota, TenantUsage};
 pub use storage::replay::{
     Cadence, Compression, LakeOptions, Location, Manifest, ReplayOptions, ReplayReport, Segment, StorageOptions,
     current_manifest, rebuild_manifest, replay,

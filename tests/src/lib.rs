@@ -4,5 +4,6 @@
 pub mod components;
 pub mod demo_api;
 pub mod fixture_api;
+pub mod otlp;
 pub mod plain_http;
 pub mod s3_server;

@@ -367,6 +367,12 @@ pub struct ReadOptions {
     /// instances, peak memory, duration).
     #[arg(long, value_name = "FILE")]
     pub metrics_file: Option<PathBuf>,
+    /// Send the run's spans (the run, each stream, partition and HTTP request; the host's log
+    /// lines as their events) and its metrics to the OpenTelemetry collector at URL, over
+    /// OTLP/HTTP with protobuf (URL/v1/traces, URL/v1/metrics; a collector's default is
+    /// http://127.0.0.1:4318).
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
     /// Never draw the progress display (it is drawn only when stderr is a terminal anyway).
     #[arg(long)]
     pub no_progress: bool,

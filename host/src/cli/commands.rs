@@ -15,7 +15,7 @@ use crate::guest::connector::Connector;
 use crate::guest::engine::{POOLED_INSTANCES, POOLED_MAX_MEMORY};
 use crate::net::{EgressPolicy, HostPort};
 use crate::run::policy::Policy;
-use crate::run::request::{Action, Outcome, RunError, RunRequest, Selection};
+use crate::run::request::{Action, Outcome, ReadReport, RunError, RunRequest, Selection};
 use crate::run::runtime::{Runtime, RuntimeOptions};
 use crate::run::schedule::Concurrency;
 use crate::run::session;
@@ -79,8 +79,8 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
                     read_options(&mut request, &args.options);
                     Ok(request)
                 });
-            let metrics = args.options.metrics_file.as_deref();
-            run_request_with_metrics(&args.common.plugin, request, Format::Airbyte, sink, metrics).await
+            let observers = Observers::of(&args.options);
+            run_request_with_metrics(&args.common.plugin, request, Format::Airbyte, sink, observers).await
         }
         Command::Run(args) if args.about.is_some() => about(&args, sink).await,
         Command::Run(args) if args.test => connection_test(&args).await,
@@ -104,8 +104,8 @@ pub async fn execute(cli: Cli, sink: Box<dyn Write + Send>) -> ExitCode {
                 read_options(&mut request, &args.options);
                 Ok(request)
             })();
-            let metrics = args.options.metrics_file.as_deref();
-            run_request_with_metrics(&args.common.plugin, request, args.format, sink, metrics).await
+            let observers = Observers::of(&args.options);
+            run_request_with_metrics(&args.common.plugin, request, args.format, sink, observers).await
         }
     }
 }
@@ -191,21 +191,39 @@ async fn run_request(
     format: Format,
     sink: Box<dyn Write + Send>,
 ) -> ExitCode {
-    run_request_with_metrics(args, request, format, sink, None).await
+    run_request_with_metrics(args, request, format, sink, Observers::default()).await
 }
 
-/// [`run_request`], writing a read's metrics to `metrics` (`--metrics-file`) when it ends.
+/// What watches a read besides its output: `--metrics-file` and `--otlp-endpoint`.
+#[derive(Default, Clone, Copy)]
+struct Observers<'a> {
+    metrics_file: Option<&'a std::path::Path>,
+    otlp_endpoint: Option<&'a str>,
+}
+
+impl<'a> Observers<'a> {
+    fn of(options: &'a ReadOptions) -> Self {
+        Observers { metrics_file: options.metrics_file.as_deref(), otlp_endpoint: options.otlp_endpoint.as_deref() }
+    }
+}
+
+/// [`run_request`], with a read's metrics written to `--metrics-file` when it ends and its spans
+/// and metrics sent to `--otlp-endpoint`.
 async fn run_request_with_metrics(
     args: &PluginArgs,
     request: Result<RunRequest, Fatal>,
     format: Format,
     sink: Box<dyn Write + Send>,
-    metrics: Option<&std::path::Path>,
+    observers: Observers<'_>,
 ) -> ExitCode {
     let runtime =
         request.and_then(|request| Ok((runtime_for(args, &request.policy, request.concurrency.partitions)?, request)));
-    let (runtime, mut request) = match runtime {
-        Ok(both) => both,
+    let telemetry = runtime.and_then(|both| {
+        let telemetry = observers.otlp_endpoint.map(super::telemetry::start).transpose();
+        Ok((both, telemetry.map_err(|e| Fatal::config(format!("{e:#}")))?))
+    });
+    let ((runtime, mut request), telemetry) = match telemetry {
+        Ok(all) => all,
         Err(fatal) => return early_failure(&fatal, format, sink).await,
     };
     request.sink = sink;
@@ -233,22 +251,20 @@ async fn run_request_with_metrics(
             ExitCode::FAILURE
         }
         (None, Ok(Outcome::Read(read))) => {
-            if std::io::IsTerminal::is_terminal(&std::io::stderr()) && format == Format::Airbyte {
-                eprintln!("{}", printable(&read.summary_line()));
+            if let Some(telemetry) = &telemetry {
+                telemetry.record(read);
             }
-            let written = metrics.map_or(Ok(()), |path| std::fs::write(path, read.prometheus_text(&[])));
-            match written {
-                Err(e) => {
-                    let path = metrics.map(|p| p.display().to_string()).unwrap_or_default();
-                    eprintln!("error: cannot write the metrics to {}: {e}", printable(&path));
-                    ExitCode::FAILURE
-                }
-                Ok(()) if read.ok() => ExitCode::SUCCESS,
-                Ok(()) => ExitCode::FAILURE,
-            }
+            read_ended(read, format, observers.metrics_file)
         }
         (None, Ok(_)) => ExitCode::SUCCESS,
     };
+    if let Some(telemetry) = telemetry {
+        // The exporters' last sends block: off the runtime's workers, which carry them out.
+        let failures = tokio::task::spawn_blocking(move || telemetry.finish()).await.unwrap_or_default();
+        for failure in failures {
+            eprintln!("WARN {}", printable(&failure));
+        }
+    }
     if let Err(e) = report.output {
         // A consumer that went away (broken pipe) is not worth a second error line.
         if e.kind() != std::io::ErrorKind::BrokenPipe {
@@ -257,6 +273,24 @@ async fn run_request_with_metrics(
         return ExitCode::FAILURE;
     }
     code
+}
+
+/// A read that ran: its summary on a terminal, its metrics to `metrics` (`--metrics-file`), and
+/// whether every stream was read.
+fn read_ended(read: &ReadReport, format: Format, metrics: Option<&std::path::Path>) -> ExitCode {
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) && format == Format::Airbyte {
+        eprintln!("{}", printable(&read.summary_line()));
+    }
+    let written = metrics.map_or(Ok(()), |path| std::fs::write(path, read.prometheus_text(&[])));
+    match written {
+        Err(e) => {
+            let path = metrics.map(|p| p.display().to_string()).unwrap_or_default();
+            eprintln!("error: cannot write the metrics to {}: {e}", printable(&path));
+            ExitCode::FAILURE
+        }
+        Ok(()) if read.ok() => ExitCode::SUCCESS,
+        Ok(()) => ExitCode::FAILURE,
+    }
 }
 
 /// A command that fails before its run starts (an unreadable config, catalog or state), or

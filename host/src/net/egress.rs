@@ -258,8 +258,31 @@ impl Egress {
         Ok((resp, source))
     }
 
-    /// The attempts of one request; with `stream`, the final answer's body is left unread.
+    /// The attempts of one request in a `request` span: its method, and its URL without the
+    /// query (which may carry a key); the final status, or the error.
     async fn exchange(
+        &self,
+        req: Request,
+        context: &str,
+        stream: bool,
+    ) -> Result<(Response, Option<reqwest::Response>), HttpError> {
+        let span = tracing::info_span!(
+            "request",
+            http.request.method = %req.method,
+            url.full = %without_query(&req.url),
+            http.response.status_code = tracing::field::Empty,
+            error = tracing::field::Empty,
+        );
+        let result = tracing::Instrument::instrument(self.attempts(req, context, stream), span.clone()).await;
+        match &result {
+            Ok((response, _)) => span.record("http.response.status_code", response.status),
+            Err(e) => span.record("error", tracing::field::display(e)),
+        };
+        result
+    }
+
+    /// The attempts of one request; with `stream`, the final answer's body is left unread.
+    async fn attempts(
         &self,
         req: Request,
         context: &str,
@@ -524,6 +547,20 @@ fn classify(e: reqwest::Error) -> Failure {
         Failure::Other(HttpError::InvalidRequest(text))
     } else {
         Failure::Other(HttpError::Connection(text))
+    }
+}
+
+/// A URL as spans show it: without its query or fragment, nor any user and password.
+fn without_query(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) => {
+            parsed.set_query(None);
+            parsed.set_fragment(None);
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            parsed.to_string()
+        }
+        Err(_) => String::from("(not a URL)"),
     }
 }
 

@@ -1,17 +1,23 @@
-//! A read's numbers in the Prometheus text exposition format (version 0.0.4): what
-//! `--metrics-file` writes at the end of a run, and what an embedder can serve or push for each
-//! run ([`ReadReport::prometheus_text`]). Counters are the run's totals; gauges its peaks.
+//! Numbers in the Prometheus text exposition format (version 0.0.4): a read's, what
+//! `--metrics-file` writes at the end of a run and an embedder can serve or push for each run
+//! ([`ReadReport::prometheus_text`]; counters are the run's totals, gauges its peaks), and every
+//! tenant's of a runtime ([`crate::Runtime::prometheus_text`]).
 
 use super::read::StreamSummary;
 use super::request::ReadReport;
+use super::tenants::{RUN_SECONDS_BUCKETS, TenantUsage};
 use std::fmt::Write as _;
 
-/// One metric family: its name, help, type and samples (labels, value).
+/// Labels of a sample.
+type Labels = Vec<(&'static str, String)>;
+
+/// One metric family: its name, help, type and samples (a suffix of the name, as a
+/// histogram's `_bucket`, labels, value).
 struct Family {
     name: &'static str,
     help: &'static str,
     kind: &'static str,
-    samples: Vec<(Vec<(&'static str, String)>, f64)>,
+    samples: Vec<(&'static str, Labels, f64)>,
 }
 
 impl Family {
@@ -20,20 +26,36 @@ impl Family {
     }
 
     fn one(mut self, value: f64) -> Self {
-        self.samples.push((Vec::new(), value));
+        self.samples.push(("", Vec::new(), value));
         self
     }
 
-    fn labelled(mut self, labels: Vec<(&'static str, String)>, value: f64) -> Self {
-        self.samples.push((labels, value));
+    fn labelled(mut self, labels: Labels, value: f64) -> Self {
+        self.samples.push(("", labels, value));
+        self
+    }
+
+    /// A histogram's samples: its cumulative buckets (`le`, `+Inf` last), sum and count.
+    fn histogram(mut self, labels: Labels, bounds: &[f64], buckets: &[u64], sum: f64, count: u64) -> Self {
+        for (i, bound) in bounds.iter().enumerate() {
+            let mut le = labels.clone();
+            le.push(("le", bound.to_string()));
+            self.samples.push(("_bucket", le, buckets.get(i).copied().unwrap_or(0) as f64));
+        }
+        let mut inf = labels.clone();
+        inf.push(("le", "+Inf".into()));
+        self.samples.push(("_bucket", inf, count as f64));
+        self.samples.push(("_sum", labels.clone(), sum));
+        self.samples.push(("_count", labels, count as f64));
         self
     }
 
     fn write(&self, run_labels: &[(&str, &str)], out: &mut String) {
         let _ = writeln!(out, "# HELP {} {}", self.name, self.help);
         let _ = writeln!(out, "# TYPE {} {}", self.name, self.kind);
-        for (labels, value) in &self.samples {
+        for (suffix, labels, value) in &self.samples {
             out.push_str(self.name);
+            out.push_str(suffix);
             let all: Vec<(&str, &str)> =
                 run_labels.iter().copied().chain(labels.iter().map(|(k, v)| (*k, v.as_str()))).collect();
             if !all.is_empty() {
@@ -116,6 +138,94 @@ impl ReadReport {
         }
         out
     }
+}
+
+/// Every tenant's usage, each sample labelled with its `tenant`.
+pub(crate) fn tenants_text(tenants: &[(String, TenantUsage)]) -> String {
+    let per_tenant = |name, kind, help, value: fn(&TenantUsage) -> f64| {
+        tenants.iter().fold(Family::new(name, kind, help), |f, (tenant, u)| {
+            f.labelled(vec![("tenant", tenant.clone())], value(u))
+        })
+    };
+    let mut runs = Family::new("sluice_tenant_runs_total", "counter", "The tenant's runs, by what became of them.");
+    let mut seconds = Family::new("sluice_tenant_run_seconds", "histogram", "How long the tenant's runs took.");
+    for (tenant, u) in tenants {
+        for (outcome, n) in [
+            ("started", u.runs_started),
+            ("refused", u.runs_refused),
+            ("ended", u.runs_ended),
+            ("failed", u.runs_failed),
+        ] {
+            runs = runs.labelled(vec![("tenant", tenant.clone()), ("outcome", outcome.into())], n as f64);
+        }
+        let s = &u.run_seconds;
+        seconds = seconds.histogram(vec![("tenant", tenant.clone())], &RUN_SECONDS_BUCKETS, &s.buckets, s.sum, s.count);
+    }
+    let families = [
+        runs,
+        per_tenant("sluice_tenant_runs_active", "gauge", "The tenant's runs going now.", |u| u.runs_active as f64),
+        seconds,
+        per_tenant("sluice_tenant_records_total", "counter", "Records the tenant's reads wrote.", |u| u.records as f64),
+        per_tenant("sluice_tenant_partitions_total", "counter", "Partitions the tenant's reads read.", |u| {
+            u.partitions as f64
+        }),
+        per_tenant(
+            "sluice_tenant_partitions_failed_total",
+            "counter",
+            "Partitions of the tenant's reads that failed.",
+            |u| u.failed_partitions as f64,
+        ),
+        per_tenant(
+            "sluice_tenant_http_requests_total",
+            "counter",
+            "HTTP requests of the tenant's reads (attempts).",
+            |u| u.requests as f64,
+        ),
+        per_tenant(
+            "sluice_tenant_http_retries_total",
+            "counter",
+            "HTTP attempts of the tenant's reads that were retries.",
+            |u| u.retries as f64,
+        ),
+        per_tenant(
+            "sluice_tenant_http_denied_total",
+            "counter",
+            "The tenant's requests the egress policy denied.",
+            |u| u.denied as f64,
+        ),
+        per_tenant("sluice_tenant_http_bytes_in_total", "counter", "Response body bytes of the tenant's reads.", |u| {
+            u.bytes_in as f64
+        }),
+        per_tenant("sluice_tenant_guest_cpu_seconds_total", "counter", "CPU time in the tenant's guest code.", |u| {
+            u.guest_cpu.as_secs_f64()
+        }),
+        per_tenant(
+            "sluice_tenant_guest_throttled_seconds_total",
+            "counter",
+            "Time the tenant's busy guests were paused.",
+            |u| u.throttled.as_secs_f64(),
+        ),
+        per_tenant("sluice_tenant_instances_total", "counter", "Guest instances the tenant's reads made.", |u| {
+            u.instances as f64
+        }),
+        per_tenant(
+            "sluice_tenant_memory_held_bytes",
+            "gauge",
+            "Memory the tenant's runs going hold under its quota.",
+            |u| u.memory_held as f64,
+        ),
+        per_tenant(
+            "sluice_tenant_partition_slots_total",
+            "counter",
+            "Shared partition slots granted to the tenant's runs.",
+            |u| u.partition_slots as f64,
+        ),
+    ];
+    let mut out = String::new();
+    for family in &families {
+        family.write(&[], &mut out);
+    }
+    out
 }
 
 #[cfg(test)]

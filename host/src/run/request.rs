@@ -35,6 +35,18 @@ pub enum Action {
     },
 }
 
+impl Action {
+    /// The command's name: `spec`, `check`, `discover` or `read`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::Spec => "spec",
+            Action::Check => "check",
+            Action::Discover => "discover",
+            Action::Read { .. } => "read",
+        }
+    }
+}
+
 /// Which streams a read selects.
 #[derive(Debug, Clone, Default)]
 pub enum Selection {
@@ -198,6 +210,17 @@ pub struct RunReport {
 }
 
 impl RunReport {
+    /// How the run ended: `succeeded`, `failed` (a read with a stream not read in full
+    /// included) or `interrupted`.
+    pub fn outcome(&self) -> &'static str {
+        match (&self.stopped, &self.result) {
+            (Some(_), _) => "interrupted",
+            (None, Ok(Outcome::Read(read))) if !read.ok() => "failed",
+            (None, Ok(_)) => "succeeded",
+            (None, Err(_)) => "failed",
+        }
+    }
+
     /// The read's report; an error when the run failed, wrote incompletely or did not read.
     pub fn read(self) -> Result<ReadReport, RunError> {
         self.output.map_err(|e| RunError::system(format!("cannot write output: {e}")))?;

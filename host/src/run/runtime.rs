@@ -5,7 +5,7 @@
 use super::fair::FairShare;
 use super::plugins::Plugins;
 use super::policy::{Policy, PolicySource};
-use super::request::{RunError, RunReport, RunRequest};
+use super::request::{Outcome, RunError, RunReport, RunRequest};
 use super::session::{self, HttpSetup};
 use super::tenants::{MemoryAsk, TenantQuota, TenantUsage, Tenants};
 use crate::data::protocol::Output;
@@ -82,7 +82,20 @@ impl Runtime {
     /// Runs one request to the end. Its messages go to the request's sink; the report says
     /// what the run did (per-stream results and guest usage for a read) or why it failed.
     pub async fn run(&self, request: RunRequest) -> RunReport {
-        super::pipeline::execute(&self.plugins, request).await
+        let span = tracing::info_span!(
+            "run",
+            command = request.action.name(),
+            plugin = %request.plugin.file_name().unwrap_or_default().to_string_lossy(),
+            outcome = tracing::field::Empty,
+            records = tracing::field::Empty,
+        );
+        let report =
+            tracing::Instrument::instrument(super::pipeline::execute(&self.plugins, request), span.clone()).await;
+        span.record("outcome", report.outcome());
+        if let Ok(Outcome::Read(read)) = &report.result {
+            span.record("records", read.usage.records);
+        }
+        report
     }
 
     /// Shares `slots` partitions at once between the tenants' runs ([`Runtime::run_for`]) by
@@ -114,10 +127,28 @@ impl Runtime {
             fair.set_weight(tenant.name(), tenant.weight());
             request.concurrency.fair_share = Some(fair.ticket(tenant.name()));
         }
+        let started = std::time::Instant::now();
         let report = self.run(request).await;
-        tenant.count(&report);
+        tenant.count(&report, started.elapsed());
         drop(admitted);
         report
+    }
+
+    /// Every tenant's usage in the Prometheus text format (version 0.0.4), each sample labelled
+    /// with its `tenant`: for an embedder to serve on its metrics endpoint (`GET /metrics`) or
+    /// push. Counters since each tenant was first named, gauges as they are now, and a histogram
+    /// of how long its runs took.
+    pub fn prometheus_text(&self) -> String {
+        let tenants: Vec<(String, TenantUsage)> = self
+            .tenants
+            .all()
+            .into_iter()
+            .map(|(name, mut usage)| {
+                usage.partition_slots = self.fair.get().map_or(0, |fair| fair.granted(&name));
+                (name, usage)
+            })
+            .collect();
+        super::metrics::tenants_text(&tenants)
     }
 
     /// What `tenant`'s runs used so far (`None` for a tenant never named).

@@ -123,7 +123,9 @@ pub async fn read_streams(
     let mut streams_by_task = std::collections::HashMap::new();
     for (index, stream) in streams.into_iter().enumerate() {
         let (task_shared, name) = (shared.clone(), stream.stream.name.clone());
-        let handle = tasks.spawn(async move { (index, read_stream(task_shared, stream).await) });
+        let span = tracing::info_span!("stream", stream = %name);
+        let reading = async move { (index, read_stream(task_shared, stream).await) };
+        let handle = tasks.spawn(tracing::Instrument::instrument(reading, span));
         streams_by_task.insert(handle.id(), (index, name));
     }
     let mut summaries = Vec::new();
@@ -377,9 +379,11 @@ fn spawn_listing(
         },
         None => selected.clone(),
     };
-    tokio::spawn(async move {
+    // In the stream's span: the listing's requests are the stream's.
+    let listing = async move {
         read::list_partitions(&shared.connector, &shared.out, &shared.limits, &selected, partition_tx).await
-    })
+    };
+    tokio::spawn(tracing::Instrument::in_current_span(listing))
 }
 
 impl StreamRead {
@@ -488,20 +492,33 @@ impl StreamRead {
         };
         let (done_tx, stream_permits) = (self.done_tx.clone(), self.stream_permits.clone());
         let (partition, range) = (task.partition.clone(), task.range.clone());
-        let reading = tokio::spawn({
-            let done_tx = done_tx.clone();
-            async move {
-                match permits {
-                    Some(permits) => {
-                        let slot = fair_slot(&task.shared).await;
-                        let finished = task.run().await;
-                        drop((slot, permits));
-                        finished
-                    }
-                    None => task.run_job(saved, stream_permits, &done_tx).await,
+        // Opened here, in the stream's span, so the partition's task carries it as its parent.
+        let span = tracing::info_span!(
+            "partition",
+            stream = %partition.stream,
+            partition = %resume::key_text(&partition.key),
+            records = tracing::field::Empty,
+            failed = tracing::field::Empty,
+        );
+        let reading = tokio::spawn(tracing::Instrument::instrument(
+            {
+                let done_tx = done_tx.clone();
+                async move {
+                    let finished = match permits {
+                        Some(permits) => {
+                            let slot = fair_slot(&task.shared).await;
+                            let finished = task.run().await;
+                            drop((slot, permits));
+                            finished
+                        }
+                        None => task.run_job(saved, stream_permits, &done_tx).await,
+                    };
+                    note_in_span(&finished);
+                    finished
                 }
-            }
-        });
+            },
+            span,
+        ));
         // A partition task that panics still reports back (as a failed partition), so its
         // stream does not wait for it forever.
         tokio::spawn(async move {
@@ -876,6 +893,16 @@ struct PartitionTask {
     resume_from: Option<Checkpoint>,
     /// Where a resumable partition's checkpoints go (its stream).
     checkpoints: Option<mpsc::UnboundedSender<TaskEvent>>,
+}
+
+/// What became of a partition, on its span.
+fn note_in_span(finished: &Result<Finished, OutputClosed>) {
+    let span = tracing::Span::current();
+    match finished.as_ref().map(|f| &f.result) {
+        Ok(Ok(done)) => span.record("records", done.records),
+        Ok(Err(e)) => span.record("failed", tracing::field::display(e)),
+        Err(_) => span.record("failed", "the output was closed"),
+    };
 }
 
 impl PartitionTask {

@@ -73,6 +73,45 @@ pub struct TenantUsage {
     pub window_bytes_in: u64,
     /// Partition slots of the runtime's shared ones granted to the tenant's runs.
     pub partition_slots: u64,
+    /// Runs that ended (read or failed), and of them those that failed.
+    pub runs_ended: u64,
+    pub runs_failed: u64,
+    /// Of the reads that ended: HTTP retries and denials, time busy guests were paused,
+    /// instances made, partitions read and partitions failed.
+    pub retries: u64,
+    pub denied: u64,
+    pub throttled: Duration,
+    pub instances: u64,
+    pub partitions: u64,
+    pub failed_partitions: u64,
+    /// How long the runs that ended took, from their start (after the quota let them in).
+    pub run_seconds: RunSeconds,
+}
+
+/// The upper bounds, in seconds, of [`RunSeconds`]' buckets.
+pub const RUN_SECONDS_BUCKETS: [f64; 10] = [0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0];
+
+/// How long runs took, as a Prometheus histogram counts it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunSeconds {
+    /// Runs that took at most each bound of [`RUN_SECONDS_BUCKETS`] (cumulative; empty before
+    /// the first run).
+    pub buckets: Vec<u64>,
+    pub sum: f64,
+    pub count: u64,
+}
+
+impl RunSeconds {
+    pub fn observe(&mut self, seconds: f64) {
+        if self.buckets.is_empty() {
+            self.buckets = vec![0; RUN_SECONDS_BUCKETS.len()];
+        }
+        for (count, bound) in self.buckets.iter_mut().zip(RUN_SECONDS_BUCKETS) {
+            *count += u64::from(seconds <= bound);
+        }
+        self.sum += seconds;
+        self.count += 1;
+    }
 }
 
 /// One tenant: its quota, the slots of its runs, its shared API budget, its usage.
@@ -114,6 +153,14 @@ impl Tenants {
 
     pub fn usage(&self, name: &str) -> Option<TenantUsage> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).get(name).map(|t| t.usage())
+    }
+
+    /// Every tenant named so far, with its usage, by name.
+    pub fn all(&self) -> Vec<(String, TenantUsage)> {
+        let tenants = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut all: Vec<_> = tenants.iter().map(|(name, t)| (name.clone(), t.usage())).collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
     }
 }
 
@@ -317,19 +364,33 @@ impl Tenant {
         budget.into_iter().chain(requests).collect()
     }
 
-    /// Counts what a run that ended used.
-    pub fn count(&self, report: &RunReport) {
-        if let Ok(Outcome::Read(read)) = &report.result {
-            self.roll_window();
-            self.with_usage(|u| {
-                u.records += read.usage.records;
-                u.requests += read.usage.requests;
-                u.bytes_in += read.usage.bytes_in;
-                u.guest_cpu += read.usage.guest_cpu;
-                u.window_guest_cpu += read.usage.guest_cpu;
-                u.window_bytes_in += read.usage.bytes_in;
-            });
-        }
+    /// Counts what a run that ended used, and how long it took.
+    pub fn count(&self, report: &RunReport, took: Duration) {
+        self.roll_window();
+        self.with_usage(|u| {
+            u.runs_ended += 1;
+            u.run_seconds.observe(took.as_secs_f64());
+            let Ok(Outcome::Read(read)) = &report.result else {
+                u.runs_failed += u64::from(report.result.is_err());
+                return;
+            };
+            let usage = &read.usage;
+            u.records += usage.records;
+            u.requests += usage.requests;
+            u.bytes_in += usage.bytes_in;
+            u.guest_cpu += usage.guest_cpu;
+            u.window_guest_cpu += usage.guest_cpu;
+            u.window_bytes_in += usage.bytes_in;
+            u.retries += usage.retries;
+            u.denied += usage.denied;
+            u.throttled += usage.throttled + usage.policy_throttled;
+            u.instances += usage.instances;
+            for stream in &read.streams {
+                u.partitions +=
+                    stream.partitions - stream.failed_partitions - stream.skipped_partitions - stream.other_shards;
+                u.failed_partitions += stream.failed_partitions;
+            }
+        });
     }
 }
 

@@ -309,6 +309,13 @@ impl Output {
 
     pub async fn log(&self, level: &str, message: &str) -> Result<(), OutputClosed> {
         let message = &self.secrets.mask_text(message);
+        // Also an event of the current span (a run's, a partition's), for a tracing subscriber.
+        match level {
+            "ERROR" | "FATAL" => tracing::error!(message),
+            "WARN" => tracing::warn!(message),
+            "DEBUG" | "TRACE" => tracing::debug!(message),
+            _ => tracing::info!(message),
+        }
         match self.format {
             Format::Airbyte => self.message(&airbyte::log(level, message)).await,
             Format::Singer => self.send(Event::Stderr(format!("{level} {message}"))).await,
