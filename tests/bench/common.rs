@@ -28,10 +28,20 @@ pub fn said(line: String) {
     said.push('\n');
 }
 
-/// Writes what case `case` said to docs/bench/NAME.md, unless the case wrote a report of its
-/// own (which takes what it said) or was skipped.
-pub fn write_case_report(bench: &str, case: &str, name: &str, title: &str) {
+/// The report of the case being measured: its name (docs/bench/NAME.md) and title.
+static CASE: Mutex<Option<(&str, &str)>> = Mutex::new(None);
+
+/// Names the report of the case starting now ([`write_case_report`] writes it).
+pub fn case(name: &'static str, title: &'static str) {
+    *CASE.lock().unwrap() = Some((name, title));
+    SAID.lock().unwrap().clear();
+}
+
+/// Writes what case `case` of `bench` said to the report it named ([`case`]), unless it
+/// named none, wrote a report of its own (which takes what it said) or was skipped.
+pub fn write_case_report(bench: &str, case: &str) {
     let said = std::mem::take(&mut *SAID.lock().unwrap());
+    let Some((name, title)) = CASE.lock().unwrap().take() else { return };
     if said.is_empty() || said.contains("skipped") {
         return;
     }

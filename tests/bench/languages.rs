@@ -58,6 +58,7 @@ fn main() {
     let config = work.path().join("config.json");
     std::fs::write(&config, format!(r#"{{"base_url": "{}", "page_size": 1000}}"#, api.base_url())).unwrap();
 
+    common::case("languages-throughput", "Rust, Python and JavaScript: throughput");
     say!("\n[1] items: 100k records, pages of 1000, one partition (median of {ROUNDS} rounds after a warm-up)");
     for (language, name) in PLUGINS {
         let plugin = plugin_path(&root, name);
@@ -74,8 +75,9 @@ fn main() {
         );
     }
 
-    common::write_case_report("languages", "1", "languages-throughput", "Rust, Python and JavaScript: throughput");
+    common::write_case_report("languages", "1");
 
+    common::case("languages-rich-records", "Rust, Python and JavaScript on ~280-byte records");
     say!("\n[3] items: 100k records of ~280 bytes (nested address, tags), pages of 1000 (median of {ROUNDS})");
     let rich = DemoApi::start_background(DemoApiConfig {
         records: RECORDS,
@@ -97,13 +99,9 @@ fn main() {
         say!("  {language:<11} {rate:>9.0} records/s  ({:.2}x Rust)", rate / of_rust);
     }
 
-    common::write_case_report(
-        "languages",
-        "3",
-        "languages-rich-records",
-        "Rust, Python and JavaScript on ~280-byte records",
-    );
+    common::write_case_report("languages", "3");
 
+    common::case("languages-start-up", "Start-up with a warm cache");
     say!("\n[2] start-up with a warm cache (median of {STARTS})");
     let host = root.join("target/release/host");
     for (language, name) in PLUGINS {
@@ -122,7 +120,7 @@ fn main() {
         );
     }
 
-    common::write_case_report("languages", "2", "languages-start-up", "Start-up with a warm cache");
+    common::write_case_report("languages", "2");
 
     first_run_of_a_package(&root, cache.path());
     memory(&root, cache.path(), work.path());

@@ -85,29 +85,29 @@ fn main() {
     };
     // `cargo bench --bench throughput -- 1 7` runs only cases 1 and 7.
     let only: Vec<String> = std::env::args().skip(1).filter(|a| a.parse::<u32>().is_ok()).collect();
-    // Each case's printed results go to docs/bench/NAME.md (unless it writes a report of its own).
-    let cases: [(&str, &str, &str, Measure); 16] = [
-        ("1", "throughput", "Throughput: one partition of 100k records", throughput),
-        ("2", "latency-bound", "Latency-bound: 20 partitions, 20 ms a request", latency_bound),
-        ("3", "peak-rss", "Peak RSS reading 1M records", peak_rss),
-        ("4", "instantiation", "Instantiating a plugin for a partition", instantiation_time),
-        ("5", "noisy-neighbours", "Noisy neighbours: 45 tenants and 5 hostile ones in one process", tenants),
-        ("6", "pooling", "Instances per second, with and without pooling", pooling),
-        ("7", "replay-storage", "Replay storage: a run kept, and replayed", replay_storage),
-        ("8", "report-job", "A report job on the host's orchestrator", report_job),
-        ("9", "memory-attacks", "Host memory under memory attacks", memory_attacks),
-        ("10", "state-bytes", "STATE bytes of many partitions", state_bytes),
-        ("11", "crash-and-resume", "Crash and resume", crash_and_resume),
-        ("12", "scale", "Scale: 10M records, 100k partitions, a 1M-row report", scale),
-        ("13", "declarative", "A manifest in the declarative engine against the Rust connector", declarative),
-        ("14", "partition-cost", "The cost of a partition", partition_cost::partition_cost),
-        ("15", "against-the-cdk", "A manifest in Sluice and in the Airbyte CDK", against_the_cdk),
-        ("16", "custom-components", "Custom components", custom_components::custom_components),
+    let cases: [(&str, Measure); 16] = [
+        ("1", throughput),
+        ("2", latency_bound),
+        ("3", peak_rss),
+        ("4", instantiation_time),
+        ("5", tenants),
+        ("6", pooling),
+        ("7", replay_storage),
+        ("8", report_job),
+        ("9", memory_attacks),
+        ("10", state_bytes),
+        ("11", crash_and_resume),
+        ("12", scale),
+        ("13", declarative),
+        ("14", partition_cost::partition_cost),
+        ("15", against_the_cdk),
+        ("16", custom_components::custom_components),
     ];
-    for (case, name, title, measure) in cases {
+    for (case, measure) in cases {
         if only.is_empty() || only.iter().any(|c| c == case) {
             measure(&bench);
-            common::write_case_report("throughput", case, name, title);
+            // What the case printed goes to its report (unless it wrote one of its own).
+            common::write_case_report("throughput", case);
         }
     }
 }
@@ -116,6 +116,7 @@ fn main() {
 type Measure = fn(&Bench);
 
 fn instantiation_time(bench: &Bench) {
+    common::case("instantiation", "Instantiating a plugin for a partition");
     let instantiate = bench.runtime.block_on(instantiation(&bench.plugin, bench.cache.path()));
     say!("\n[4] per-partition instantiation: median {:.1} µs over {INSTANCES}", instantiate.as_secs_f64() * 1e6);
 }
@@ -137,6 +138,7 @@ fn native_child(args: &[String]) {
 }
 
 fn scale(bench: &Bench) {
+    common::case("scale", "Scale: 10M records, 100k partitions, a 1M-row report");
     let Some(host) = release_host("[12] scale") else { return };
     let me = std::env::current_exe().unwrap();
     say!("\n[12] scale: the host process vs a native reader process, peak RSS and records/s");
@@ -209,6 +211,7 @@ fn scale(bench: &Bench) {
 }
 
 fn declarative(bench: &Bench) {
+    common::case("declarative", "A manifest in the declarative engine against the Rust connector");
     let Some(host) = release_host("[13] declarative manifests") else { return };
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     let manifest = root.join("tests/fixtures/manifests/demo.yaml");
@@ -300,6 +303,7 @@ fn declarative(bench: &Bench) {
 }
 
 fn against_the_cdk(bench: &Bench) {
+    common::case("against-the-cdk", "A manifest in Sluice and in the Airbyte CDK");
     let Some(host) = release_host("[15] the manifest against the CDK") else { return };
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     let manifest = root.join("tests/fixtures/manifests/demo.yaml");
@@ -450,6 +454,7 @@ async fn native_streamed_report(
 
 /// Five SIGKILLs, each run resumed from the output of the one before.
 fn crash_and_resume(bench: &Bench) {
+    common::case("crash-and-resume", "Crash and resume");
     use std::io::BufRead;
     let Some(host) = release_host("[11] crash and resume") else { return };
     const ACCOUNTS: u64 = 20;
@@ -514,6 +519,7 @@ fn crash_and_resume(bench: &Bench) {
 
 /// STATE bytes written for N partitions: linear in N, with the fallback past 10,000.
 fn state_bytes(bench: &Bench) {
+    common::case("state-bytes", "STATE bytes of many partitions");
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     let Some(host) = release_host("[10] STATE bytes") else { return };
     say!("\n[10] STATE bytes of one incremental stream of N one-record partitions");
@@ -576,6 +582,7 @@ fn hostile_rss(bench: &Bench, host: &Path, mode: serde_json::Value, stall: Durat
 }
 
 fn memory_attacks(bench: &Bench) {
+    common::case("memory-attacks", "Host memory under memory attacks");
     use serde_json::json;
     let Some(host) = release_host("[9] memory attacks") else { return };
     let none = Duration::ZERO;
@@ -625,6 +632,7 @@ fn unix_ms() -> u64 {
 
 /// One report job of 100k rows, polled every 100 ms, read in pages of 5000.
 fn report_job(bench: &Bench) {
+    common::case("report-job", "A report job on the host's orchestrator");
     const RECORDS: u64 = 100_000;
     const PAGE: u64 = 5000;
     let api =
@@ -751,6 +759,7 @@ async fn native_report(base_url: &str, expected: u64, page: u64) -> (Duration, u
 
 /// A 100k-record Singer run kept in a local lake vs not kept, and the replay of it.
 fn replay_storage(bench: &Bench) {
+    common::case("replay-storage", "Replay storage: a run kept, and replayed");
     const RECORDS: u64 = 100_000;
     let api = DemoApi::start_background(DemoApiConfig { records: RECORDS, accounts: 5, ..Default::default() }).unwrap();
     let config = bench.config("replay.json", &api, 1000);
@@ -795,6 +804,7 @@ fn replay_storage(bench: &Bench) {
 
 /// 49 tenants reading `items` (2,000 records each), with or without a hostile 50th.
 fn tenants(bench: &Bench) {
+    common::case("noisy-neighbours", "Noisy neighbours: 45 tenants and 5 hostile ones in one process");
     use sluice_host::{Policy, RunRequest, Runtime};
     let api = DemoApi::start_background(DemoApiConfig { records: 2000, accounts: 4, ..Default::default() }).unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
@@ -868,6 +878,7 @@ fn tenants(bench: &Bench) {
 
 /// Instances created and dropped per second, pooled and on demand.
 fn pooling(bench: &Bench) {
+    common::case("pooling", "Instances per second, with and without pooling");
     const N: usize = 2000;
     let rate = |pooled: bool| -> (f64, bool) {
         bench.runtime.block_on(async {
@@ -900,6 +911,7 @@ fn report(case: &str, records: u64, host: &mut [Duration], native: &mut [Duratio
 }
 
 fn throughput(bench: &Bench) {
+    common::case("throughput", "Throughput: one partition of 100k records");
     const RECORDS: u64 = 100_000;
     let api = DemoApi::start_background(DemoApiConfig { records: RECORDS, accounts: 5, ..Default::default() }).unwrap();
     let config = bench.config("throughput.json", &api, 1000);
@@ -916,6 +928,7 @@ fn throughput(bench: &Bench) {
 }
 
 fn latency_bound(bench: &Bench) {
+    common::case("latency-bound", "Latency-bound: 20 partitions, 20 ms a request");
     const ACCOUNTS: u64 = 20;
     const PER_ACCOUNT: u64 = 1000;
     const IN_FLIGHT: usize = 8;
@@ -942,6 +955,7 @@ fn latency_bound(bench: &Bench) {
 }
 
 fn peak_rss(bench: &Bench) {
+    common::case("peak-rss", "Peak RSS reading 1M records");
     const RECORDS: u64 = 1_000_000;
     let api = DemoApi::start_background(DemoApiConfig { records: RECORDS, accounts: 5, ..Default::default() }).unwrap();
     let config = bench.config("rss.json", &api, 1000);

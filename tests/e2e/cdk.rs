@@ -129,8 +129,8 @@ impl Sync<'_> {
         self.sluice_granting(state, &grant(self.api))
     }
 
-    /// [`Sync::sluice`] with the API at `allow` granted (another API than the demo API).
-    pub fn sluice_granting(&self, state: Option<&Value>, allow: &str) -> Read {
+    /// `host read` of Sluice with `extra` arguments, however it ends.
+    pub fn sluice_run(&self, state: Option<&Value>, allow: &str, extra: &[&str]) -> HostRun {
         let (config, catalog, state) = self.paths(state, "sluice");
         let mut host = host(&["read"])
             .arg(manifest(self.manifest))
@@ -143,7 +143,12 @@ impl Sync<'_> {
         if let Some(state) = &state {
             host = host.arg("--state").arg(state);
         }
-        let run = host.run();
+        extra.iter().fold(host, |host, arg| host.arg(arg)).run()
+    }
+
+    /// [`Sync::sluice`] with the API at `allow` granted (another API than the demo API).
+    pub fn sluice_granting(&self, state: Option<&Value>, allow: &str) -> Read {
+        let run = self.sluice_run(state, allow, &[]);
         let read = Read { engine: "Sluice", messages: run.messages.clone(), stderr: run.stderr() };
         assert!(run.success(), "Sluice failed: {}", read.explain());
         read
@@ -302,19 +307,9 @@ fn a_repeated_key_is_read_as_the_cdk_reads_it_by_the_hosts_splitter() {
     let api = demo_api(DemoApiConfig::default());
     api.set_events(waves(base, 1)[0].clone());
     let files = Files::new();
-    let config = files.json("config.json", &config(&api));
-    let catalog = files.json("catalog.json", &catalog(&[("repeated_events", "incremental")]));
-    let run = host(&["read"])
-        .arg(manifest("cdk/repeated.yaml"))
-        .arg("--config")
-        .arg(&config)
-        .arg("--catalog")
-        .arg(&catalog)
-        .arg("--allow-host")
-        .arg(grant(&api))
-        .arg("--max-records-per-page")
-        .arg("2")
-        .run();
+    let catalog = catalog(&[("repeated_events", "incremental")]);
+    let sync = Sync { manifest: "cdk/repeated.yaml", api: &api, config: config(&api), catalog, files: &files };
+    let run = sync.sluice_run(None, &grant(&api), &["--max-records-per-page", "2"]);
     assert!(!run.success(), "pages of 5 records passed a limit of 2: {}", run.explain());
     assert!(
         format!("{:?}", run.errors()).contains("records at its records path, more than the 2 a page may hold"),

@@ -98,26 +98,25 @@ fn plain(value: &AnyValue) -> String {
     }
 }
 
-async fn traces(State(received): State<Arc<Mutex<Received>>>, body: Bytes) -> impl IntoResponse {
-    match ExportTraceServiceRequest::decode(body) {
+/// Decodes an export as `Req`, keeps it, and answers with an empty `Resp`, as a collector does.
+fn export<Req: Message + Default, Resp: Message + Default>(
+    received: &Mutex<Received>,
+    body: Bytes,
+    keep: fn(&mut Received, Req),
+) -> axum::response::Response {
+    match Req::decode(body) {
         Ok(request) => {
-            received.lock().unwrap().traces.push(request);
-            protobuf(ExportTraceServiceResponse::default().encode_to_vec())
+            keep(&mut received.lock().unwrap(), request);
+            ([(header::CONTENT_TYPE, "application/x-protobuf")], Resp::default().encode_to_vec()).into_response()
         }
         Err(e) => (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
     }
 }
 
-async fn metrics(State(received): State<Arc<Mutex<Received>>>, body: Bytes) -> impl IntoResponse {
-    match ExportMetricsServiceRequest::decode(body) {
-        Ok(request) => {
-            received.lock().unwrap().metrics.push(request);
-            protobuf(ExportMetricsServiceResponse::default().encode_to_vec())
-        }
-        Err(e) => (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
-    }
+async fn traces(State(received): State<Arc<Mutex<Received>>>, body: Bytes) -> axum::response::Response {
+    export::<ExportTraceServiceRequest, ExportTraceServiceResponse>(&received, body, |r, t| r.traces.push(t))
 }
 
-fn protobuf(body: Vec<u8>) -> axum::response::Response {
-    ([(header::CONTENT_TYPE, "application/x-protobuf")], body).into_response()
+async fn metrics(State(received): State<Arc<Mutex<Received>>>, body: Bytes) -> axum::response::Response {
+    export::<ExportMetricsServiceRequest, ExportMetricsServiceResponse>(&received, body, |r, m| r.metrics.push(m))
 }

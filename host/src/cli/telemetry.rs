@@ -108,13 +108,7 @@ impl Telemetry {
         for s in &read.streams {
             let stream = KeyValue::new("stream", s.name.clone());
             records.add(s.records, std::slice::from_ref(&stream));
-            let read = s.partitions - s.failed_partitions - s.skipped_partitions - s.other_shards;
-            for (outcome, n) in [
-                ("read", read),
-                ("failed", s.failed_partitions),
-                ("already_finished", s.skipped_partitions),
-                ("other_shard", s.other_shards),
-            ] {
+            for (outcome, n) in s.partitions_by_outcome() {
                 partitions.add(n, &[stream.clone(), KeyValue::new("outcome", outcome)]);
             }
         }

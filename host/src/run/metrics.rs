@@ -14,15 +14,15 @@ type Labels = Vec<(&'static str, String)>;
 /// One metric family: its name, help, type and samples (a suffix of the name, as a
 /// histogram's `_bucket`, labels, value).
 struct Family {
-    name: &'static str,
+    name: String,
     help: &'static str,
     kind: &'static str,
     samples: Vec<(&'static str, Labels, f64)>,
 }
 
 impl Family {
-    fn new(name: &'static str, kind: &'static str, help: &'static str) -> Self {
-        Family { name, help, kind, samples: Vec::new() }
+    fn new(name: impl Into<String>, kind: &'static str, help: &'static str) -> Self {
+        Family { name: name.into(), help, kind, samples: Vec::new() }
     }
 
     fn one(mut self, value: f64) -> Self {
@@ -54,7 +54,7 @@ impl Family {
         let _ = writeln!(out, "# HELP {} {}", self.name, self.help);
         let _ = writeln!(out, "# TYPE {} {}", self.name, self.kind);
         for (suffix, labels, value) in &self.samples {
-            out.push_str(self.name);
+            out.push_str(&self.name);
             out.push_str(suffix);
             let all: Vec<(&str, &str)> =
                 run_labels.iter().copied().chain(labels.iter().map(|(k, v)| (*k, v.as_str()))).collect();
@@ -91,13 +91,7 @@ impl ReadReport {
         let mut partitions =
             Family::new("sluice_partitions_total", "counter", "Partitions listed, by stream and what became of them.");
         for s in &self.streams {
-            let read = s.partitions - s.failed_partitions - s.skipped_partitions - s.other_shards;
-            for (outcome, n) in [
-                ("read", read),
-                ("failed", s.failed_partitions),
-                ("already_finished", s.skipped_partitions),
-                ("other_shard", s.other_shards),
-            ] {
+            for (outcome, n) in s.partitions_by_outcome() {
                 partitions =
                     partitions.labelled(vec![("stream", s.name.clone()), ("outcome", outcome.into())], n as f64);
             }
@@ -140,89 +134,53 @@ impl ReadReport {
     }
 }
 
+/// A tenant's number: its name in `sluice_tenant_NAME`, its help, its value.
+type TenantNumber = (&'static str, &'static str, fn(&TenantUsage) -> f64);
+
+/// The tenants' counters, each `sluice_tenant_NAME_total`.
+const TENANT_COUNTERS: [TenantNumber; 11] = [
+    ("records", "Records the tenant's reads wrote.", |u| u.records as f64),
+    ("partitions", "Partitions the tenant's reads read.", |u| u.partitions as f64),
+    ("partitions_failed", "Partitions of the tenant's reads that failed.", |u| u.failed_partitions as f64),
+    ("http_requests", "HTTP requests of the tenant's reads (attempts).", |u| u.requests as f64),
+    ("http_retries", "HTTP attempts of the tenant's reads that were retries.", |u| u.retries as f64),
+    ("http_denied", "The tenant's requests the egress policy denied.", |u| u.denied as f64),
+    ("http_bytes_in", "Response body bytes of the tenant's reads.", |u| u.bytes_in as f64),
+    ("guest_cpu_seconds", "CPU time in the tenant's guest code.", |u| u.guest_cpu.as_secs_f64()),
+    ("guest_throttled_seconds", "Time the tenant's busy guests were paused.", |u| u.throttled.as_secs_f64()),
+    ("instances", "Guest instances the tenant's reads made.", |u| u.instances as f64),
+    ("partition_slots", "Shared partition slots granted to the tenant's runs.", |u| u.partition_slots as f64),
+];
+
+/// The tenants' gauges, each `sluice_tenant_NAME`.
+const TENANT_GAUGES: [TenantNumber; 2] = [
+    ("runs_active", "The tenant's runs going now.", |u| u.runs_active as f64),
+    ("memory_held_bytes", "Memory the tenant's runs going hold under its quota.", |u| u.memory_held as f64),
+];
+
 /// Every tenant's usage, each sample labelled with its `tenant`.
 pub(crate) fn tenants_text(tenants: &[(String, TenantUsage)]) -> String {
-    let per_tenant = |name, kind, help, value: fn(&TenantUsage) -> f64| {
-        tenants.iter().fold(Family::new(name, kind, help), |f, (tenant, u)| {
-            f.labelled(vec![("tenant", tenant.clone())], value(u))
-        })
-    };
+    let tenant = |name: &str| vec![("tenant", name.to_string())];
     let mut runs = Family::new("sluice_tenant_runs_total", "counter", "The tenant's runs, by what became of them.");
     let mut seconds = Family::new("sluice_tenant_run_seconds", "histogram", "How long the tenant's runs took.");
-    for (tenant, u) in tenants {
-        for (outcome, n) in [
-            ("started", u.runs_started),
-            ("refused", u.runs_refused),
-            ("ended", u.runs_ended),
-            ("failed", u.runs_failed),
-        ] {
-            runs = runs.labelled(vec![("tenant", tenant.clone()), ("outcome", outcome.into())], n as f64);
+    for (name, u) in tenants {
+        let outcomes = [("started", u.runs_started), ("refused", u.runs_refused), ("ended", u.runs_ended)];
+        for (outcome, n) in outcomes.into_iter().chain([("failed", u.runs_failed)]) {
+            runs = runs.labelled(vec![("tenant", name.clone()), ("outcome", outcome.into())], n as f64);
         }
         let s = &u.run_seconds;
-        seconds = seconds.histogram(vec![("tenant", tenant.clone())], &RUN_SECONDS_BUCKETS, &s.buckets, s.sum, s.count);
+        seconds = seconds.histogram(tenant(name), &RUN_SECONDS_BUCKETS, &s.buckets, s.sum, s.count);
     }
-    let families = [
-        runs,
-        per_tenant("sluice_tenant_runs_active", "gauge", "The tenant's runs going now.", |u| u.runs_active as f64),
-        seconds,
-        per_tenant("sluice_tenant_records_total", "counter", "Records the tenant's reads wrote.", |u| u.records as f64),
-        per_tenant("sluice_tenant_partitions_total", "counter", "Partitions the tenant's reads read.", |u| {
-            u.partitions as f64
-        }),
-        per_tenant(
-            "sluice_tenant_partitions_failed_total",
-            "counter",
-            "Partitions of the tenant's reads that failed.",
-            |u| u.failed_partitions as f64,
-        ),
-        per_tenant(
-            "sluice_tenant_http_requests_total",
-            "counter",
-            "HTTP requests of the tenant's reads (attempts).",
-            |u| u.requests as f64,
-        ),
-        per_tenant(
-            "sluice_tenant_http_retries_total",
-            "counter",
-            "HTTP attempts of the tenant's reads that were retries.",
-            |u| u.retries as f64,
-        ),
-        per_tenant(
-            "sluice_tenant_http_denied_total",
-            "counter",
-            "The tenant's requests the egress policy denied.",
-            |u| u.denied as f64,
-        ),
-        per_tenant("sluice_tenant_http_bytes_in_total", "counter", "Response body bytes of the tenant's reads.", |u| {
-            u.bytes_in as f64
-        }),
-        per_tenant("sluice_tenant_guest_cpu_seconds_total", "counter", "CPU time in the tenant's guest code.", |u| {
-            u.guest_cpu.as_secs_f64()
-        }),
-        per_tenant(
-            "sluice_tenant_guest_throttled_seconds_total",
-            "counter",
-            "Time the tenant's busy guests were paused.",
-            |u| u.throttled.as_secs_f64(),
-        ),
-        per_tenant("sluice_tenant_instances_total", "counter", "Guest instances the tenant's reads made.", |u| {
-            u.instances as f64
-        }),
-        per_tenant(
-            "sluice_tenant_memory_held_bytes",
-            "gauge",
-            "Memory the tenant's runs going hold under its quota.",
-            |u| u.memory_held as f64,
-        ),
-        per_tenant(
-            "sluice_tenant_partition_slots_total",
-            "counter",
-            "Shared partition slots granted to the tenant's runs.",
-            |u| u.partition_slots as f64,
-        ),
-    ];
+    let numbers = |kind: &'static str, suffix: &str, table: &[TenantNumber]| -> Vec<Family> {
+        let family = |(name, help, value): &TenantNumber| {
+            let family = Family::new(format!("sluice_tenant_{name}{suffix}"), kind, help);
+            tenants.iter().fold(family, |f, (t, u)| f.labelled(tenant(t), value(u)))
+        };
+        table.iter().map(family).collect()
+    };
     let mut out = String::new();
-    for family in &families {
+    let families = [runs, seconds].into_iter().chain(numbers("gauge", "", &TENANT_GAUGES));
+    for family in families.chain(numbers("counter", "_total", &TENANT_COUNTERS)) {
         family.write(&[], &mut out);
     }
     out

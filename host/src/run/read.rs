@@ -71,6 +71,18 @@ impl StreamSummary {
     pub fn complete(&self) -> bool {
         !self.failed && self.failed_partitions == 0
     }
+
+    /// The partitions listed by what became of them: `read`, `failed`, `already_finished` (by
+    /// a previous run), `other_shard`.
+    pub fn partitions_by_outcome(&self) -> [(&'static str, u64); 4] {
+        let read = self.partitions - self.failed_partitions - self.skipped_partitions - self.other_shards;
+        [
+            ("read", read),
+            ("failed", self.failed_partitions),
+            ("already_finished", self.skipped_partitions),
+            ("other_shard", self.other_shards),
+        ]
+    }
 }
 
 /// How a partition ended, when the guest did not fail it.

@@ -386,9 +386,9 @@ impl Tenant {
             u.throttled += usage.throttled + usage.policy_throttled;
             u.instances += usage.instances;
             for stream in &read.streams {
-                u.partitions +=
-                    stream.partitions - stream.failed_partitions - stream.skipped_partitions - stream.other_shards;
-                u.failed_partitions += stream.failed_partitions;
+                let [(_, read), (_, failed), ..] = stream.partitions_by_outcome();
+                u.partitions += read;
+                u.failed_partitions += failed;
             }
         });
     }

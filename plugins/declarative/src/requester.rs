@@ -163,8 +163,8 @@ pub fn send(
     path: &str,
     more: &[(&str, Value)],
 ) -> Result<Answer> {
-    let answer = send_with(engine, requester, scope, options, path, more, |request| Ok((request.send()?, ())))?;
-    Ok(answer.map(|(response, ())| response))
+    let call = Call { engine, requester, scope, options, path, more };
+    Ok(send_with(call, |request| Ok((request.send()?, ())))?.map(|(response, ())| response))
 }
 
 /// As [`send`], with the records at `records_at` (when given) taken out of a successful JSON
@@ -179,12 +179,12 @@ pub fn send_taking(
     path: &str,
     records_at: Option<&[String]>,
 ) -> Result<Answer<(Response, Option<Vec<String>>)>> {
+    let call = Call { engine, requester, scope, options, path, more: &[] };
     let Some(at) = records_at else {
-        let answer = send_with(engine, requester, scope, options, path, &[], |request| Ok((request.send()?, ())))?;
-        return Ok(answer.map(|(response, ())| (response, None)));
+        return Ok(send_with(call, |request| Ok((request.send()?, ())))?.map(|(response, ())| (response, None)));
     };
     let at: Vec<&str> = at.iter().map(String::as_str).collect();
-    send_with(engine, requester, scope, options, path, &[], |request| {
+    send_with(call, |request| {
         let answer = request.send_records(&at)?;
         let response = Response { url: answer.url, status: answer.status, headers: answer.headers, body: answer.rest };
         Ok((response, answer.records))
@@ -201,17 +201,24 @@ impl<R> Answer<R> {
     }
 }
 
+/// What a request is made of: the requester, the scope its templates see, the options the
+/// paginator and routers add, where it is in the manifest, and more template variables.
+struct Call<'a> {
+    engine: &'a Engine,
+    requester: &'a Value,
+    scope: &'a Scope,
+    options: &'a Options,
+    path: &'a str,
+    more: &'a [(&'a str, Value)],
+}
+
 /// The request built, sent by `sender` and its answer judged by the error handler, re-sent as
 /// the handler says.
 fn send_with<T>(
-    engine: &Engine,
-    requester: &Value,
-    scope: &Scope,
-    options: &Options,
-    path: &str,
-    more: &[(&str, Value)],
+    call: Call<'_>,
     mut sender: impl FnMut(http::Request) -> Result<(Response, T)>,
 ) -> Result<Answer<(Response, T)>> {
+    let Call { engine, requester, scope, options, path, more } = call;
     let ctx = engine.context(requester, scope, more.to_vec());
     let request = build(engine, requester, scope, options, &ctx, path)?;
     let handler = requester.get("error_handler");
