@@ -45,9 +45,47 @@ impl std::fmt::Display for CallError {
     }
 }
 
-/// Guest time a call may use at full speed; after that it runs one epoch tick in ten.
-const BUSY_GRACE: Duration = Duration::from_millis(30);
+/// Guest time a call may use before it is busy: then it gives way to calls within theirs, and
+/// shares the cores with other busy ones at one epoch tick in ten, while the cores are wanted.
+const BUSY_GRACE: Duration = Duration::from_millis(10);
 const BUSY_PAUSE: Duration = Duration::from_millis(90);
+
+/// The most a busy call waits at once for calls within their grace to leave it a core; then it
+/// runs a tick, so it is slowed, never starved.
+const BUSY_GIVE_WAY: Duration = Duration::from_millis(500);
+/// How often a waiting busy call looks whether the cores are free for it again.
+const BUSY_LOOK_AGAIN: Duration = Duration::from_millis(5);
+
+/// How a busy call is paused at an epoch tick.
+enum Pause {
+    /// While calls within their grace fill the cores (at most [`BUSY_GIVE_WAY`]).
+    GiveWay(Arc<Usage>),
+    /// A fixed time; `true` when the policy throttles always, not contention.
+    For(Duration, Arc<Usage>, bool),
+}
+
+impl Pause {
+    async fn wait(self) {
+        let started = std::time::Instant::now();
+        let usage = match self {
+            Pause::GiveWay(usage) => {
+                let cores = crate::guest::limits::cores();
+                while crate::guest::sandbox::fresh_guests_wanting_cpu() >= cores && started.elapsed() < BUSY_GIVE_WAY {
+                    tokio::time::sleep(BUSY_LOOK_AGAIN).await;
+                }
+                usage.throttled_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                return;
+            }
+            Pause::For(pause, usage, policy) => {
+                tokio::time::sleep(pause).await;
+                (usage, policy)
+            }
+        };
+        let (usage, policy) = usage;
+        let counter = if policy { &usage.policy_throttled_nanos } else { &usage.throttled_nanos };
+        counter.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+}
 
 /// A plugin with a config, ready to make instances.
 pub struct Connector {
@@ -172,23 +210,30 @@ impl Connector {
             let clock = state.clock.clone();
             // Paused only when more guests want a core than there are (alone, a busy guest runs
             // at full speed, yielding at every tick all the same), or always if the policy says.
+            // A busy call gives way to calls within their grace first: while those fill the
+            // cores it waits, for as long as they do (at most BUSY_GIVE_WAY at a time), so a
+            // busy guest, an endless loop say, costs the others next to nothing.
             let pause = match spent > BUSY_GRACE {
                 false => None,
-                true if crate::guest::sandbox::guests_wanting_cpu() > crate::guest::limits::cores() => {
-                    Some((BUSY_PAUSE, &usage.throttled_nanos))
+                true => {
+                    clock.mark_busy();
+                    let cores = crate::guest::limits::cores();
+                    if crate::guest::sandbox::fresh_guests_wanting_cpu() >= cores {
+                        Some(Pause::GiveWay(usage.clone()))
+                    } else if crate::guest::sandbox::guests_wanting_cpu() > cores {
+                        Some(Pause::For(BUSY_PAUSE, usage.clone(), false))
+                    } else if throttle == Throttle::Always {
+                        Some(Pause::For(BUSY_PAUSE, usage.clone(), true))
+                    } else {
+                        None
+                    }
                 }
-                true if throttle == Throttle::Always => Some((BUSY_PAUSE, &usage.policy_throttled_nanos)),
-                true => None,
             };
-            let pause = pause.map(|(pause, counter)| {
-                counter.fetch_add(pause.as_nanos() as u64, Ordering::Relaxed);
-                pause
-            });
             Ok(UpdateDeadline::YieldCustom(
                 1,
                 Box::pin(async move {
                     match pause {
-                        Some(pause) => tokio::time::sleep(pause).await,
+                        Some(pause) => pause.wait().await,
                         None => tokio::task::yield_now().await,
                     }
                     clock.unpause();

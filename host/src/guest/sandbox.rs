@@ -86,6 +86,8 @@ struct ClockState {
     running_since: Option<Stretch>,
     /// Counted in [`WANTING_CPU`].
     wanting: bool,
+    /// The call computed past its grace; counted in [`BUSY_WANTING_CPU`] while it wants a core.
+    busy: bool,
 }
 
 /// Where a stretch of guest execution started.
@@ -131,6 +133,14 @@ pub fn guests_wanting_cpu() -> usize {
     WANTING_CPU.load(AtomicOrdering::Relaxed)
 }
 
+/// Of those, the calls that computed past their grace (busy ones).
+static BUSY_WANTING_CPU: AtomicUsize = AtomicUsize::new(0);
+
+/// Calls that want a core and are still within their grace: the ones a busy call gives way to.
+pub fn fresh_guests_wanting_cpu() -> usize {
+    guests_wanting_cpu().saturating_sub(BUSY_WANTING_CPU.load(AtomicOrdering::Relaxed))
+}
+
 impl GuestClock {
     fn lock(&self) -> std::sync::MutexGuard<'_, ClockState> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
@@ -139,6 +149,9 @@ impl GuestClock {
     /// A new call: nothing spent, the guest running.
     pub fn restart(&self) {
         let mut clock = self.lock();
+        if std::mem::take(&mut clock.busy) && clock.wanting {
+            BUSY_WANTING_CPU.fetch_sub(1, AtomicOrdering::Relaxed);
+        }
         if !clock.wanting {
             clock.wanting = true;
             WANTING_CPU.fetch_add(1, AtomicOrdering::Relaxed);
@@ -156,6 +169,9 @@ impl GuestClock {
         if !clock.wanting {
             clock.wanting = true;
             WANTING_CPU.fetch_add(1, AtomicOrdering::Relaxed);
+            if clock.busy {
+                BUSY_WANTING_CPU.fetch_add(1, AtomicOrdering::Relaxed);
+            }
         }
     }
 
@@ -165,8 +181,22 @@ impl GuestClock {
         if clock.wanting {
             clock.wanting = false;
             WANTING_CPU.fetch_sub(1, AtomicOrdering::Relaxed);
+            if clock.busy {
+                BUSY_WANTING_CPU.fetch_sub(1, AtomicOrdering::Relaxed);
+            }
         }
         clock.stop()
+    }
+
+    /// The call computed past its grace: from now on it gives way to calls within theirs.
+    pub fn mark_busy(&self) {
+        let mut clock = self.lock();
+        if !clock.busy {
+            clock.busy = true;
+            if clock.wanting {
+                BUSY_WANTING_CPU.fetch_add(1, AtomicOrdering::Relaxed);
+            }
+        }
     }
 
     /// The guest yields at an epoch tick: its clock stops, but it still wants a core.
@@ -197,6 +227,9 @@ impl Drop for ClockState {
     fn drop(&mut self) {
         if self.wanting {
             WANTING_CPU.fetch_sub(1, AtomicOrdering::Relaxed);
+            if self.busy {
+                BUSY_WANTING_CPU.fetch_sub(1, AtomicOrdering::Relaxed);
+            }
         }
     }
 }
@@ -632,6 +665,32 @@ fn mib(bytes: usize) -> String {
 mod tests {
     use super::*;
     use wasmtime::ResourceLimiter;
+
+    /// A busy call stops counting as fresh, counts again as fresh in its next call, and counts
+    /// nowhere while it waits on the host or once dropped. (Each test is a process of its own
+    /// under nextest, so the counters start at zero.)
+    #[test]
+    fn busy_calls_leave_the_fresh_count() {
+        let (a, b) = (GuestClock::default(), GuestClock::default());
+        a.restart();
+        b.restart();
+        assert_eq!((guests_wanting_cpu(), fresh_guests_wanting_cpu()), (2, 2));
+        a.mark_busy();
+        a.mark_busy();
+        assert_eq!((guests_wanting_cpu(), fresh_guests_wanting_cpu()), (2, 1));
+        a.pause();
+        assert_eq!(fresh_guests_wanting_cpu(), 1, "paused at a tick, it still wants a core, as a busy one");
+        a.suspend();
+        assert_eq!((guests_wanting_cpu(), fresh_guests_wanting_cpu()), (1, 1));
+        a.resume();
+        assert_eq!((guests_wanting_cpu(), fresh_guests_wanting_cpu()), (2, 1));
+        a.restart();
+        assert_eq!((guests_wanting_cpu(), fresh_guests_wanting_cpu()), (2, 2), "a new call is fresh");
+        a.mark_busy();
+        drop(a);
+        drop(b);
+        assert_eq!((guests_wanting_cpu(), fresh_guests_wanting_cpu()), (0, 0));
+    }
 
     fn state(limits: &Limits) -> GuestState {
         let egress = Egress::new(crate::net::EgressPolicy::default(), crate::net::HttpOptions::default()).unwrap();
