@@ -65,6 +65,19 @@ fn a_reads_metrics_file_parses_and_matches_what_it_read() {
     }
     let requests = value(&samples, "sluice_http_requests_total", &[]);
     assert!(requests >= 1.0, "{requests}");
+    // Every attempt was answered 2xx by the demo API.
+    assert_eq!(value(&samples, "sluice_http_responses_total", &[("status", "2xx")]), requests);
+    for class in ["none", "1xx", "3xx", "4xx", "5xx"] {
+        assert_eq!(value(&samples, "sluice_http_responses_total", &[("status", class)]), 0.0, "{class}");
+    }
+    assert_eq!(value(&samples, "sluice_job_polls_total", &[]), 0.0, "no report stream was read");
+    let in_flight = value(&samples, "sluice_partitions_in_flight_peak", &[]);
+    assert!((1.0..=8.0).contains(&in_flight), "at most the run's 8 partitions at once: {in_flight}");
+    // The STATE lines on stdout, each with its line end, are the bytes counted.
+    let stdout = String::from_utf8_lossy(&run.output.stdout).into_owned();
+    let state_bytes: usize = stdout.lines().filter(|l| l.contains(r#""type":"STATE""#)).map(|l| l.len() + 1).sum();
+    assert!(state_bytes > 0);
+    assert_eq!(value(&samples, "sluice_state_bytes_total", &[]), state_bytes as f64);
     assert!(value(&samples, "sluice_instances_total", &[]) >= 1.0);
     assert!(value(&samples, "sluice_guest_cpu_seconds_total", &[]) > 0.0);
     // The summary LOG and the file agree on the records.
@@ -202,6 +215,8 @@ fn a_reads_spans_and_metrics_reach_an_otlp_collector() {
     };
     assert_eq!(total("sluice.records"), written as f64);
     assert_eq!(total("sluice.http.requests"), requests.len() as f64, "a request span per request");
+    assert_eq!(total("sluice.http.responses"), requests.len() as f64, "every attempt by its status");
+    assert!(total("sluice.state.bytes") > 0.0);
 }
 
 /// A wrong `--otlp-endpoint` is refused before the run starts, naming the flag; a collector
@@ -226,4 +241,24 @@ fn an_otlp_endpoint_that_is_wrong_or_down_does_not_cost_the_read() {
         .run();
     assert!(run.success(), "{}", run.explain());
     assert_eq!(run.ids("items").len(), 30);
+}
+
+/// A read through report jobs counts its polls: every job polled until it completed (the demo
+/// API completes a job at its second poll), and no more polls than the API answered.
+#[test]
+fn a_reads_job_polls_are_counted() {
+    let api = demo_api(DemoApiConfig { records: 40, accounts: 2, ..Default::default() });
+    let files = Files::new();
+    let config = files.json("config.json", &json!({"base_url": api.base_url(), "page_size": 100, "report_jobs": true}));
+    let metrics = files.path().join("jobs.prom");
+    let poll_fast = ["--job-poll-ms", "20", "--job-poll-max-ms", "50", "--metrics-file"];
+    let run = host(&["run", "--streams", "report_items"]).args(poll_fast.map(String::from)).arg(&metrics);
+    let run = run.demo_source(&api, &config).run();
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(run.ids("report_items").len(), 40);
+    let polls = value(&parsed(&metrics), "sluice_job_polls_total", &[]);
+    let stats = api.stats();
+    assert!(stats.jobs_created >= 2);
+    assert!(polls >= (stats.jobs_created * 2) as f64, "{polls} polls for {} jobs", stats.jobs_created);
+    assert!(polls <= stats.requests_by_path["/reports/{id}"] as f64, "{polls} polls, {stats:?}");
 }

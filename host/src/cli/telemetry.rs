@@ -114,6 +114,12 @@ impl Telemetry {
         }
         let usage = &read.usage;
         counter("sluice.http.requests", "HTTP requests sent (attempts).").add(usage.requests, &[]);
+        let responses = counter("sluice.http.responses", "HTTP attempts by the class of their answer.");
+        for (class, n) in crate::run::metrics::STATUS_CLASSES.iter().zip(usage.attempts_by_status) {
+            responses.add(n, &[KeyValue::new("status", *class)]);
+        }
+        counter("sluice.jobs.polls", "Report job polls.").add(usage.job_polls, &[]);
+        counter("sluice.state.bytes", "Bytes of the STATE lines written.").add(usage.state_bytes, &[]);
         counter("sluice.http.retries", "HTTP attempts that were retries.").add(usage.retries, &[]);
         counter("sluice.http.denied", "HTTP requests the egress policy denied.").add(usage.denied, &[]);
         let bytes = counter("sluice.http.bytes", "HTTP body bytes, by direction.");
@@ -129,6 +135,7 @@ impl Telemetry {
             meter.u64_gauge(name).with_description(description).build().record(value, &[]);
         };
         gauge("sluice.instances.live.peak", "The most guest instances alive at once.", usage.peak_live_instances);
+        gauge("sluice.partitions.in_flight.peak", "The most partitions read at once.", usage.peak_partitions_in_flight);
         gauge("sluice.guest.memory.peak", "The most memory one guest instance held.", usage.peak_memory_bytes);
         meter
             .f64_histogram("sluice.run.duration")

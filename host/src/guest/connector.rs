@@ -116,6 +116,11 @@ pub struct Usage {
     pub throttled_nanos: AtomicU64,
     /// Time busy guests were paused because the policy throttles them always, in nanoseconds.
     pub policy_throttled_nanos: AtomicU64,
+    /// Report job polls (`poll-job` calls).
+    pub job_polls: AtomicU64,
+    /// Partitions being read now (holding a partition slot), and the most at once.
+    pub partitions_in_flight: AtomicU64,
+    pub peak_partitions_in_flight: AtomicU64,
 }
 
 impl Usage {

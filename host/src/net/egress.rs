@@ -88,6 +88,9 @@ impl reqwest::dns::Resolve for CheckedResolver {
 /// Counters for the run summary.
 #[derive(Debug, Default)]
 pub struct EgressStats {
+    /// Attempts by how they were answered: `[0]` not at all (a connection error, a timeout),
+    /// `[1]` to `[5]` with a status of that hundred (1xx to 5xx).
+    pub by_status: [AtomicU64; 6],
     pub requests: AtomicU64,
     pub retries: AtomicU64,
     pub denied: AtomicU64,
@@ -314,6 +317,11 @@ impl Egress {
                     self.attempt(&method, &url, &headers, &req, stream).await
                 }
             };
+            let class = match &outcome {
+                Ok((resp, _)) => usize::from(resp.status / 100).clamp(1, 5),
+                Err(_) => 0,
+            };
+            self.stats.by_status[class].fetch_add(1, Ordering::Relaxed);
             let timing = || Timing { started, elapsed: clock.elapsed() };
             for hook in &self.hooks {
                 let seen = match &outcome {

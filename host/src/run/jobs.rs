@@ -360,6 +360,7 @@ impl Orchestrator {
             interval = (interval.mul_f64(1.5)).min(self.options.max_poll_interval);
             let polled = match self.instance().await {
                 Ok(mut instance) => {
+                    self.connector.usage.job_polls.fetch_add(1, Ordering::Relaxed);
                     let polled = instance.poll_job(self.connector.partition_config(), partition, &handle).await;
                     self.logs(&mut instance).await?;
                     polled

@@ -8,6 +8,9 @@ use super::request::ReadReport;
 use super::tenants::{RUN_SECONDS_BUCKETS, TenantUsage};
 use std::fmt::Write as _;
 
+/// The `status` label of `RunUsage::attempts_by_status`, by index.
+pub(crate) const STATUS_CLASSES: [&str; 6] = ["none", "1xx", "2xx", "3xx", "4xx", "5xx"];
+
 /// Labels of a sample.
 type Labels = Vec<(&'static str, String)>;
 
@@ -107,6 +110,15 @@ impl ReadReport {
             per_stream("sluice_job_retries_total", "Report jobs created again, by stream.", |s| s.job_retries as f64),
             Family::new("sluice_http_requests_total", "counter", "HTTP requests sent (attempts).")
                 .one(usage.requests as f64),
+            STATUS_CLASSES.iter().zip(usage.attempts_by_status).fold(
+                Family::new("sluice_http_responses_total", "counter", "HTTP attempts by the class of their answer."),
+                |f, (class, n)| f.labelled(vec![("status", class.to_string())], n as f64),
+            ),
+            Family::new("sluice_job_polls_total", "counter", "Report job polls.").one(usage.job_polls as f64),
+            Family::new("sluice_partitions_in_flight_peak", "gauge", "The most partitions read at once.")
+                .one(usage.peak_partitions_in_flight as f64),
+            Family::new("sluice_state_bytes_total", "counter", "Bytes of the STATE lines written.")
+                .one(usage.state_bytes as f64),
             Family::new("sluice_http_retries_total", "counter", "HTTP attempts that were retries.")
                 .one(usage.retries as f64),
             Family::new("sluice_http_denied_total", "counter", "HTTP requests the egress policy denied.")

@@ -82,10 +82,15 @@ pub(crate) async fn execute(plugins: &Plugins, mut request: RunRequest) -> RunRe
     };
     // Cancelled reads may still hold handles to the output: close it rather than wait for them.
     out.close(outcome).await;
+    let written = out.clone();
     drop(out);
     let output = tokio::task::spawn_blocking(move || writer.finish())
         .await
         .unwrap_or_else(|e| Err(std::io::Error::other(format!("the writer failed: {e}"))));
+    let mut result = result;
+    if let Ok(Outcome::Read(read)) = &mut result {
+        read.usage.state_bytes = written.state_bytes();
+    }
     RunReport { result, kept_at, stopped, output }
 }
 

@@ -195,6 +195,16 @@ pub struct RunUsage {
     /// The most instances alive at once (a partition read in steps holds none while its
     /// requests are on their way).
     pub peak_live_instances: u64,
+    /// HTTP attempts by how they were answered: `[0]` not at all (a connection error, a
+    /// timeout), `[1]` to `[5]` with a 1xx to 5xx status.
+    pub attempts_by_status: [u64; 6],
+    /// Report job polls.
+    pub job_polls: u64,
+    /// The most partitions read at once.
+    pub peak_partitions_in_flight: u64,
+    /// Bytes of the STATE lines the run wrote (each with its line end), counted by the output
+    /// writer once it is done.
+    pub state_bytes: u64,
 }
 
 /// How a run ended.

@@ -7,7 +7,7 @@
 use crate::bindings::Partition;
 use crate::data::protocol::{FailureType, Format, Output, OutputClosed, StreamStatus};
 use crate::data::state::{self, Resume, StreamCursor};
-use crate::guest::connector::{CallError, Connector};
+use crate::guest::connector::{CallError, Connector, Usage};
 use crate::guest::limits::Limits;
 use crate::run::asked;
 use crate::run::fair::{FairShareTicket, FairSlot};
@@ -507,8 +507,9 @@ impl StreamRead {
                     let finished = match permits {
                         Some(permits) => {
                             let slot = fair_slot(&task.shared).await;
+                            let reading = InFlight::new(task.shared.connector.usage.clone());
                             let finished = task.run().await;
-                            drop((slot, permits));
+                            drop((reading, slot, permits));
                             finished
                         }
                         None => task.run_job(saved, stream_permits, &done_tx).await,
@@ -895,6 +896,23 @@ struct PartitionTask {
     checkpoints: Option<mpsc::UnboundedSender<TaskEvent>>,
 }
 
+/// A partition being read, counted in the run's partitions in flight while it lives.
+struct InFlight(Arc<Usage>);
+
+impl InFlight {
+    fn new(usage: Arc<Usage>) -> Self {
+        let now = usage.partitions_in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        usage.peak_partitions_in_flight.fetch_max(now, Ordering::Relaxed);
+        InFlight(usage)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.partitions_in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// What became of a partition, on its span.
 fn note_in_span(finished: &Result<Finished, OutputClosed>) {
     let span = tracing::Span::current();
@@ -930,8 +948,9 @@ impl PartitionTask {
             Ok(job) => {
                 let permits = acquire(shared, stream_permits.as_ref()).await;
                 let slot = fair_slot(shared).await;
+                let reading = InFlight::new(shared.connector.usage.clone());
                 let result = self.read(Some((&job.handle, &job.download))).await?;
-                drop((slot, permits));
+                drop((reading, slot, permits));
                 jobs.finish(&self.partition, &job, &events_tx).await?;
                 result
             }

@@ -41,6 +41,11 @@ fn usage_of(connector: &Connector, summaries: &[StreamSummary]) -> RunUsage {
         peak_memory_bytes: load(&connector.usage.peak_memory_bytes),
         instances: load(&connector.usage.instances),
         peak_live_instances: load(&connector.usage.peak_live_instances),
+        attempts_by_status: stats.by_status.each_ref().map(load),
+        job_polls: load(&connector.usage.job_polls),
+        peak_partitions_in_flight: load(&connector.usage.peak_partitions_in_flight),
+        // Filled in when the output writer is done (`pipeline::execute`).
+        state_bytes: 0,
     }
 }
 

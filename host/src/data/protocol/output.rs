@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::io::Write;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use tokio::sync::mpsc;
 
 /// The protocol spoken on stdout.
@@ -154,6 +155,8 @@ pub struct Output {
     render: Render,
     /// Masked out of every log and error message.
     pub secrets: crate::data::secrets::Secrets,
+    /// Bytes of the STATE lines written so far (the writer adds each as it writes it).
+    state_bytes: Arc<AtomicU64>,
 }
 
 /// An event and the queue room it holds until the writer is done with it.
@@ -206,6 +209,8 @@ impl Output {
             _ => Render::Stdout,
         };
         let (tx, mut rx) = mpsc::channel::<Queued>(OUTPUT_QUEUE_EVENTS);
+        let state_bytes = Arc::new(AtomicU64::new(0));
+        let counted = state_bytes.clone();
         let thread = std::thread::Builder::new()
             .name("sluice-writer".into())
             .spawn(move || {
@@ -219,6 +224,7 @@ impl Output {
                     any_state: false,
                     reading: false,
                     since_state: std::collections::HashMap::new(),
+                    state_bytes: counted,
                 };
                 let mut outcome = "ended".to_string();
                 while let Some((event, room)) = rx.blocking_recv() {
@@ -237,7 +243,12 @@ impl Output {
             })
             .expect("spawn the writer thread");
         let room = Arc::new(tokio::sync::Semaphore::new(OUTPUT_QUEUE_BYTES));
-        (Output { tx, room, format, render, secrets: Default::default() }, Writer { thread })
+        (Output { tx, room, format, render, secrets: Default::default(), state_bytes }, Writer { thread })
+    }
+
+    /// Bytes of the STATE lines written so far (all of them once the writer is done).
+    pub fn state_bytes(&self) -> u64 {
+        self.state_bytes.load(AtomicOrdering::Relaxed)
     }
 
     pub fn format(&self) -> Format {
@@ -400,6 +411,8 @@ struct Pump {
     reading: bool,
     /// Records of each stream since its last STATE (Airbyte `sourceStats.recordCount`).
     since_state: std::collections::HashMap<Arc<str>, u64>,
+    /// Shared with the [`Output`] handles: bytes of the STATE lines written.
+    state_bytes: Arc<AtomicU64>,
 }
 
 fn sink_error(e: anyhow::Error) -> std::io::Error {
@@ -438,6 +451,7 @@ impl Pump {
                     Format::Airbyte => line(&airbyte::stream_state(&stream, &self.bookmarks[&stream], records)),
                     Format::Singer => line(&singer::state(&self.bookmarks)),
                 };
+                self.state_bytes.fetch_add(stdout.len() as u64, AtomicOrdering::Relaxed);
                 self.state(stdout)?;
             }
             Event::Seed(states) => {
