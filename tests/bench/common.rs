@@ -49,7 +49,12 @@ pub fn write_case_report(bench: &str, case: &str) {
         "What `cargo bench -p sluice-host --bench {bench} -- {case}` printed (part of `just bench`); \
          the case is described in tests/bench/{bench}.rs."
     );
-    write_report(name, &format!("{title} (`just bench`, {bench} case {case})"), &about, &format!("```\n{said}```\n"));
+    write_report(
+        name,
+        &format!("{title} (`just bench`, {bench} case {case})"),
+        &about,
+        &format!("```text\n{said}```\n"),
+    );
 }
 
 pub fn ms(d: Duration) -> f64 {
