@@ -206,23 +206,30 @@ def long_functions(crate: Crate) -> list[str]:
 
 
 def main():
-    root = Path(sys.argv[1] if len(sys.argv) > 1 else "host/src")
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    # `--functions-only`: a crate whose files still import each other (the declarative engine)
+    # is held to the function length alone.
+    functions_only = "--functions-only" in sys.argv[1:]
+    root = Path(args[0] if args else "host/src")
     crate = Crate(root)
     # The crate root names every module by design (and re-exports the public API): not a node.
     nodes = [f for f in crate.files if not (f.parent == root and f.name in ("lib.rs", "main.rs"))]
-    graph = {f: {t for t in crate.imports(f) if t in nodes} for f in nodes}
-    found = circles(graph)
-    for component in found:
-        print(f"import circle in {root}: " + " <-> ".join(str(f.relative_to(root)) for f in component))
-        for f in component:
-            needs = sorted(str(t.relative_to(root)) for t in graph[f] if t in component)
-            print(f"  {f.relative_to(root)} uses {', '.join(needs)}")
+    found = []
+    if not functions_only:
+        graph = {f: {t for t in crate.imports(f) if t in nodes} for f in nodes}
+        found = circles(graph)
+        for component in found:
+            print(f"import circle in {root}: " + " <-> ".join(str(f.relative_to(root)) for f in component))
+            for f in component:
+                needs = sorted(str(t.relative_to(root)) for t in graph[f] if t in component)
+                print(f"  {f.relative_to(root)} uses {', '.join(needs)}")
     long = long_functions(crate)
     for function in long:
         print(f"function over {MAX_FUNCTION_LINES} lines in {root}: {function}")
     if found or long:
         sys.exit(1)
-    print(f"{root}: {len(nodes)} files, no import circles, no function over {MAX_FUNCTION_LINES} lines")
+    circles_said = "" if functions_only else "no import circles, "
+    print(f"{root}: {len(nodes)} files, {circles_said}no function over {MAX_FUNCTION_LINES} lines")
 
 
 if __name__ == "__main__":

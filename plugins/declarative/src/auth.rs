@@ -23,6 +23,36 @@ pub fn credentials(engine: &Engine, requester: &Value, ctx: &Value, path: &str) 
     authenticate(engine, requester.get("authenticator"), requester, ctx, path)
 }
 
+/// A SessionTokenAuthenticator's session token, sent as its `request_authentication` says.
+fn session_credentials(engine: &Engine, auth: &Value, ctx: &Value, out: &mut Credentials, path: &str) -> Result<()> {
+    let token = session_token(engine, auth, path)?;
+    let how = auth
+        .get("request_authentication")
+        .ok_or_else(|| Error::config(format!("{path}: SessionTokenAuthenticator needs request_authentication")))?;
+    match kind(how) {
+        "Bearer" | "SessionTokenRequestBearerAuthenticator" => {
+            out.headers.push(("Authorization".into(), format!("Bearer {token}")))
+        }
+        "ApiKey" | "SessionTokenRequestApiKeyAuthenticator" => {
+            let option = how
+                .get("inject_into")
+                .ok_or_else(|| Error::config(format!("{path}.request_authentication: inject_into is required")))?;
+            // `api_token` shapes the value (`Token {{ session_token }}`); the token alone by
+            // default.
+            let value = match how.get("api_token").filter(|t| !t.is_null()) {
+                Some(template) => {
+                    let ctx = engine.context(how, &Scope::default(), vec![("session_token", Value::from(token))]);
+                    engine.text(Some(template), &ctx)?
+                }
+                None => token,
+            };
+            inject(engine, option, value, ctx, out, path)?;
+        }
+        other => return Err(Error::config(format!("{path}.request_authentication: {other} is not supported"))),
+    }
+    Ok(())
+}
+
 fn authenticate(
     engine: &Engine,
     auth: Option<&Value>,
@@ -67,34 +97,7 @@ fn authenticate(
             let token = oauth_token(engine, auth, &ctx, path)?;
             out.headers.push(("Authorization".into(), format!("Bearer {token}")));
         }
-        "SessionTokenAuthenticator" => {
-            let token = session_token(engine, auth, path)?;
-            let how = auth.get("request_authentication").ok_or_else(|| {
-                Error::config(format!("{path}: SessionTokenAuthenticator needs request_authentication"))
-            })?;
-            match kind(how) {
-                "Bearer" | "SessionTokenRequestBearerAuthenticator" => {
-                    out.headers.push(("Authorization".into(), format!("Bearer {token}")))
-                }
-                "ApiKey" | "SessionTokenRequestApiKeyAuthenticator" => {
-                    let option = how.get("inject_into").ok_or_else(|| {
-                        Error::config(format!("{path}.request_authentication: inject_into is required"))
-                    })?;
-                    // `api_token` shapes the value (`Token {{ session_token }}`); the token alone
-                    // by default.
-                    let value = match how.get("api_token").filter(|t| !t.is_null()) {
-                        Some(template) => {
-                            let ctx =
-                                engine.context(how, &Scope::default(), vec![("session_token", Value::from(token))]);
-                            engine.text(Some(template), &ctx)?
-                        }
-                        None => token,
-                    };
-                    inject(engine, option, value, &ctx, &mut out, path)?;
-                }
-                other => return Err(Error::config(format!("{path}.request_authentication: {other} is not supported"))),
-            }
-        }
+        "SessionTokenAuthenticator" => session_credentials(engine, auth, &ctx, &mut out, path)?,
         "SelectiveAuthenticator" => {
             let mut selected = engine.config.value();
             for key in auth.get("authenticator_selection_path").and_then(Value::as_array).into_iter().flatten() {

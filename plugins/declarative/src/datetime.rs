@@ -748,11 +748,6 @@ pub fn strptime(text: &str, format: &str) -> Result<(NaiveDateTime, Option<Fixed
     let (mut weekday, mut julian, mut week_of_year, mut week_starts_mon, mut iso_week) =
         (None::<u32>, None::<i64>, None::<i64>, false, None::<u32>);
     let mut offset = None;
-    let num = |s: &str| s.trim().parse::<i64>().unwrap_or(0);
-    let index_of = |names: &[&str], s: &str, abbr: bool| {
-        let s = s.to_ascii_lowercase();
-        names.iter().position(|n| if abbr { n[..3] == s } else { *n == s }).unwrap_or(0) as u32
-    };
     for name in re.capture_names().flatten() {
         let Some(m) = caps.name(name) else { continue };
         let v = m.as_str();
@@ -794,20 +789,15 @@ pub fn strptime(text: &str, format: &str) -> Result<(NaiveDateTime, Option<Fixed
             _ => {}
         }
     }
-    if year.is_none() && iso_year.is_some() {
-        if iso_week.is_none() || weekday.is_none() {
-            return Err("ISO year directive '%G' must be used with the ISO week directive '%V' and a weekday directive ('%A', '%a', '%w', or '%u')".into());
-        }
-        if julian.is_some() {
-            return Err("day of the year directive '%j' is not compatible with ISO year directive '%G'".into());
-        }
-    } else if week_of_year.is_none() && iso_week.is_some() {
-        return Err(if weekday.is_none() {
-            "ISO week directive '%V' must be used with the ISO year directive '%G' and a weekday directive".into()
-        } else {
-            "ISO week directive '%V' is incompatible with the year directive '%Y'; use the ISO year '%G'".into()
-        });
-    }
+    let given = [year, iso_year].map(|y| y.is_some());
+    check_iso_directives([
+        given[0],
+        given[1],
+        iso_week.is_some(),
+        week_of_year.is_some(),
+        weekday.is_some(),
+        julian.is_some(),
+    ])?;
     let out_of_range = || format!("time data {text:?} with format {format:?}: day is out of range for month");
     let leap_year_fix = year.is_none() && month == 2 && day == 29;
     let mut year = year.unwrap_or(if leap_year_fix { 1904 } else { 1900 });
@@ -841,6 +831,37 @@ pub fn strptime(text: &str, format: &str) -> Result<(NaiveDateTime, Option<Fixed
     let time = NaiveTime::from_hms_micro_opt(hour, minute, second, micro)
         .ok_or_else(|| format!("time data {text:?}: second must be in 0..59"))?;
     Ok((date.and_time(time), offset))
+}
+
+/// A directive's number (0 when it is not one: the pattern allowed only digits).
+fn num(s: &str) -> i64 {
+    s.trim().parse::<i64>().unwrap_or(0)
+}
+
+/// Where a month or day name is in `names` (its first three letters with `abbr`).
+fn index_of(names: &[&str], s: &str, abbr: bool) -> u32 {
+    let s = s.to_ascii_lowercase();
+    names.iter().position(|n| if abbr { n[..3] == s } else { *n == s }).unwrap_or(0) as u32
+}
+
+/// Python's checks of how the ISO year and week directives go together (`_strptime`): which of
+/// year, ISO year, ISO week, week of the year, weekday and day of the year were given.
+fn check_iso_directives([year, iso_year, iso_week, week_of_year, weekday, julian]: [bool; 6]) -> Result<(), String> {
+    if !year && iso_year {
+        if !iso_week || !weekday {
+            return Err("ISO year directive '%G' must be used with the ISO week directive '%V' and a weekday directive ('%A', '%a', '%w', or '%u')".into());
+        }
+        if julian {
+            return Err("day of the year directive '%j' is not compatible with ISO year directive '%G'".into());
+        }
+    } else if !week_of_year && iso_week {
+        return Err(if !weekday {
+            "ISO week directive '%V' must be used with the ISO year directive '%G' and a weekday directive".into()
+        } else {
+            "ISO week directive '%V' is incompatible with the year directive '%Y'; use the ISO year '%G'".into()
+        });
+    }
+    Ok(())
 }
 
 fn strptime_offset(z: &str) -> Result<FixedOffset, String> {

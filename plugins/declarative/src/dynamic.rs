@@ -81,41 +81,7 @@ pub fn expand(
         .get("components_resolver")
         .filter(|r| r.is_object())
         .ok_or_else(|| format!("{at}: Missing 'components_resolver' in dynamic definition"))?;
-    // Which entries the streams are made from, each with its slice (an API's resolver's); how the
-    // values are read back (see `Reading`).
-    let (entries, reading): (Vec<(Value, Value)>, Reading) = match kind(resolver) {
-        "ConfigComponentsResolver" => {
-            (stream_configs(resolver, config, &at)?.into_iter().map(|e| (Value::Null, e)).collect(), Reading::Config)
-        }
-        "HttpComponentsResolver" => {
-            let listed = listed.ok_or_else(|| format!("{at}: the streams the API lists were not read"))?;
-            if listed.len() > MAX_DYNAMIC_STREAMS {
-                return Err(format!(
-                    "{at}: the API lists {} dynamic streams, more than {MAX_DYNAMIC_STREAMS}",
-                    listed.len()
-                ));
-            }
-            (listed.to_vec(), Reading::Api)
-        }
-        "ParametrizedComponentsResolver" => {
-            let list = resolver["stream_parameters"].get("list_of_parameters_for_stream").and_then(Value::as_array);
-            let list = list.ok_or_else(|| {
-                format!("{at}.components_resolver: stream_parameters needs a list_of_parameters_for_stream")
-            })?;
-            if list.len() > MAX_DYNAMIC_STREAMS {
-                return Err(format!("{at}: {} dynamic streams, more than {MAX_DYNAMIC_STREAMS}", list.len()));
-            }
-            (list.iter().map(|e| (Value::Null, e.clone())).collect(), Reading::Parameters)
-        }
-        "" => return Err(format!("{at}.components_resolver: Missing 'type' in components resolver configuration")),
-        other => {
-            return Err(format!(
-                "{at}.components_resolver: {other} is not supported (ConfigComponentsResolver, \
-                 ParametrizedComponentsResolver and HttpComponentsResolver are: the streams listed in the config, the \
-                 manifest or by the API)"
-            ));
-        }
-    };
+    let (entries, reading) = entries(resolver, config, listed, &at)?;
     let template = definition
         .get("stream_template")
         .filter(|t| t.is_object())
@@ -194,6 +160,49 @@ pub fn expand(
         streams.push(stream);
     }
     Ok(streams)
+}
+
+/// Which entries a resolver makes streams from, each with its slice (an API's resolver's), and
+/// how their values are read back (see `Reading`).
+fn entries(
+    resolver: &Value,
+    config: &Value,
+    listed: Option<&[(Value, Value)]>,
+    at: &str,
+) -> Result<(Vec<(Value, Value)>, Reading), String> {
+    Ok(match kind(resolver) {
+        "ConfigComponentsResolver" => {
+            (stream_configs(resolver, config, at)?.into_iter().map(|e| (Value::Null, e)).collect(), Reading::Config)
+        }
+        "HttpComponentsResolver" => {
+            let listed = listed.ok_or_else(|| format!("{at}: the streams the API lists were not read"))?;
+            if listed.len() > MAX_DYNAMIC_STREAMS {
+                return Err(format!(
+                    "{at}: the API lists {} dynamic streams, more than {MAX_DYNAMIC_STREAMS}",
+                    listed.len()
+                ));
+            }
+            (listed.to_vec(), Reading::Api)
+        }
+        "ParametrizedComponentsResolver" => {
+            let list = resolver["stream_parameters"].get("list_of_parameters_for_stream").and_then(Value::as_array);
+            let list = list.ok_or_else(|| {
+                format!("{at}.components_resolver: stream_parameters needs a list_of_parameters_for_stream")
+            })?;
+            if list.len() > MAX_DYNAMIC_STREAMS {
+                return Err(format!("{at}: {} dynamic streams, more than {MAX_DYNAMIC_STREAMS}", list.len()));
+            }
+            (list.iter().map(|e| (Value::Null, e.clone())).collect(), Reading::Parameters)
+        }
+        "" => return Err(format!("{at}.components_resolver: Missing 'type' in components resolver configuration")),
+        other => {
+            return Err(format!(
+                "{at}.components_resolver: {other} is not supported (ConfigComponentsResolver, \
+                 ParametrizedComponentsResolver and HttpComponentsResolver are: the streams listed in the config, the \
+                 manifest or by the API)"
+            ));
+        }
+    })
 }
 
 /// How a resolver reads its mappings' values back: a ConfigComponentsResolver parses text as

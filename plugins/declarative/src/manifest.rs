@@ -387,6 +387,63 @@ pub struct Manifest {
     pub deferred: Vec<crate::dynamic::Deferred>,
 }
 
+/// Takes a manifest's `dynamic_streams` out and adds the streams they make (from the config, or
+/// from what an API listed, `fetched`) after its own; a definition whose API was not read yet
+/// becomes a stream of its own that reads it. Answers the templates of those an API lists.
+fn add_dynamic_streams(
+    resolved: &mut Value,
+    dynamic: Option<(&Interpolator, &crate::config::Config)>,
+    fetched: Option<&crate::dynamic::Fetched>,
+    budget: &mut usize,
+) -> Result<std::collections::HashMap<usize, Value>, String> {
+    let definitions = resolved.as_object_mut().and_then(|r| r.remove("dynamic_streams"));
+    let mut templates = std::collections::HashMap::new();
+    match definitions {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(definitions)) => {
+            let mut made = Vec::new();
+            for (i, definition) in definitions.iter().enumerate() {
+                if crate::dynamic::lists_from_api(definition) {
+                    templates.insert(i, definition.get("stream_template").cloned().unwrap_or(Value::Null));
+                }
+                let listed = fetched.and_then(|f| f.get(&i)).map(Vec::as_slice);
+                if crate::dynamic::lists_from_api(definition) && listed.is_none() {
+                    // Read as a stream of its own (its retriever checked and given its
+                    // parameters as any is), taken out of the streams below.
+                    made.push(crate::dynamic::resolver_stream(definition, i));
+                    continue;
+                }
+                let streams = match dynamic {
+                    Some((interp, config)) => {
+                        crate::dynamic::expand(definition, i, interp, config.value(), listed, budget)?
+                    }
+                    None => {
+                        return Err("dynamic_streams: the streams are made from the config, which is not here".into());
+                    }
+                };
+                let mut seen = HashSet::new();
+                for stream in streams {
+                    let name = stream.get("name").and_then(Value::as_str).map(str::to_string).ok_or_else(|| {
+                        format!("dynamic_streams[{i}]: Expected stream name {} to be a string", stream["name"])
+                    })?;
+                    if !seen.insert(name.clone()) {
+                        return Err(format!(
+                            "Dynamic streams list contains a duplicate name: {name}. Please check your configuration."
+                        ));
+                    }
+                    made.push(stream);
+                }
+            }
+            match resolved.get_mut("streams") {
+                Some(Value::Array(streams)) => streams.extend(made),
+                _ => resolved["streams"] = Value::Array(made),
+            }
+        }
+        Some(_) => return Err("dynamic_streams: must be a list of DynamicDeclarativeStream".into()),
+    }
+    Ok(templates)
+}
+
 impl Manifest {
     /// Resolves and checks a manifest (the JSON form of its YAML) that has no dynamic streams.
     pub fn load(manifest: &Value) -> Result<Manifest, String> {
@@ -407,53 +464,7 @@ impl Manifest {
         let mut budget = MAX_NODES;
         let mut resolved =
             Resolver { root: manifest, budget: &mut budget, visiting: HashSet::new() }.node(manifest, 0)?;
-        let definitions = resolved.as_object_mut().and_then(|r| r.remove("dynamic_streams"));
-        let mut templates = std::collections::HashMap::new();
-        match definitions {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(definitions)) => {
-                let mut made = Vec::new();
-                for (i, definition) in definitions.iter().enumerate() {
-                    if crate::dynamic::lists_from_api(definition) {
-                        templates.insert(i, definition.get("stream_template").cloned().unwrap_or(Value::Null));
-                    }
-                    let listed = fetched.and_then(|f| f.get(&i)).map(Vec::as_slice);
-                    if crate::dynamic::lists_from_api(definition) && listed.is_none() {
-                        // Read as a stream of its own (its retriever checked and given its
-                        // parameters as any is), taken out of the streams below.
-                        made.push(crate::dynamic::resolver_stream(definition, i));
-                        continue;
-                    }
-                    let streams = match dynamic {
-                        Some((interp, config)) => {
-                            crate::dynamic::expand(definition, i, interp, config.value(), listed, &mut budget)?
-                        }
-                        None => {
-                            return Err(
-                                "dynamic_streams: the streams are made from the config, which is not here".into()
-                            );
-                        }
-                    };
-                    let mut seen = HashSet::new();
-                    for stream in streams {
-                        let name = stream.get("name").and_then(Value::as_str).map(str::to_string).ok_or_else(|| {
-                            format!("dynamic_streams[{i}]: Expected stream name {} to be a string", stream["name"])
-                        })?;
-                        if !seen.insert(name.clone()) {
-                            return Err(format!(
-                                "Dynamic streams list contains a duplicate name: {name}. Please check your configuration."
-                            ));
-                        }
-                        made.push(stream);
-                    }
-                }
-                match resolved.get_mut("streams") {
-                    Some(Value::Array(streams)) => streams.extend(made),
-                    _ => resolved["streams"] = Value::Array(made),
-                }
-            }
-            Some(_) => return Err("dynamic_streams: must be a list of DynamicDeclarativeStream".into()),
-        }
+        let mut templates = add_dynamic_streams(&mut resolved, dynamic, fetched, &mut budget)?;
         if resolved.get("type").is_none() {
             resolved["type"] = Value::from("DeclarativeSource");
         }

@@ -108,40 +108,11 @@ pub fn read_page(engine: &Engine, partition: &Partition, token: Option<Value>) -
         scope.extra.remove(slicing::CHILD_RESPONSE);
     }
     let cursor = engine.cursor_read(partition)?;
-    // The window to read: the token's, else the partition's first.
-    if let Some(cursor) = &cursor {
-        let window = match position.window {
-            Some(w) => w,
-            None => {
-                let until = match partition.cursor_end() {
-                    Some(end) => cursor.from_host(end)?,
-                    None => cursor.end(engine)?,
-                };
-                position.until = Some(until);
-                match first_window(engine, cursor, partition, until)? {
-                    Some(first) => first,
-                    // Nothing to read: the partition starts after its end.
-                    None => return Ok(Page { records: Vec::new(), next_token: None }),
-                }
-            }
-        };
-        position.window = Some(window);
-        // The offset the window's start was saved with, kept as the CDK keeps it.
-        let (offset, utc_end) = match partition.cursor_end() {
-            Some(_) => (
-                partition
-                    .key
-                    .get("offset")
-                    .and_then(Value::as_i64)
-                    .and_then(|s| chrono::FixedOffset::east_opt(s as i32)),
-                partition.key.get("utc_end").and_then(Value::as_bool) == Some(true),
-            ),
-            None => (
-                partition.cursor_start().and_then(|v| cursor.offset_of(&v.to_query_value())),
-                position.until == Some(window.1),
-            ),
-        };
-        scope.interval = cursor.interval_in(&window.0, &window.1, offset, utc_end);
+    if let Some(cursor) = &cursor
+        && !enter_window(engine, cursor, partition, &mut position, &mut scope)?
+    {
+        // Nothing to read: the partition starts after its end.
+        return Ok(Page { records: Vec::new(), next_token: None });
     }
     // An IncrementingCountCursor's one slice: from the partition's start, with no end.
     let counter = match &cursor {
@@ -200,6 +171,46 @@ pub fn read_page(engine: &Engine, partition: &Partition, token: Option<Value>) -
         }
     };
     Ok(Page { records, next_token })
+}
+
+/// Sets the window a partition's page reads, the token's or else the partition's first, and
+/// the interval its templates see (`stream_interval`); false when there is none to read (the
+/// partition starts after its end).
+fn enter_window(
+    engine: &Engine,
+    cursor: &Cursor,
+    partition: &Partition,
+    position: &mut Position,
+    scope: &mut Scope,
+) -> Result<bool> {
+    let window = match position.window {
+        Some(w) => w,
+        None => {
+            let until = match partition.cursor_end() {
+                Some(end) => cursor.from_host(end)?,
+                None => cursor.end(engine)?,
+            };
+            position.until = Some(until);
+            match first_window(engine, cursor, partition, until)? {
+                Some(first) => first,
+                None => return Ok(false),
+            }
+        }
+    };
+    position.window = Some(window);
+    // The offset the window's start was saved with, kept as the CDK keeps it.
+    let (offset, utc_end) = match partition.cursor_end() {
+        Some(_) => (
+            partition.key.get("offset").and_then(Value::as_i64).and_then(|s| chrono::FixedOffset::east_opt(s as i32)),
+            partition.key.get("utc_end").and_then(Value::as_bool) == Some(true),
+        ),
+        None => (
+            partition.cursor_start().and_then(|v| cursor.offset_of(&v.to_query_value())),
+            position.until == Some(window.1),
+        ),
+    };
+    scope.interval = cursor.interval_in(&window.0, &window.1, offset, utc_end);
+    Ok(true)
 }
 
 /// What adds a stream's cursor to its requests: its DatetimeBasedCursor or its counter.

@@ -85,19 +85,7 @@ pub fn dynamic(engine: &Engine, loader: &Value, name: &str) -> Result<Value> {
             None => json!("string"),
         };
         let (mapped, from_map) = map_type(engine, types_mapping, raw_type, definition)?;
-        let field_type = match &mapped {
-            Value::Array(two) if two.len() == 2 && two.iter().all(Value::is_string) => {
-                json!({"oneOf": [airbyte_type(&two[0]).map_err(fail)?, airbyte_type(&two[1]).map_err(fail)?]})
-            }
-            Value::String(_) => airbyte_type(&mapped).map_err(fail)?,
-            Value::Object(_) if from_map => complex_type(&mapped, 0).map_err(fail)?,
-            other => {
-                return Err(fail(format!(
-                    "Invalid data type. Available string or two items list of string. Got {}.",
-                    crate::interpolation::py_str_json(other)
-                )));
-            }
-        };
+        let field_type = field_type(mapped, from_map).map_err(fail)?;
         properties.insert(key, field_type);
     }
     // `schema_filter` sees each field as a record of its own ({name: type}); the
@@ -127,6 +115,24 @@ pub fn dynamic(engine: &Engine, loader: &Value, name: &str) -> Result<Value> {
         "additionalProperties": true,
         "properties": properties,
     }))
+}
+
+/// A field's JSON Schema from its mapped type: an Airbyte type's name, two of them (either), or
+/// a complex type a `types_mapping` gave.
+fn field_type(mapped: Value, from_map: bool) -> std::result::Result<Value, String> {
+    Ok(match &mapped {
+        Value::Array(two) if two.len() == 2 && two.iter().all(Value::is_string) => {
+            json!({"oneOf": [airbyte_type(&two[0])?, airbyte_type(&two[1])?]})
+        }
+        Value::String(_) => airbyte_type(&mapped)?,
+        Value::Object(_) if from_map => complex_type(&mapped, 0)?,
+        other => {
+            return Err(format!(
+                "Invalid data type. Available string or two items list of string. Got {}.",
+                crate::interpolation::py_str_json(other)
+            ));
+        }
+    })
 }
 
 /// `dpath.get` along a plain path (keys and list indexes); the value itself for an empty path.
