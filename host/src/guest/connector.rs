@@ -56,33 +56,35 @@ const BUSY_GIVE_WAY: Duration = Duration::from_millis(500);
 /// How often a waiting busy call looks whether the cores are free for it again.
 const BUSY_LOOK_AGAIN: Duration = Duration::from_millis(5);
 
-/// How a busy call is paused at an epoch tick.
+/// Why a busy call is paused at an epoch tick.
+#[derive(Clone, Copy)]
 enum Pause {
-    /// While calls within their grace fill the cores (at most [`BUSY_GIVE_WAY`]).
-    GiveWay(Arc<Usage>),
-    /// A fixed time; `true` when the policy throttles always, not contention.
-    For(Duration, Arc<Usage>, bool),
+    /// Calls within their grace fill the cores: it waits while they do (at most
+    /// [`BUSY_GIVE_WAY`]).
+    GiveWay,
+    /// Busy calls alone want more cores than there are: [`BUSY_PAUSE`].
+    Contended,
+    /// The policy throttles busy guests always: [`BUSY_PAUSE`].
+    Policy,
 }
 
 impl Pause {
-    async fn wait(self) {
+    /// Waits as the pause says, and counts the time waited in `usage`.
+    async fn wait(self, usage: &Usage) {
         let started = std::time::Instant::now();
-        let usage = match self {
-            Pause::GiveWay(usage) => {
+        match self {
+            Pause::GiveWay => {
                 let cores = crate::guest::limits::cores();
                 while crate::guest::sandbox::fresh_guests_wanting_cpu() >= cores && started.elapsed() < BUSY_GIVE_WAY {
                     tokio::time::sleep(BUSY_LOOK_AGAIN).await;
                 }
-                usage.throttled_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                return;
             }
-            Pause::For(pause, usage, policy) => {
-                tokio::time::sleep(pause).await;
-                (usage, policy)
-            }
+            Pause::Contended | Pause::Policy => tokio::time::sleep(BUSY_PAUSE).await,
+        }
+        let counter = match self {
+            Pause::Policy => &usage.policy_throttled_nanos,
+            Pause::GiveWay | Pause::Contended => &usage.throttled_nanos,
         };
-        let (usage, policy) = usage;
-        let counter = if policy { &usage.policy_throttled_nanos } else { &usage.throttled_nanos };
         counter.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
 }
@@ -224,21 +226,22 @@ impl Connector {
                     clock.mark_busy();
                     let cores = crate::guest::limits::cores();
                     if crate::guest::sandbox::fresh_guests_wanting_cpu() >= cores {
-                        Some(Pause::GiveWay(usage.clone()))
+                        Some(Pause::GiveWay)
                     } else if crate::guest::sandbox::guests_wanting_cpu() > cores {
-                        Some(Pause::For(BUSY_PAUSE, usage.clone(), false))
+                        Some(Pause::Contended)
                     } else if throttle == Throttle::Always {
-                        Some(Pause::For(BUSY_PAUSE, usage.clone(), true))
+                        Some(Pause::Policy)
                     } else {
                         None
                     }
                 }
             };
+            let pause = pause.map(|pause| (pause, usage.clone()));
             Ok(UpdateDeadline::YieldCustom(
                 1,
                 Box::pin(async move {
                     match pause {
-                        Some(pause) => pause.wait().await,
+                        Some((pause, usage)) => pause.wait(&usage).await,
                         None => tokio::task::yield_now().await,
                     }
                     clock.unpause();
