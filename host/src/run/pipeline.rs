@@ -74,12 +74,7 @@ pub(crate) async fn execute(plugins: &Plugins, mut request: RunRequest) -> RunRe
     {
         let _ = out.error(&e.message, e.failure, None).await;
     }
-    let outcome = match (&stopped, &result) {
-        (Some(_), _) => "interrupted",
-        (None, Ok(Outcome::Read(report))) if !report.ok() => "failed",
-        (None, Ok(_)) => "succeeded",
-        (None, Err(_)) => "failed",
-    };
+    let outcome = super::request::outcome_of(stopped.is_some(), &result);
     // Cancelled reads may still hold handles to the output: close it rather than wait for them.
     out.close(outcome).await;
     let written = out.clone();

@@ -219,16 +219,21 @@ pub struct RunReport {
     pub output: std::io::Result<()>,
 }
 
+/// How a run ended, from its result and whether it was stopped (see [`RunReport::outcome`]).
+pub(crate) fn outcome_of(stopped: bool, result: &Result<Outcome, RunError>) -> &'static str {
+    match (stopped, result) {
+        (true, _) => "interrupted",
+        (false, Ok(Outcome::Read(read))) if !read.ok() => "failed",
+        (false, Ok(_)) => "succeeded",
+        (false, Err(_)) => "failed",
+    }
+}
+
 impl RunReport {
     /// How the run ended: `succeeded`, `failed` (a read with a stream not read in full
     /// included) or `interrupted`.
     pub fn outcome(&self) -> &'static str {
-        match (&self.stopped, &self.result) {
-            (Some(_), _) => "interrupted",
-            (None, Ok(Outcome::Read(read))) if !read.ok() => "failed",
-            (None, Ok(_)) => "succeeded",
-            (None, Err(_)) => "failed",
-        }
+        outcome_of(self.stopped.is_some(), &self.result)
     }
 
     /// The read's report; an error when the run failed, wrote incompletely or did not read.

@@ -139,23 +139,20 @@ impl Runtime {
     /// push. Counters since each tenant was first named, gauges as they are now, and a histogram
     /// of how long its runs took.
     pub fn prometheus_text(&self) -> String {
-        let tenants: Vec<(String, TenantUsage)> = self
-            .tenants
-            .all()
-            .into_iter()
-            .map(|(name, mut usage)| {
-                usage.partition_slots = self.fair.get().map_or(0, |fair| fair.granted(&name));
-                (name, usage)
-            })
-            .collect();
+        let tenants: Vec<(String, TenantUsage)> =
+            self.tenants.all().into_iter().map(|(name, usage)| (name.clone(), self.with_slots(&name, usage))).collect();
         super::metrics::tenants_text(&tenants)
     }
 
     /// What `tenant`'s runs used so far (`None` for a tenant never named).
     pub fn tenant_usage(&self, tenant: &str) -> Option<TenantUsage> {
-        let mut usage = self.tenants.usage(tenant)?;
+        Some(self.with_slots(tenant, self.tenants.usage(tenant)?))
+    }
+
+    /// A tenant's usage with the shared partition slots granted to it (the fair share keeps them).
+    fn with_slots(&self, tenant: &str, mut usage: TenantUsage) -> TenantUsage {
         usage.partition_slots = self.fair.get().map_or(0, |fair| fair.granted(tenant));
-        Some(usage)
+        usage
     }
 
     /// The plugin at `path`, loaded once per content (see [`Plugins::plugin`]).
