@@ -174,7 +174,7 @@ pub struct SandboxArgs {
     #[arg(long, value_enum, value_name = "WHEN")]
     pub throttle: Option<crate::guest::limits::Throttle>,
     /// Steps of pages read in steps one connector computes at once, each holding an instance
-    /// (fewer: less memory; more: more cores) [default: one fewer than the cores, at least 1].
+    /// (fewer: less memory; more: more cores) [default: the number of cores].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub steps_at_once: Option<u64>,
     /// Wall-clock time one call may take, HTTP waits included, milliseconds [default: 600000].

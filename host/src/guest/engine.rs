@@ -91,6 +91,10 @@ pub const POOLED_INSTANCES: u32 = 2000;
 /// allocation.
 pub const POOLED_MAX_MEMORY: usize = 1 << 30;
 
+/// Bytes of a pooled linear memory's dirty pages reset in place (copied back from its image)
+/// when its instance is dropped, instead of given back to the kernel; see [`Engine::build`].
+pub const LINEAR_MEMORY_KEEP_RESIDENT: usize = 8 << 20;
+
 impl Engine {
     /// An engine with on-demand instance allocation and the default stack.
     pub fn new(cache_dir: PathBuf) -> Result<Self> {
@@ -149,13 +153,17 @@ impl Engine {
                 .max_tables_per_component(MAX_TABLES as u32)
                 .max_core_instances_per_component(MAX_CORE_INSTANCES as u32)
                 // A run creates an instance per partition (or per step) and throws it away:
-                // resetting a slot with madvise costs a TLB shootdown on every core each time.
-                // With the first pages reset by memset, most instances need none; the rest are
-                // not batched: a slot waiting in a batch keeps its memory, so batches of 64 held
-                // up to 126 dead instances' pages (486 MiB RSS for a CPython connector reading 64
-                // partitions 16 at a time).
+                // giving a slot's dirty pages back with madvise costs a TLB shootdown on every
+                // core, and the next instance in the slot a copy-on-write fault per page again.
+                // So up to 8 MiB of the pages an instance dirtied are copied back from the image
+                // in place and stay resident (found by a pagemap scan; wasmtime 48.0.11 scans them
+                // all, 48.0.8 stopped at 32 runs of pages): an interpreter's step dirties 1-3 MiB
+                // spread over its heap, and with this it takes tens of faults instead of hundreds
+                // (`just bench`, case 14, has what it saves). Decommits are not batched: a slot waiting in a batch keeps its memory,
+                // so batches of 64 held up to 126 dead instances' pages (486 MiB RSS for a CPython
+                // connector reading 64 partitions 16 at a time).
                 .decommit_batch_size(1)
-                .linear_memory_keep_resident(1 << 20)
+                .linear_memory_keep_resident(LINEAR_MEMORY_KEEP_RESIDENT)
                 .table_keep_resident(64 << 10)
                 .async_stack_keep_resident(256 << 10)
                 .pagemap_scan(wasmtime::Enabled::Auto);

@@ -2,8 +2,7 @@
 //! sends it with no instance held, and the next step gets every answer of the page so far. An
 //! interpreter guest waiting on an API then holds no interpreter: sixteen partitions in flight
 //! need as many instances as steps computing at once
-//! ([`crate::guest::limits::Limits::steps_at_once`]: a core less than the machine has by
-//! default), not sixteen.
+//! ([`crate::guest::limits::Limits::steps_at_once`]: one a core by default), not sixteen.
 //! A step runs in a fresh instance, or in the partition's own while so few partitions are read
 //! in steps that keeping it costs no instance more ([`Stepping`]).
 
