@@ -125,6 +125,27 @@ fn a_panic_in_check_is_a_failed_check() {
     assert!(status["message"].as_str().unwrap().contains("crashed"), "{status}");
 }
 
+/// An instance's memory comes from a pool slot the instance before it wrote to: the slot is reset
+/// by copying back the pages that instance dirtied (up to 8 MiB) and giving back the rest. One
+/// partition at a time, each instance writes every other page of 1 MiB the image leaves zeroed
+/// and of 256 KiB it fills (160 separate runs of pages), and every next one must find them all
+/// as the image left them.
+#[test]
+fn every_partition_finds_its_memory_as_the_image_left_it() {
+    let files = Files::new();
+    let run = host(&["run", "--streams", "numbers", "--concurrency", "1"])
+        .arg(plugin("test-connector"))
+        .arg("--config")
+        .arg(files.json("config.json", &json!({"mode": "dirty-memory", "partitions": 6})))
+        .run();
+    assert!(run.success(), "{}", run.explain());
+    let records = run.records("numbers");
+    assert_eq!(records.len(), 6);
+    for record in records {
+        assert_eq!(record["pristine"], true, "an instance found its memory as another left it: {record}");
+    }
+}
+
 /// A connector built for contract 0.1.7 names the config fields its partitions read (the Rust
 /// SDK: those its `Config` names); the host hands the calls that read a partition only those,
 /// so a long list only the listing reads is not read again in every partition's instance.

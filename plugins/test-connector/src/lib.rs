@@ -100,6 +100,9 @@ impl Source for TestConnector {
             let fields: serde_json::Map<String, Value> = serde_json::from_str(&text).unwrap_or_default();
             return Page::from_values([json!({"id": p, "config_fields": fields.keys().collect::<Vec<_>>()})]);
         }
+        if config.mode == "dirty-memory" {
+            return Page::from_values([json!({"id": p, "pristine": memory_is_pristine_then_dirty(p)})]);
+        }
         if config.mode == "repeat-token" {
             // The same next token forever: the host must stop the loop.
             let id = u64::from(token.is_some());
@@ -130,6 +133,36 @@ impl Source for TestConnector {
         let next = (page + 1 < config.pages).then(|| json!(page + 1));
         Ok(Page { records, next_token: next })
     }
+}
+
+/// 1 MiB the image leaves zeroed and 256 KiB it fills with 0x5A, for `dirty-memory`.
+const ZEROED_BYTES: usize = 1 << 20;
+const FILLED_BYTES: usize = 256 << 10;
+static mut ZEROED: [u8; ZEROED_BYTES] = [0; ZEROED_BYTES];
+static mut FILLED: [u8; FILLED_BYTES] = [0x5A; FILLED_BYTES];
+
+/// Whether this instance finds both as the image left them; then writes every other page of
+/// both, so the slot the next instance gets has 160 separate runs of dirty pages to reset (a
+/// pagemap scan before wasmtime 48.0.11 stopped at 32 and gave the rest back to the kernel).
+fn memory_is_pristine_then_dirty(p: u64) -> bool {
+    const PAGE: usize = 4096;
+    // SAFETY: an instance runs one call at a time, and nothing else refers to these statics.
+    let (zeroed, filled) = unsafe {
+        let zeroed = std::slice::from_raw_parts_mut((&raw mut ZEROED).cast::<u8>(), ZEROED_BYTES);
+        let filled = std::slice::from_raw_parts_mut((&raw mut FILLED).cast::<u8>(), FILLED_BYTES);
+        (zeroed, filled)
+    };
+    let pristine = zeroed.iter().all(|b| *b == 0) && filled.iter().all(|b| *b == 0x5A);
+    let mark = (p as u8) | 1;
+    for page in (0..zeroed.len() / PAGE).step_by(2) {
+        zeroed[page * PAGE] = mark;
+    }
+    for page in (0..filled.len() / PAGE).step_by(2) {
+        filled[page * PAGE + 1] = mark;
+    }
+    // The writes must reach memory: without this the compiler may drop them as never read.
+    std::hint::black_box((&zeroed, &filled));
+    pristine
 }
 
 sluice_guest::export_source!(TestConnector);
