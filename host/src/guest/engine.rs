@@ -155,12 +155,13 @@ impl Engine {
                 // A run creates an instance per partition (or per step) and throws it away:
                 // giving a slot's dirty pages back with madvise costs a TLB shootdown on every
                 // core, and the next instance in the slot a copy-on-write fault per page again.
-                // So up to 8 MiB of the pages an instance dirtied are copied back from the image
-                // in place and stay resident (found by a pagemap scan; wasmtime 48.0.11 scans them
-                // all, 48.0.8 stopped at 32 runs of pages): an interpreter's step dirties 1-3 MiB
-                // spread over its heap, and with this it takes tens of faults instead of hundreds
-                // (`just bench`, case 14, has what it saves). Decommits are not batched: a slot waiting in a batch keeps its memory,
-                // so batches of 64 held up to 126 dead instances' pages (486 MiB RSS for a CPython
+                // So the pages an instance dirtied, up to LINEAR_MEMORY_KEEP_RESIDENT, are copied
+                // back from the image in place and stay resident (found by a pagemap scan:
+                // wasmtime 48.0.11 scans them all, 48.0.8 stopped at 32 runs of pages). An
+                // interpreter's step dirties 1-3 MiB spread over its heap; with this it takes tens
+                // of faults instead of hundreds (`just bench`, case 14, has what it saves).
+                // Decommits are not batched: a slot waiting in a batch keeps its memory, so
+                // batches of 64 held up to 126 dead instances' pages (486 MiB RSS for a CPython
                 // connector reading 64 partitions 16 at a time).
                 .decommit_batch_size(1)
                 .linear_memory_keep_resident(LINEAR_MEMORY_KEEP_RESIDENT)

@@ -142,8 +142,7 @@ impl Limits {
     /// and TLB shootdowns; now that a slot's pages are reset in place, two steps on 2 cores read
     /// 1,000 one-record CPython partitions in about half the time of one.)
     pub fn steps_at_once(&self) -> usize {
-        let default = cores;
-        self.steps_at_once.unwrap_or_else(default).max(1)
+        self.steps_at_once.unwrap_or_else(cores).max(1)
     }
 }
 
