@@ -16,6 +16,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 /// Most bytes of stdout/stderr kept per instance between two flushes; the rest is counted.
@@ -535,18 +536,52 @@ impl IsTerminal for Capture {
     }
 }
 
-impl StdoutStream for Capture {
-    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
-        Box::new(self.clone())
-    }
-}
-
-impl tokio::io::AsyncWrite for Capture {
-    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+impl Capture {
+    /// Keeps `data` while the capture has room; the rest is counted as dropped.
+    fn append(&self, data: &[u8]) {
         let mut buf = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let room = MAX_CAPTURED_OUTPUT.saturating_sub(buf.bytes.len()).min(data.len());
         buf.bytes.extend_from_slice(&data[..room]);
         buf.dropped += data.len() - room;
+    }
+}
+
+impl StdoutStream for Capture {
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+
+    /// Written in place: the default stream hands every write to a task of its own and the
+    /// guest waits for it, so a guest printing in a loop was suspended at each line and resumed
+    /// on whichever thread was free, where its CPU time could only be told by the wall clock
+    /// (a log flood under load then ran past its CPU budget).
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(self.clone())
+    }
+}
+
+impl OutputStream for Capture {
+    fn write(&mut self, bytes: bytes::Bytes) -> StreamResult<()> {
+        self.append(&bytes);
+        Ok(())
+    }
+    fn flush(&mut self) -> StreamResult<()> {
+        Ok(())
+    }
+    /// Always room: past [`MAX_CAPTURED_OUTPUT`] bytes are counted and dropped, not refused.
+    fn check_write(&mut self) -> StreamResult<usize> {
+        Ok(64 << 10)
+    }
+}
+
+#[async_trait::async_trait]
+impl Pollable for Capture {
+    async fn ready(&mut self) {}
+}
+
+impl tokio::io::AsyncWrite for Capture {
+    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        self.append(data);
         Poll::Ready(Ok(data.len()))
     }
     fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
