@@ -164,7 +164,48 @@ fn partitions_read_in_steps_hold_no_instance_while_they_wait() {
     assert!(api.stats().max_in_flight >= 8, "the partitions' requests overlapped: {}", api.stats().max_in_flight);
 }
 
-/// The LOG line saying how the plugin was loaded.
+/// The instances a run's summary says it made in all.
+fn instances_made(run: &HostRun) -> u64 {
+    let summary = run.logs().last().cloned().unwrap_or_default();
+    let made = summary.split(" instances (").next().and_then(|r| r.rsplit(' ').next());
+    made.and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("no instance count in {summary:?}"))
+}
+
+/// A step's instance is kept through a short grace while its request is out (`--step-grace-ms`):
+/// an API that answers at once gets the partition's next step in the same instance, one
+/// instance a page where a fresh one for every step makes two; with no grace, two. The records
+/// are the same either way.
+#[test]
+fn a_fast_answer_goes_back_to_the_instance_that_asked() {
+    let api = demo_api(DemoApiConfig { records: 16 * 60, accounts: 16, ..Default::default() });
+    let files = Files::new();
+    let config = files.json("c.json", &json!({"base_url": api.base_url(), "page_size": 20}));
+    let cache = warm_cache("demo-source-py");
+    let read = |grace: &str| {
+        let before = api.stats().requests_by_path.get("/accounts/{id}/items").copied().unwrap_or(0);
+        let run = host(&["run"])
+            .arg(plugin("demo-source-py"))
+            .arg("--config")
+            .arg(&config)
+            .args(["--allow-host", &grant(&api), "--streams", "account_items", "--concurrency", "4"].map(String::from))
+            .args(["--steps-at-once", "1", "--step-grace-ms", grace].map(String::from))
+            .cache_dir(&cache)
+            .run();
+        assert!(run.success(), "grace {grace}: {}", run.explain());
+        assert_eq!(ids_of(&record_sets(&run)["account_items"]), (1..=16 * 60).collect::<Vec<u64>>(), "grace {grace}");
+        let pages = api.stats().requests_by_path["/accounts/{id}/items"] - before;
+        (instances_made(&run), pages)
+    };
+    let (fresh, pages) = read("0");
+    assert!(pages >= 48, "three pages or more a partition: {pages}");
+    assert!(fresh >= 2 * pages, "no grace: a fresh instance for each of two steps a page: {fresh} for {pages} pages");
+    // With a long grace every page after the first answers takes one instance; the first steps
+    // (4 partitions, before any answer says the API is fast) and the listing take a few more.
+    let (kept, pages) = read("1000");
+    assert!(kept <= pages + 8, "one instance a page: {kept} for {pages} pages");
+}
+
+/// The LOG line saying how the plugin was loaded./// The LOG line saying how the plugin was loaded.
 fn load_line(output: &std::process::Output) -> String {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let first: Value = serde_json::from_str(stdout.lines().next().expect("a first line")).unwrap();

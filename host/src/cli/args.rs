@@ -177,6 +177,11 @@ pub struct SandboxArgs {
     /// (fewer: less memory; more: more cores) [default: the number of cores].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub steps_at_once: Option<u64>,
+    /// How long a step's instance waits, while its request is out and the next step waits for a
+    /// core, to run the partition's next step, milliseconds (0: a fresh instance for every step;
+    /// at most 1000) [default: 5].
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(0..=1000))]
+    pub step_grace_ms: Option<u64>,
     /// Wall-clock time one call may take, HTTP waits included, milliseconds [default: 600000].
     #[arg(long, value_name = "MS")]
     pub call_timeout_ms: Option<u64>,
@@ -659,6 +664,7 @@ impl SandboxArgs {
         set(self.call_timeout_ms, &mut limits.call_timeout_ms);
         set(self.throttle, &mut limits.throttle);
         set(self.steps_at_once.map(|n| Some(n as usize)), &mut limits.steps_at_once);
+        set(self.step_grace_ms, &mut limits.step_grace_ms);
         set(self.max_record_bytes, &mut limits.max_record_bytes);
         set(self.max_logs_per_call, &mut limits.max_logs_per_call);
         set(self.max_record_depth, &mut limits.max_record_depth);
@@ -677,6 +683,7 @@ impl SandboxArgs {
             self.call_timeout_ms.is_some(),
             self.throttle.is_some(),
             self.steps_at_once.is_some(),
+            self.step_grace_ms.is_some(),
             self.max_record_bytes.is_some(),
             self.max_logs_per_call.is_some(),
             self.max_record_depth.is_some(),

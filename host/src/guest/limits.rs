@@ -16,6 +16,9 @@ pub const DEFAULT_MAX_TOKEN_BYTES: usize = 64 << 10;
 /// The most `max_token_bytes` may be set to.
 pub const MAX_TOKEN_BYTES: usize = 16 << 20;
 
+/// The longest a step's instance may be kept for the partition's next step, milliseconds.
+pub const MAX_STEP_GRACE_MS: u64 = 1000;
+
 /// Limits for every guest instance of one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -60,6 +63,12 @@ pub struct Limits {
     /// Steps of pages read in steps (contract 0.1.5) that one connector computes at once, each
     /// holding an instance; `None`: as many as the machine has cores.
     pub steps_at_once: Option<usize>,
+    /// How long, milliseconds, a step's instance is kept for the partition's next step while the
+    /// host sends the step's request and the next step waits for a core: an answer back by then
+    /// is handed to the same instance, which saves starting another (about 0.5 ms for CPython);
+    /// past it the instance is dropped, so a partition waiting on a slow API holds none. 0: every
+    /// step in a fresh instance.
+    pub step_grace_ms: u64,
 }
 
 /// When a busy guest (a call computing past a grace period) is paused between ticks.
@@ -94,6 +103,7 @@ impl Default for Limits {
             wasm_stack_bytes: 512 << 10,
             throttle: Throttle::WhenContended,
             steps_at_once: None,
+            step_grace_ms: 5,
         }
     }
 }
@@ -123,6 +133,13 @@ impl Limits {
                 self.max_record_depth
             ));
         }
+        if self.step_grace_ms > MAX_STEP_GRACE_MS {
+            return Err(format!(
+                "step_grace_ms {} is past {MAX_STEP_GRACE_MS} (an instance kept longer holds its memory while the \
+                 partition waits on the API, which is what reading in steps avoids)",
+                self.step_grace_ms
+            ));
+        }
         Ok(())
     }
 
@@ -144,6 +161,11 @@ impl Limits {
     pub fn steps_at_once(&self) -> usize {
         self.steps_at_once.unwrap_or_else(cores).max(1)
     }
+
+    /// [`Limits::step_grace_ms`] as a duration.
+    pub fn step_grace(&self) -> Duration {
+        Duration::from_millis(self.step_grace_ms)
+    }
 }
 
 #[cfg(test)]
@@ -157,5 +179,15 @@ mod tests {
         assert_eq!(Limits { steps_at_once: Some(0), ..Limits::default() }.steps_at_once(), 1, "at least one");
         let from_policy: Limits = serde_json::from_str(r#"{"steps_at_once": 2}"#).unwrap();
         assert_eq!(from_policy.steps_at_once(), 2);
+    }
+
+    #[test]
+    fn a_step_grace_past_a_second_is_refused() {
+        assert_eq!(Limits::default().step_grace(), Duration::from_millis(5));
+        let from_policy: Limits = serde_json::from_str(r#"{"step_grace_ms": 0}"#).unwrap();
+        assert_eq!(from_policy.check(), Ok(()));
+        let long = Limits { step_grace_ms: MAX_STEP_GRACE_MS + 1, ..Limits::default() };
+        let error = long.check().unwrap_err();
+        assert!(error.contains("step_grace_ms 1001 is past 1000"), "{error}");
     }
 }

@@ -1,10 +1,12 @@
 //! Pages read in steps (contract 0.1.5, `stepped-pages`): a step asks for a request, the host
-//! sends it with no instance held, and the next step gets every answer of the page so far. An
+//! sends it outside any call, and the next step gets every answer of the page so far. An
 //! interpreter guest waiting on an API then holds no interpreter: sixteen partitions in flight
-//! need as many instances as steps computing at once
+//! need about as many instances as steps computing at once
 //! ([`crate::guest::limits::Limits::steps_at_once`]: one a core by default), not sixteen.
-//! A step runs in a fresh instance, or in the partition's own while so few partitions are read
-//! in steps that keeping it costs no instance more ([`Stepping`]).
+//! A step runs in a fresh instance, or in the one its partition kept: through a short grace
+//! after the last step sent its request (an answer from a fast API then costs no new instance),
+//! or all along while so few partitions are read in steps that keeping it costs no instance
+//! more ([`Stepping`]).
 
 use crate::bindings::{BodyUse, HttpError, Level, Outgoing, Page, Partition, Step, StepAnswer};
 use crate::data::protocol::{Output, OutputClosed};
@@ -35,13 +37,22 @@ pub struct Steps {
     /// keeps its instance from one step to the next (it costs no more instances than the steps
     /// would, and saves instantiating one per step).
     stepping: AtomicU64,
+    /// How long steps' requests take to be answered, nanoseconds, a moving average (`u64::MAX`
+    /// before the first answer): an instance is kept through the grace only while answers
+    /// typically come back within it, so a slow API never finds sixteen instances waiting on it.
+    answer_nanos: AtomicU64,
 }
 
 impl Steps {
     /// For a connector whose stepped streams are asked when first needed.
     pub fn new(limits: &Limits) -> Self {
         let slots = Semaphore::new(limits.steps_at_once());
-        Steps { streams: Default::default(), slots, stepping: AtomicU64::new(0) }
+        Steps {
+            streams: Default::default(),
+            slots,
+            stepping: AtomicU64::new(0),
+            answer_nanos: AtomicU64::new(u64::MAX),
+        }
     }
 
     /// For a connector whose stepped streams are already known.
@@ -71,14 +82,38 @@ impl Steps {
             })
             .await
     }
+
+    /// Counts how long a step's request took into the moving average (an eighth each).
+    fn answered_in(&self, took: std::time::Duration) {
+        let took = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX - 1);
+        let _ = self.answer_nanos.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |average| match average {
+            u64::MAX => Some(took),
+            average => Some(average - average / 8 + took / 8),
+        });
+    }
+
+    /// Whether steps' requests have typically been answered within `grace`.
+    fn answers_within(&self, grace: std::time::Duration) -> bool {
+        let average = self.answer_nanos.load(Ordering::Relaxed);
+        average != u64::MAX && u128::from(average) <= grace.as_nanos()
+    }
 }
 
-/// A partition being read in steps, counted while it lives, and the instance it keeps between
-/// steps while few partitions are (see [`Steps`]).
+/// A partition being read in steps, counted while it lives, and the instance it keeps from one
+/// step to the next: for as long as the partition while few partitions are read in steps (see
+/// [`Steps`]), else through a short grace ([`Limits::step_grace_ms`]) after a step that sends a
+/// request, so an answer back within it goes to the same instance and one waiting longer holds
+/// none.
 pub struct Stepping<'c> {
     connector: &'c Connector,
     steps: &'c Steps,
-    kept: Option<Instance>,
+    kept: Option<Kept>,
+}
+
+/// An instance kept for the partition's next step, and until when (`None`: no end).
+struct Kept {
+    instance: Instance,
+    until: Option<tokio::time::Instant>,
 }
 
 impl<'c> Stepping<'c> {
@@ -87,22 +122,63 @@ impl<'c> Stepping<'c> {
         Stepping { connector, steps, kept: None }
     }
 
+    /// A core for the next step. An instance kept through a grace waits for one only until the
+    /// grace ends, then is dropped (so instances waiting for cores never hold the pool's slots
+    /// from the steps that hold the cores).
+    async fn core(&mut self) -> tokio::sync::SemaphorePermit<'c> {
+        let slots = &self.steps.slots;
+        if let Some(until) = self.kept.as_ref().and_then(|kept| kept.until) {
+            match tokio::time::timeout_at(until, slots.acquire()).await {
+                Ok(permit) => return permit.expect("the step semaphore is never closed"),
+                Err(_) => self.kept = None,
+            }
+        }
+        slots.acquire().await.expect("the step semaphore is never closed")
+    }
+
     /// The instance for the next step: the one kept, or a fresh one.
     async fn instance(&mut self) -> Result<Instance, CallError> {
         match self.kept.take() {
-            Some(instance) => Ok(instance),
+            Some(kept) => Ok(kept.instance),
             None => self.connector.instance().await,
         }
     }
 
-    /// Keeps an instance whose step succeeded for the next one, while no more partitions are
-    /// read in steps than steps compute at once (so keeping costs no instance more than the
-    /// steps would hold); else it is dropped, and its memory given back.
-    fn keep(&mut self, instance: Instance) {
-        let few = self.steps.stepping.load(Ordering::Relaxed) as usize <= self.connector.limits.steps_at_once();
-        if few {
-            self.kept = Some(instance);
-        }
+    /// Keeps an instance whose step succeeded for the next one: with no end while no more
+    /// partitions are read in steps than steps compute at once (keeping costs no instance more
+    /// than the steps would hold); through the grace after a step that sent a request, while
+    /// requests are typically answered within it; else it is dropped, and its memory given back.
+    fn keep(&mut self, instance: Instance, sent: bool) {
+        let limits = &self.connector.limits;
+        let few = self.steps.stepping.load(Ordering::Relaxed) as usize <= limits.steps_at_once();
+        let grace = sent && limits.step_grace_ms > 0 && self.steps.answers_within(limits.step_grace());
+        self.kept = match (few, grace) {
+            (true, _) => Some(Kept { instance, until: None }),
+            (false, true) => Some(Kept { instance, until: Some(tokio::time::Instant::now() + limits.step_grace()) }),
+            (false, false) => None,
+        };
+    }
+
+    /// Awaits `sending` (a step's request), counting how long it took; an instance kept
+    /// through a grace is dropped when the grace ends first.
+    async fn sending<T>(&mut self, sending: impl Future<Output = T>) -> T {
+        let started = Instant::now();
+        let answer = match self.kept.as_ref().and_then(|kept| kept.until) {
+            None => sending.await,
+            Some(until) => {
+                let mut sending = std::pin::pin!(sending);
+                tokio::select! {
+                    biased;
+                    answer = &mut sending => answer,
+                    () = tokio::time::sleep_until(until) => {
+                        self.kept = None;
+                        sending.await
+                    }
+                }
+            }
+        };
+        self.steps.answered_in(started.elapsed());
+        answer
     }
 }
 
@@ -113,7 +189,7 @@ impl Drop for Stepping<'_> {
 }
 
 /// Reads one page of `partition` in steps: each step in a fresh instance (or the one the
-/// partition keeps, see [`Stepping`]), a few steps of the connector at once, the requests sent
+/// partition kept, see [`Stepping`]), a few steps of the connector at once, the requests sent
 /// by the host in between. `out`, when given, gets the connector's logs.
 pub async fn read_page(
     stepping: &mut Stepping<'_>,
@@ -130,7 +206,7 @@ pub async fn read_page(
     let mut held = 0usize;
     for _ in 0..MAX_STEPS_PER_PAGE {
         let step = {
-            let _core = stepping.steps.slots.acquire().await.expect("the step semaphore is never closed");
+            let _core = stepping.core().await;
             let mut instance = match stepping.instance().await {
                 Ok(instance) => instance,
                 Err(e) => return Ok(Err(e)),
@@ -139,7 +215,7 @@ pub async fn read_page(
             logs(out, instance.take_logs()).await?;
             // An instance whose call failed is not used again (after a trap it cannot be).
             if step.is_ok() {
-                stepping.keep(instance);
+                stepping.keep(instance, matches!(step, Ok(Step::Send(_))));
             }
             step
         };
@@ -150,7 +226,7 @@ pub async fn read_page(
                 return Ok(Ok(page));
             }
             Ok(Step::Send(outgoing)) => {
-                let answer = send(connector, &context, outgoing, &mut kept).await;
+                let answer = stepping.sending(send(connector, &context, outgoing, &mut kept)).await;
                 if let Err(HttpError::Denied(why)) = &answer {
                     let log = GuestLog { level: Level::Warn, message: format!("request denied: {why}") };
                     logs(out, vec![log]).await?;
