@@ -146,6 +146,36 @@ fn every_partition_finds_its_memory_as_the_image_left_it() {
     }
 }
 
+/// A guest that sleeps (`std::thread::sleep`: a WASI clock pollable) is waiting, not computing:
+/// six partitions each sleep 700 ms under a CPU budget of 500 ms a call and all succeed, and the
+/// run's guest time is what they computed, not what they slept. (The clock used to run through
+/// the wait, and read the wall clock when the guest woke on another thread: most such runs
+/// failed with the CPU budget exceeded.)
+#[test]
+fn a_sleeping_guest_is_not_charged_for_its_sleep() {
+    let files = Files::new();
+    let config = json!({"mode": "sleep", "partitions": 6, "sleep_ms": 700});
+    let run = host(&["run", "--streams", "numbers", "--concurrency", "6", "--cpu-ms-per-call", "500"])
+        .arg(plugin("test-connector"))
+        .arg("--config")
+        .arg(files.json("config.json", &config))
+        .run();
+    assert!(run.success(), "{}", run.explain());
+    let records = run.records("numbers");
+    assert_eq!(records.len(), 6);
+    for record in records {
+        assert!(record["slept_ms"].as_u64().unwrap() >= 700, "{record}");
+    }
+    let summary = run.logs().last().cloned().unwrap_or_default();
+    let guest_time: f64 = summary
+        .split("guest time ")
+        .nth(1)
+        .and_then(|rest| rest.split('s').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no guest time in {summary:?}"));
+    assert!(guest_time < 0.5, "4.2 s of sleep counted as guest time: {summary}");
+}
+
 /// A connector built for contract 0.1.7 names the config fields its partitions read (the Rust
 /// SDK: those its `Config` names); the host hands the calls that read a partition only those,
 /// so a long list only the listing reads is not read again in every partition's instance.

@@ -174,6 +174,7 @@ impl Engine {
         start_epoch_ticker(&engine);
         let mut linker = Linker::new(&engine);
         crate::guest::sandbox::add_to_linker(&mut linker)?;
+        crate::guest::waits::add_to_linker(&mut linker)?;
         crate::guest::custom::add_to_linker(&mut linker)?;
         let cache = ComponentCache::new(cache_dir);
         let slots = pool_slots.map(|n| Arc::new(tokio::sync::Semaphore::new(n as usize)));

@@ -341,6 +341,13 @@ struct Taken {
     dropped_bytes: usize,
 }
 
+impl GuestState {
+    /// The WASI resource table with the guest's clock, for waits that stop the clock.
+    pub fn table_and_clock(&mut self) -> (&mut ResourceTable, &GuestClock) {
+        (&mut self.table, &self.clock)
+    }
+}
+
 impl WasiView for GuestState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }

@@ -20,6 +20,10 @@ struct Config {
     /// For `mode = "fail-partition"`: the partition that fails.
     #[serde(default)]
     failing_partition: u64,
+    /// For `mode = "sleep"`: how long each page sleeps, milliseconds (`std::thread::sleep`,
+    /// which waits on a WASI clock pollable).
+    #[serde(default)]
+    sleep_ms: u64,
 }
 
 fn one() -> u64 {
@@ -99,6 +103,11 @@ impl Source for TestConnector {
             let text = CONFIG_TEXT.with(|t| t.borrow().clone());
             let fields: serde_json::Map<String, Value> = serde_json::from_str(&text).unwrap_or_default();
             return Page::from_values([json!({"id": p, "config_fields": fields.keys().collect::<Vec<_>>()})]);
+        }
+        if config.mode == "sleep" {
+            let started = std::time::Instant::now();
+            std::thread::sleep(std::time::Duration::from_millis(config.sleep_ms));
+            return Page::from_values([json!({"id": p, "slept_ms": started.elapsed().as_millis() as u64})]);
         }
         if config.mode == "dirty-memory" {
             return Page::from_values([json!({"id": p, "pristine": memory_is_pristine_then_dirty(p)})]);
