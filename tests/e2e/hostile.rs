@@ -501,16 +501,6 @@ fn an_internationalised_declared_host_is_parsed_not_a_panic() {
     assert_eq!(errors[0]["failure_type"], "config_error");
 }
 
-/// The run summary's figures: records read, guest time (s) and peak guest memory (MiB).
-fn summary(run: &HostRun) -> (u64, f64, f64) {
-    let line = run.logs().into_iter().rfind(|l| l.starts_with("read ")).expect("a summary");
-    let after = |label: &str| -> f64 {
-        let rest = &line[line.find(label).unwrap_or_else(|| panic!("{label} in {line}")) + label.len()..];
-        rest.trim_start().split(|c: char| !(c.is_ascii_digit() || c == '.')).next().unwrap().parse().unwrap()
-    };
-    (after("read ") as u64, after("guest time "), after("peak guest memory "))
-}
-
 /// The hostile plugin with core modules appended, in `files`.
 fn hostile_plugin_with(files: &Files, name: &str, modules: &[Vec<u8>]) -> std::path::PathBuf {
     let base = std::fs::read(plugin("hostile")).unwrap();
@@ -541,7 +531,7 @@ fn guest_time_between_import_calls_is_charged_to_the_cpu_budget() {
     );
     let message = contained(&run);
     assert!(message.contains("CPU budget of 300 ms"), "{message}");
-    let (_, guest_secs, _) = summary(&run);
+    let (_, guest_secs, _) = run.summary_figures();
     assert!(guest_secs < 0.6, "stopped within twice the budget: {guest_secs}s");
 }
 
@@ -575,7 +565,7 @@ fn the_memory_limit_covers_all_memories_of_an_instance_together() {
     let two = hostile_plugin_with(&files, "two.wasm", &vec![memory_module(128); 2]);
     let run = run_plugin(&two, json!({"mode": "env"}), &["--memory-mb", "64"]);
     assert!(run.success(), "{}", run.explain());
-    let (_, _, peak_mib) = summary(&run);
+    let (_, _, peak_mib) = run.summary_figures();
     assert!(peak_mib >= 16.0, "the peak counts every memory: {peak_mib} MiB");
     // More memories, tables or core instances than an instance may have, however small: refused
     // by count (each costs the host bookkeeping and address space). Pooled (the CLI's default)
@@ -782,7 +772,7 @@ fn a_partition_that_never_ends_is_stopped_at_the_page_limit() {
     assert!(message.contains("partition {\"p\":1}") && message.contains("did not end after 5 pages"), "{message}");
     assert_eq!(sorted(run.ids("numbers")), [0, 2, 100, 101, 102, 103, 104]);
     let written = run.records("numbers").len() as u64;
-    assert_eq!(summary(&run).0, written, "{:?}", run.logs().last());
+    assert_eq!(run.summary_figures().0, written, "{:?}", run.logs().last());
 }
 
 #[test]

@@ -69,6 +69,15 @@ impl HostRun {
     pub fn logs(&self) -> Vec<String> {
         self.of_type("LOG").iter().map(|m| m["log"]["message"].as_str().unwrap().to_string()).collect()
     }
+    /// The run summary's figures: records read, guest time (s) and peak guest memory (MiB).
+    pub fn summary_figures(&self) -> (u64, f64, f64) {
+        let line = self.logs().into_iter().rfind(|l| l.starts_with("read ")).expect("a summary");
+        let after = |label: &str| -> f64 {
+            let rest = &line[line.find(label).unwrap_or_else(|| panic!("{label} in {line}")) + label.len()..];
+            rest.trim_start().split(|c: char| !(c.is_ascii_digit() || c == '.')).next().unwrap().parse().unwrap()
+        };
+        (after("read ") as u64, after("guest time "), after("peak guest memory "))
+    }
     pub fn statuses(&self, stream: &str) -> Vec<String> {
         self.of_type("TRACE")
             .into_iter()
