@@ -330,9 +330,8 @@ fn a_page_read_in_steps_gets_its_answers_and_is_bounded() {
     assert_eq!((own["kept"].as_u64(), own["error"].is_null()), (Some(21), true), "{own}");
     // A fresh instance per step; the steps of the three partitions one at a time on this
     // 2-core machine (a listing may overlap them).
-    let summary = run.logs().last().unwrap().clone();
-    let at_once: u64 = summary.split(" instances (").nth(1).and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
-    assert!((1..=2).contains(&at_once), "{summary}");
+    let (_, at_once) = run.instance_counts();
+    assert!((1..=2).contains(&at_once), "{:?}", run.logs().last());
     // Past the limit of records per page: the second step's records are refused, the first kept.
     let run = stepped("steps-forward", items.clone(), 2, &["--max-records-per-page", "10"]);
     assert!(run.success(), "{}", run.explain());

@@ -119,9 +119,7 @@ fn the_three_languages_give_identical_record_sets() {
 
 /// The most instances a run's summary says were alive at once.
 fn instances_at_once(run: &HostRun) -> u64 {
-    let summary = run.logs().last().cloned().unwrap_or_default();
-    let at_once = summary.split(" instances (").nth(1).and_then(|r| r.split(' ').next());
-    at_once.and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("no instance count in {summary:?}"))
+    run.instance_counts().1
 }
 
 /// The Python and JavaScript demos read their pages in steps: 16 partitions in flight, each
@@ -164,13 +162,6 @@ fn partitions_read_in_steps_hold_no_instance_while_they_wait() {
     assert!(api.stats().max_in_flight >= 8, "the partitions' requests overlapped: {}", api.stats().max_in_flight);
 }
 
-/// The instances a run's summary says it made in all.
-fn instances_made(run: &HostRun) -> u64 {
-    let summary = run.logs().last().cloned().unwrap_or_default();
-    let made = summary.split(" instances (").next().and_then(|r| r.rsplit(' ').next());
-    made.and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("no instance count in {summary:?}"))
-}
-
 /// A step's instance is kept through a short grace while its request is out (`--step-grace-ms`):
 /// an API that answers at once gets the partition's next step in the same instance, one
 /// instance a page where a fresh one for every step makes two; with no grace, two. The records
@@ -194,7 +185,7 @@ fn a_fast_answer_goes_back_to_the_instance_that_asked() {
         assert!(run.success(), "grace {grace}: {}", run.explain());
         assert_eq!(ids_of(&record_sets(&run)["account_items"]), (1..=16 * 60).collect::<Vec<u64>>(), "grace {grace}");
         let pages = api.stats().requests_by_path["/accounts/{id}/items"] - before;
-        (instances_made(&run), pages)
+        (run.instance_counts().0, pages)
     };
     let (fresh, pages) = read("0");
     assert!(pages >= 48, "three pages or more a partition: {pages}");
@@ -205,7 +196,7 @@ fn a_fast_answer_goes_back_to_the_instance_that_asked() {
     assert!(kept <= pages + 8, "one instance a page: {kept} for {pages} pages");
 }
 
-/// The LOG line saying how the plugin was loaded./// The LOG line saying how the plugin was loaded.
+/// The LOG line saying how the plugin was loaded.
 fn load_line(output: &std::process::Output) -> String {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let first: Value = serde_json::from_str(stdout.lines().next().expect("a first line")).unwrap();

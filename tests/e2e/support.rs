@@ -78,6 +78,16 @@ impl HostRun {
         };
         (after("read ") as u64, after("guest time "), after("peak guest memory "))
     }
+    /// The run summary's instance counts: made in all, and alive at most at once.
+    pub fn instance_counts(&self) -> (u64, u64) {
+        let summary = self.logs().last().cloned().unwrap_or_default();
+        let (before, after) =
+            summary.split_once(" instances (").unwrap_or_else(|| panic!("no instances in {summary:?}"));
+        let number = |n: Option<&str>| -> u64 {
+            n.and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("no instance count in {summary:?}"))
+        };
+        (number(before.rsplit(' ').next()), number(after.split(' ').next()))
+    }
     pub fn statuses(&self, stream: &str) -> Vec<String> {
         self.of_type("TRACE")
             .into_iter()

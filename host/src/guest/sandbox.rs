@@ -189,6 +189,15 @@ impl GuestClock {
         clock.stop()
     }
 
+    /// Awaits `wait` (an HTTP answer, a body's bytes, a sleep) with the clock stopped and the
+    /// guest not wanting a core: waiting is not computing.
+    pub async fn waiting<T>(&self, wait: impl Future<Output = T>) -> T {
+        self.suspend();
+        let done = wait.await;
+        self.resume();
+        done
+    }
+
     /// The call computed past its grace: from now on it gives way to calls within theirs.
     pub fn mark_busy(&self) {
         let mut clock = self.lock();
@@ -359,9 +368,7 @@ impl bindings::sluice::connector::types::Host for GuestState {}
 impl bindings::sluice::connector::http::Host for GuestState {
     async fn send(&mut self, req: Request) -> Result<Response, HttpError> {
         let egress = self.egress.clone();
-        self.clock.suspend();
-        let result = egress.send(req, &self.context).await;
-        self.clock.resume();
+        let result = self.clock.waiting(egress.send(req, &self.context)).await;
         self.note_denial(&result);
         result
     }
@@ -375,9 +382,7 @@ impl bindings::sluice::connector::http::Host for GuestState {
             )));
         }
         let url = req.url.clone();
-        self.clock.suspend();
-        let result = egress.open(req, &self.context).await;
-        self.clock.resume();
+        let result = self.clock.waiting(egress.open(req, &self.context)).await;
         self.note_denial(&result);
         let (resp, source) = result?;
         let body = self.bodies.insert(OpenBody::new(source, url)).expect("checked above");
@@ -470,9 +475,7 @@ impl GuestState {
         let egress = self.egress.clone();
         let cap = self.body_piece_cap();
         let open = self.bodies.get(body)?;
-        self.clock.suspend();
-        let result = read(open, cap, &egress.stats.bytes_in).await;
-        self.clock.resume();
+        let result = self.clock.waiting(read(open, cap, &egress.stats.bytes_in)).await;
         self.close_when_done(body, result.is_err());
         result
     }

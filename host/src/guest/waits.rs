@@ -29,19 +29,13 @@ impl HasData for HasWaits {
 
 impl poll::Host for Waits<'_> {
     async fn poll(&mut self, pollables: Vec<Resource<DynPollable>>) -> wasmtime::Result<Vec<u32>> {
-        self.clock.suspend();
-        let ready = poll::Host::poll(&mut *self.table, pollables).await;
-        self.clock.resume();
-        ready
+        self.clock.waiting(poll::Host::poll(&mut *self.table, pollables)).await
     }
 }
 
 impl poll::HostPollable for Waits<'_> {
     async fn block(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<()> {
-        self.clock.suspend();
-        let ready = poll::HostPollable::block(&mut *self.table, pollable).await;
-        self.clock.resume();
-        ready
+        self.clock.waiting(poll::HostPollable::block(&mut *self.table, pollable)).await
     }
 
     async fn ready(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<bool> {
