@@ -1177,9 +1177,15 @@ impl StreamCursor {
     pub fn to_state(&self) -> Value {
         let mut state = json!({"cursor_field": self.field});
         if !self.partitions.is_empty() {
-            let partitions: Vec<Value> =
-                self.partitions.values().map(|(key, cursor)| json!({"partition": key, "cursor": cursor})).collect();
-            state["partitions"] = json!(partitions);
+            // Built by hand, not with `json!`, which copies each value through a serializer: a
+            // STATE may list 100,000 partitions.
+            let entry = |(key, cursor): &(Value, Value)| {
+                let mut entry = serde_json::Map::with_capacity(2);
+                entry.insert("partition".to_string(), key.clone());
+                entry.insert("cursor".to_string(), cursor.clone());
+                Value::Object(entry)
+            };
+            state["partitions"] = Value::Array(self.partitions.values().map(entry).collect());
         }
         if let Some(lw) = &self.low_water {
             state["low_water"] = lw.clone();

@@ -70,12 +70,47 @@ pub fn estimate(stream: &str, records: u64) -> Value {
         "estimate": {"name": stream, "type": "STREAM", "row_estimate": records}}})
 }
 
-/// A stream's STATE, with the records of the stream written since its previous STATE
-/// (`sourceStats.recordCount`, a number as the Airbyte CDK writes it).
-pub fn stream_state(stream: &str, state: &Value, records: u64) -> Value {
-    json!({"type": "STATE", "state": {"type": "STREAM",
-        "stream": {"stream_descriptor": {"name": stream}, "stream_state": state},
-        "sourceStats": {"recordCount": records as f64}}})
+/// A stream's STATE line, with the records of the stream written since its previous STATE
+/// (`sourceStats.recordCount`, a number as the Airbyte CDK writes it). Written from the state as
+/// it is, not a copy: a stream's state may hold an entry for each of 100,000 partitions.
+pub fn stream_state(stream: &str, state: &Value, records: u64) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    struct Message<'a> {
+        r#type: &'static str,
+        state: Stream<'a>,
+    }
+    #[derive(serde::Serialize)]
+    struct Stream<'a> {
+        r#type: &'static str,
+        stream: StreamState<'a>,
+        #[serde(rename = "sourceStats")]
+        source_stats: SourceStats,
+    }
+    #[derive(serde::Serialize)]
+    struct StreamState<'a> {
+        stream_descriptor: Descriptor<'a>,
+        stream_state: &'a Value,
+    }
+    #[derive(serde::Serialize)]
+    struct Descriptor<'a> {
+        name: &'a str,
+    }
+    #[derive(serde::Serialize)]
+    struct SourceStats {
+        #[serde(rename = "recordCount")]
+        record_count: f64,
+    }
+    let message = Message {
+        r#type: "STATE",
+        state: Stream {
+            r#type: "STREAM",
+            stream: StreamState { stream_descriptor: Descriptor { name: stream }, stream_state: state },
+            source_stats: SourceStats { record_count: records as f64 },
+        },
+    };
+    let mut line = serde_json::to_vec(&message).expect("a Value always serializes");
+    line.push(b'\n');
+    line
 }
 
 /// Appends one RECORD line. `stream_json` is the stream name already encoded as a JSON string,
@@ -93,6 +128,18 @@ pub fn push_record(buf: &mut Vec<u8>, stream_json: &str, data: &str, emitted_at:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_state_line_is_the_cdk_shape() {
+        let state = json!({"cursor_field": ["updated"], "partitions": [{"partition": {"id": 1}, "cursor": 5}]});
+        let line = stream_state("items", &state, 12);
+        assert_eq!(line.last(), Some(&b'\n'));
+        let expected = json!({"type": "STATE", "state": {"type": "STREAM",
+            "stream": {"stream_descriptor": {"name": "items"}, "stream_state": state},
+            "sourceStats": {"recordCount": 12.0}}});
+        assert_eq!(serde_json::from_slice::<Value>(&line).unwrap(), expected);
+        assert!(String::from_utf8(line).unwrap().contains(r#""recordCount":12.0"#), "a number as the CDK writes it");
+    }
 
     #[test]
     fn record_line_is_valid_json() {

@@ -24,8 +24,21 @@ pub fn push_record(buf: &mut Vec<u8>, stream_json: &str, data: &str, time_extrac
     buf.extend_from_slice(b"\"}\n");
 }
 
-pub fn state(bookmarks: &Map<String, Value>) -> Value {
-    json!({"type": "STATE", "value": {"bookmarks": bookmarks}})
+/// The whole-tap STATE line, written from the bookmarks as they are (not a copy).
+pub fn state_line(bookmarks: &Map<String, Value>) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    struct Message<'a> {
+        r#type: &'static str,
+        value: Bookmarks<'a>,
+    }
+    #[derive(serde::Serialize)]
+    struct Bookmarks<'a> {
+        bookmarks: &'a Map<String, Value>,
+    }
+    let mut line = serde_json::to_vec(&Message { r#type: "STATE", value: Bookmarks { bookmarks } })
+        .expect("a Value always serializes");
+    line.push(b'\n');
+    line
 }
 
 /// An RFC 3339 UTC timestamp with milliseconds, for `time_extracted`.
@@ -57,6 +70,16 @@ mod tests {
             v,
             json!({"type": "RECORD", "stream": "items", "record": {"id": 1}, "time_extracted": "2023-11-14T22:13:20.123Z"})
         );
+    }
+
+    #[test]
+    fn state_line_holds_every_bookmark() {
+        let mut bookmarks = Map::new();
+        bookmarks.insert("items".into(), json!({"cursor": 5}));
+        let line = state_line(&bookmarks);
+        assert_eq!(line.last(), Some(&b'\n'));
+        let v: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(v, json!({"type": "STATE", "value": {"bookmarks": {"items": {"cursor": 5}}}}));
     }
 
     #[test]

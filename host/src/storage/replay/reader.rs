@@ -179,7 +179,7 @@ impl Converter {
                 for (stream, value) in bookmarks {
                     if self.written.get(&stream) != Some(&value) {
                         let records = self.since_state.remove(&stream).unwrap_or(0);
-                        write_line(out, &airbyte::stream_state(&stream, &value, records))?;
+                        out.write_all(&airbyte::stream_state(&stream, &value, records))?;
                         self.written.insert(stream, value);
                     }
                 }
