@@ -121,6 +121,94 @@ impl ComponentCache {
     }
 }
 
+/// What `stat` says of a plugin file: its identity (device, inode) and everything that changes
+/// when it is written (size, modification and change times: the change time cannot be set back
+/// by its owner, and moves at every write and every `touch`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileStamp {
+    device: u64,
+    inode: u64,
+    size: u64,
+    modified: (i64, i64),
+    changed: (i64, i64),
+}
+
+impl FileStamp {
+    /// The stamp of the file at `path` (`None` where the platform has no inode numbers).
+    pub fn of(path: &Path) -> Option<FileStamp> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let m = std::fs::metadata(path).ok()?;
+            Some(FileStamp {
+                device: m.dev(),
+                inode: m.ino(),
+                size: m.size(),
+                modified: (m.mtime(), m.mtime_nsec()),
+                changed: (m.ctime(), m.ctime_nsec()),
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = path;
+            None
+        }
+    }
+
+    fn text(&self) -> String {
+        let FileStamp { size, modified: (ms, mn), changed: (cs, cn), .. } = self;
+        format!("{size} {ms}.{mn} {cs}.{cn}")
+    }
+}
+
+/// Bytes of a remembered digest's file at most (a stamp, a sha256 and a MAC, in hex).
+const MAX_DIGEST_FILE: usize = 512;
+
+impl ComponentCache {
+    /// The sha256 this cache remembered for the file with `stamp`: hashing an 18 MB interpreter
+    /// component took 20 ms of every start. Remembered only while nothing of the file changed
+    /// (the stamp), and under the cache's key: a planted or stale memo is not believed.
+    pub fn remembered_sha256(&self, stamp: &FileStamp) -> Option<String> {
+        let key = self.key().ok()?;
+        let bytes = read_small(&self.digest_file(stamp), MAX_DIGEST_FILE).ok().flatten()?;
+        let text = String::from_utf8(bytes).ok()?;
+        let (remembered, mac) = text.rsplit_once(' ')?;
+        let (stamp_text, sha256) = remembered.rsplit_once(' ')?;
+        let genuine = digest_mac(&key, remembered).to_hex();
+        // blake3's Hash compares in constant time; the hex is checked the same way.
+        let genuine = blake3::Hash::from_hex(genuine.as_bytes()).ok()? == blake3::Hash::from_hex(mac).ok()?;
+        (genuine && stamp_text == stamp.text() && sha256.len() == 64).then(|| sha256.to_string())
+    }
+
+    /// Remembers `sha256` for the file with `stamp` (best effort: a cache that cannot be written
+    /// hashes again next time).
+    pub fn remember_sha256(&self, stamp: &FileStamp, sha256: &str) {
+        let Ok(key) = self.key() else { return };
+        let remembered = format!("{} {sha256}", stamp.text());
+        let text = format!("{remembered} {}", digest_mac(&key, &remembered).to_hex());
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let file = self.digest_file(stamp);
+        let tmp = file.with_extension(format!("tmp{}-{n}", std::process::id()));
+        if write_private(&tmp, text.as_bytes()).is_ok() && std::fs::rename(&tmp, &file).is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+
+    fn digest_file(&self, stamp: &FileStamp) -> PathBuf {
+        self.dir.join(format!("sha256-{:x}-{:x}", stamp.device, stamp.inode))
+    }
+}
+
+/// The MAC of a remembered digest (another domain than the code's MACs).
+fn digest_mac(key: &[u8], remembered: &str) -> blake3::Hash {
+    let key: &[u8; MAC_BYTES] = key.try_into().expect("the key is checked to be MAC_BYTES long");
+    let mut mac = blake3::Hasher::new_keyed(key);
+    mac.update(b"sluice remembered plugin sha256\0");
+    mac.update(remembered.as_bytes());
+    mac.finalize()
+}
+
 fn mac_of(key: &[u8], sha256: &str, compiled: &[u8]) -> blake3::Hash {
     mac_of_parts(key, sha256, compiled.len(), &mut std::iter::once(compiled))
 }
@@ -319,6 +407,34 @@ fn check_private(_: &Path, _: &str, _: u32) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A remembered sha256 holds while the file is as it was, and is not believed once the file
+    /// changed or the memo was written by anyone but this cache.
+    #[cfg(unix)]
+    #[test]
+    fn a_remembered_sha256_holds_only_for_the_file_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ComponentCache::new(dir.path().join("cache"));
+        let plugin = dir.path().join("plugin.wasm");
+        std::fs::write(&plugin, b"first").unwrap();
+        let stamp = FileStamp::of(&plugin).unwrap();
+        assert_eq!(cache.remembered_sha256(&stamp), None, "nothing remembered yet");
+        let sha = "a".repeat(64);
+        cache.remember_sha256(&stamp, &sha);
+        assert_eq!(cache.remembered_sha256(&stamp), Some(sha.clone()));
+        // Same size, written again: the change time moves.
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        std::fs::write(&plugin, b"other").unwrap();
+        let changed = FileStamp::of(&plugin).unwrap();
+        assert_ne!(changed, stamp);
+        assert_eq!(cache.remembered_sha256(&changed), None, "a file written since is hashed again");
+        // A memo planted with another sha256 (its MAC no longer matches) is not believed.
+        cache.remember_sha256(&changed, &sha);
+        let memo = cache.digest_file(&changed);
+        let planted = std::fs::read_to_string(&memo).unwrap().replace(&sha, &"b".repeat(64));
+        std::fs::write(&memo, planted).unwrap();
+        assert_eq!(cache.remembered_sha256(&changed), None);
+    }
 
     /// Threads of one process making the key at once (50 tenants loading their plugins) all get
     /// the one key: a temporary file shared by the process made all but the first fail.

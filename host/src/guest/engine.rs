@@ -65,6 +65,12 @@ pub struct Plugin {
     pub custom: Option<Arc<crate::guest::custom::Custom>>,
 }
 
+/// A plugin file's bytes, and their sha256 (what names the plugin).
+pub struct PluginFile {
+    pub bytes: Vec<u8>,
+    pub sha256: String,
+}
+
 /// A component's compiled code, and where it came from.
 struct Compiled {
     pub component: Component,
@@ -197,22 +203,38 @@ impl Engine {
     /// (or loads it from the cache) and links it against the host's imports.
     pub fn load(&self, path: &Path) -> Result<Plugin> {
         let started = Instant::now();
-        let bytes = self.read(path)?;
-        self.load_bytes(path, bytes, started)
+        let file = self.read(path)?;
+        self.load_file(path, file, started)
     }
 
-    /// The bytes of a plugin file, refused past the size limit before it is read whole.
-    pub fn read(&self, path: &Path) -> Result<Vec<u8>> {
+    /// The bytes of a plugin file, refused past the size limit before it is read whole, and
+    /// their sha256: hashed, or remembered by the cache for the file as it is (see
+    /// [`ComponentCache::remembered_sha256`]) when nothing of it changed while it was read.
+    pub fn read(&self, path: &Path) -> Result<PluginFile> {
         let max = self.compile.max_component_bytes;
         let limit = format!("the limit of {max} bytes for a plugin (--max-plugin-mb)");
-        crate::data::files::read_capped(path, crate::data::files::Cap::new("plugin", max).said(&limit).waiting())
+        let before = crate::guest::cache::FileStamp::of(path);
+        let cap = crate::data::files::Cap::new("plugin", max).said(&limit).waiting();
+        let bytes = crate::data::files::read_capped(path, cap)?;
+        let stamp = before.filter(|before| crate::guest::cache::FileStamp::of(path).as_ref() == Some(before));
+        let sha256 = match stamp.as_ref().and_then(|stamp| self.cache.remembered_sha256(stamp)) {
+            Some(sha256) => sha256,
+            None => {
+                let sha256 = hex::encode(Sha256::digest(&bytes));
+                if let Some(stamp) = &stamp {
+                    self.cache.remember_sha256(stamp, &sha256);
+                }
+                sha256
+            }
+        };
+        Ok(PluginFile { bytes, sha256 })
     }
 
-    /// [`Engine::load`] of bytes read already (with [`Engine::read`]) from `path`, the load
+    /// [`Engine::load`] of a file read already (with [`Engine::read`]) from `path`, the load
     /// having started at `started`.
-    pub fn load_bytes(&self, path: &Path, bytes: Vec<u8>, started: Instant) -> Result<Plugin> {
+    pub fn load_file(&self, path: &Path, file: PluginFile, started: Instant) -> Result<Plugin> {
         let shown = path.display();
-        let sha256 = hex::encode(Sha256::digest(&bytes));
+        let PluginFile { bytes, sha256 } = file;
         let Compiled { component, cache_hit, from_package, cache_file } = self.compiled(path, &bytes, &sha256)?;
         let wit_version = self.check_wit_version(&component).with_context(|| format!("{shown} cannot be loaded"))?;
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
@@ -310,8 +332,7 @@ impl Engine {
     /// The components runtime at `path` (see [`crate::guest::custom`]), compiled once and cached
     /// by sha256 like any plugin, linked against the host's imports; with its sha256.
     pub fn load_components_runtime(&self, path: &Path) -> Result<(RuntimePre<GuestState>, String)> {
-        let bytes = self.read(path)?;
-        let sha256 = hex::encode(Sha256::digest(&bytes));
+        let PluginFile { bytes, sha256 } = self.read(path)?;
         let compiled = self.compiled(path, &bytes, &sha256)?;
         let shown = path.display();
         let pre =

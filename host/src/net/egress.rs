@@ -100,7 +100,9 @@ pub struct EgressStats {
 
 /// Performs every request of one run.
 pub struct Egress {
-    client: reqwest::Client,
+    /// Built at the first request: an egress that never sends one (a run's denying one, `spec`)
+    /// does not load the system's root certificates (6 ms each time).
+    client: std::sync::OnceLock<Result<reqwest::Client, String>>,
     policy: Arc<EgressPolicy>,
     options: HttpOptions,
     retry_budget: AtomicU64,
@@ -196,21 +198,8 @@ fn same_origin(a: &url::Url, b: &url::Url) -> bool {
 impl Egress {
     pub fn new(policy: EgressPolicy, options: HttpOptions) -> Result<Self> {
         let policy = Arc::new(policy);
-        let client = reqwest::Client::builder()
-            .connect_timeout(options.connect_timeout)
-            .read_timeout(options.read_timeout)
-            .timeout(options.request_timeout)
-            // Proxies from the environment would send guest traffic somewhere nobody granted.
-            .no_proxy()
-            .user_agent(concat!("sluice/", env!("CARGO_PKG_VERSION")))
-            .dns_resolver(Arc::new(CheckedResolver))
-            // Redirects are followed in `attempt`, hop by hop, so each hop is checked against
-            // the policy and the connector's headers stay with the origin they were meant for.
-            .redirect(reqwest::redirect::Policy::none())
-            .referer(false)
-            .build()?;
         Ok(Egress {
-            client,
+            client: std::sync::OnceLock::new(),
             policy,
             retry_budget: AtomicU64::new(options.retry_budget),
             in_flight: tokio::sync::Semaphore::new(options.max_in_flight.max(1)),
@@ -219,6 +208,28 @@ impl Egress {
             stats: EgressStats::default(),
             hooks: Vec::new(),
         })
+    }
+
+    /// The HTTP client, built at the first request.
+    fn client(&self) -> Result<&reqwest::Client, Failure> {
+        let options = &self.options;
+        let built = self.client.get_or_init(|| {
+            reqwest::Client::builder()
+                .connect_timeout(options.connect_timeout)
+                .read_timeout(options.read_timeout)
+                .timeout(options.request_timeout)
+                // Proxies from the environment would send guest traffic somewhere nobody granted.
+                .no_proxy()
+                .user_agent(concat!("sluice/", env!("CARGO_PKG_VERSION")))
+                .dns_resolver(Arc::new(CheckedResolver))
+                // Redirects are followed in `attempt`, hop by hop, so each hop is checked against
+                // the policy and the connector's headers stay with the origin they were meant for.
+                .redirect(reqwest::redirect::Policy::none())
+                .referer(false)
+                .build()
+                .map_err(|e| format!("the host cannot make its HTTP client: {e}"))
+        });
+        built.as_ref().map_err(|e| Failure::Other(HttpError::Connection(e.clone())))
     }
 
     /// Adds a hook around every attempt (after those added before).
@@ -410,8 +421,9 @@ impl Egress {
         let (mut method, mut url, mut body) = (method.clone(), url.clone(), req.body.clone());
         let mut forward_headers = true;
         let mut hops = 0;
+        let client = self.client()?;
         loop {
-            let mut builder = self.client.request(method.clone(), url.clone());
+            let mut builder = client.request(method.clone(), url.clone());
             if forward_headers {
                 builder = builder.headers(headers.clone());
             }

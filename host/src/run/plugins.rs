@@ -150,20 +150,16 @@ impl Plugins {
     }
 
     /// The component at `path`, compiled once per content: its bytes are read (under the size
-    /// limit) and hashed every time, and the plugin with that sha256 is the one run.
+    /// limit) every time, with their sha256 (see [`Engine::read`]), and the plugin with that
+    /// sha256 is the one run.
     async fn component(&self, path: &Path, policy: &str, out: &Output) -> Result<Arc<Plugin>, RunError> {
         let started = std::time::Instant::now();
         let (engine, owned) = (self.engine.clone(), path.to_path_buf());
-        let (bytes, sha256) = tokio::task::spawn_blocking(move || {
-            engine.read(&owned).map(|bytes| {
-                let sha256 = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
-                (bytes, sha256)
-            })
-        })
-        .await
-        .map_err(|e| RunError::system(format!("loading the plugin failed: {e}")))?
-        .map_err(|e| RunError::config(format!("{e:#}")))?;
-        let slot = self.loaded.lock().unwrap_or_else(|e| e.into_inner()).slot(&sha256);
+        let file = tokio::task::spawn_blocking(move || engine.read(&owned))
+            .await
+            .map_err(|e| RunError::system(format!("loading the plugin failed: {e}")))?
+            .map_err(|e| RunError::config(format!("{e:#}")))?;
+        let slot = self.loaded.lock().unwrap_or_else(|e| e.into_inner()).slot(&file.sha256);
         let mut slot = slot.lock().await;
         if let Some(loaded) = slot.as_ref() {
             // The same code, perhaps from another path: announced as this run names it.
@@ -175,7 +171,7 @@ impl Plugins {
             return Ok(plugin);
         }
         let (engine, owned) = (self.engine.clone(), path.to_path_buf());
-        let plugin = tokio::task::spawn_blocking(move || engine.load_bytes(&owned, bytes, started))
+        let plugin = tokio::task::spawn_blocking(move || engine.load_file(&owned, file, started))
             .await
             .map_err(|e| RunError::system(format!("loading the plugin failed: {e}")))?
             .map_err(|e| RunError::config(format!("{e:#}")))?;
