@@ -108,6 +108,27 @@ fn second_load_uses_the_compiled_cache() {
     assert_eq!(second.of_type("SPEC"), first.of_type("SPEC"));
 }
 
+/// The cache remembers a plugin file's sha256 by what `stat` says of it, and then does not
+/// even read a file whose compiled code it holds: a file written over in place (same path, same
+/// size is not needed) is another plugin, read, hashed and run as itself.
+#[test]
+fn a_plugin_written_over_in_place_is_run_as_itself() {
+    let cache = tempfile::tempdir().unwrap();
+    let file = cache.path().join("connector.wasm");
+    let spec = || host(&["spec"]).arg(&file).cache_dir(cache.path()).run();
+    std::fs::copy(plugin("demo-source"), &file).unwrap();
+    let demo = spec();
+    assert!(demo.success(), "{}", demo.explain());
+    let again = spec();
+    assert!(again.logs()[0].contains("loaded compiled code from cache"), "{:?}", again.logs());
+    assert_eq!(again.of_type("SPEC"), demo.of_type("SPEC"));
+    std::fs::write(&file, std::fs::read(plugin("test-connector")).unwrap()).unwrap();
+    let other = spec();
+    assert!(other.success(), "{}", other.explain());
+    assert!(other.logs()[0].contains("compiled in"), "read and compiled as a new plugin: {:?}", other.logs());
+    assert_ne!(other.of_type("SPEC"), demo.of_type("SPEC"), "the new file's spec, not the old one's");
+}
+
 #[test]
 fn a_damaged_cache_entry_is_rebuilt() {
     let cache = tempfile::tempdir().unwrap();

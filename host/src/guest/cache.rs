@@ -155,6 +155,11 @@ impl FileStamp {
         }
     }
 
+    /// The file's size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
     fn text(&self) -> String {
         let FileStamp { size, modified: (ms, mn), changed: (cs, cn), .. } = self;
         format!("{size} {ms}.{mn} {cs}.{cn}")

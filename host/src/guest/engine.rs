@@ -65,9 +65,10 @@ pub struct Plugin {
     pub custom: Option<Arc<crate::guest::custom::Custom>>,
 }
 
-/// A plugin file's bytes, and their sha256 (what names the plugin).
+/// A plugin file's sha256 (what names the plugin), and its bytes unless the cache holds its
+/// compiled code (they are read if it no longer does).
 pub struct PluginFile {
-    pub bytes: Vec<u8>,
+    bytes: Option<Vec<u8>>,
     pub sha256: String,
 }
 
@@ -207,10 +208,25 @@ impl Engine {
         self.load_file(path, file, started)
     }
 
-    /// The bytes of a plugin file, refused past the size limit before it is read whole, and
-    /// their sha256: hashed, or remembered by the cache for the file as it is (see
-    /// [`ComponentCache::remembered_sha256`]) when nothing of it changed while it was read.
+    /// A plugin file's sha256, and its bytes, refused past the size limit before they are read
+    /// whole. The sha256 is hashed, or remembered by the cache for the file as it is (see
+    /// [`ComponentCache::remembered_sha256`]) when nothing of it changed while it was read; and
+    /// a file remembered as it is whose compiled code the cache holds is not read at all (18 MB
+    /// for the Python component, 10 ms of every start).
     pub fn read(&self, path: &Path) -> Result<PluginFile> {
+        if let Some(stamp) = crate::guest::cache::FileStamp::of(path)
+            && stamp.size() <= self.compile.max_component_bytes
+            && let Some(sha256) = self.cache.remembered_sha256(&stamp)
+            && self.cache.file_for(&self.engine, &sha256).exists()
+        {
+            return Ok(PluginFile { bytes: None, sha256 });
+        }
+        let (bytes, sha256) = self.read_whole(path)?;
+        Ok(PluginFile { bytes: Some(bytes), sha256 })
+    }
+
+    /// The bytes of a plugin file and their sha256 (remembered for the file as it is).
+    fn read_whole(&self, path: &Path) -> Result<(Vec<u8>, String)> {
         let max = self.compile.max_component_bytes;
         let limit = format!("the limit of {max} bytes for a plugin (--max-plugin-mb)");
         let before = crate::guest::cache::FileStamp::of(path);
@@ -227,7 +243,7 @@ impl Engine {
                 sha256
             }
         };
-        Ok(PluginFile { bytes, sha256 })
+        Ok((bytes, sha256))
     }
 
     /// [`Engine::load`] of a file read already (with [`Engine::read`]) from `path`, the load
@@ -235,7 +251,8 @@ impl Engine {
     pub fn load_file(&self, path: &Path, file: PluginFile, started: Instant) -> Result<Plugin> {
         let shown = path.display();
         let PluginFile { bytes, sha256 } = file;
-        let Compiled { component, cache_hit, from_package, cache_file } = self.compiled(path, &bytes, &sha256)?;
+        let Compiled { component, cache_hit, from_package, cache_file } =
+            self.compiled(path, bytes.as_deref(), &sha256)?;
         let wit_version = self.check_wit_version(&component).with_context(|| format!("{shown} cannot be loaded"))?;
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
             anyhow!("{shown} needs an import Sluice does not provide (connectors may import only sluice:connector/http and /log, and WASI): {e}")
@@ -284,9 +301,11 @@ impl Engine {
     /// The compiled code of the component `bytes` (read from `path`, with `sha256`): from the
     /// cache, from the package it was run from, or compiled (and cached); with whether it was a
     /// cache hit, whether it came from the package, and the cache entry.
-    fn compiled(&self, path: &Path, bytes: &[u8], sha256: &str) -> Result<Compiled> {
+    fn compiled(&self, path: &Path, bytes: Option<&[u8]>, sha256: &str) -> Result<Compiled> {
         let shown = path.display();
-        check_component_header(bytes).with_context(|| format!("{shown} cannot be loaded"))?;
+        if let Some(bytes) = bytes {
+            check_component_header(bytes).with_context(|| format!("{shown} cannot be loaded"))?;
+        }
         let cache_file = self.cache.file_for(&self.engine, sha256);
         let cached =
             self.cache.load(&self.engine, &cache_file, sha256).with_context(|| format!("cannot load {shown}"))?;
@@ -299,6 +318,20 @@ impl Engine {
         let component = match cached.or(packaged) {
             Some(component) => component,
             None => {
+                // Not read, as the cache held its code, which is gone since: read now.
+                let read;
+                let bytes = match bytes {
+                    Some(bytes) => bytes,
+                    None => {
+                        let (whole, read_sha256) = self.read_whole(path)?;
+                        if read_sha256 != sha256 {
+                            bail!("{shown} changed while it was loaded: run again");
+                        }
+                        read = whole;
+                        check_component_header(&read).with_context(|| format!("{shown} cannot be loaded"))?;
+                        &read
+                    }
+                };
                 self.compile.check(bytes).with_context(|| format!("{shown} is refused"))?;
                 // Remembered when it fails (in this process, and beside the cache's entries for
                 // the next), so a compile bomb costs its limits once, not every run; a timeout or a
@@ -333,7 +366,7 @@ impl Engine {
     /// by sha256 like any plugin, linked against the host's imports; with its sha256.
     pub fn load_components_runtime(&self, path: &Path) -> Result<(RuntimePre<GuestState>, String)> {
         let PluginFile { bytes, sha256 } = self.read(path)?;
-        let compiled = self.compiled(path, &bytes, &sha256)?;
+        let compiled = self.compiled(path, bytes.as_deref(), &sha256)?;
         let shown = path.display();
         let pre =
             self.linker.instantiate_pre(&compiled.component).map_err(|e| anyhow!("{shown} cannot be linked: {e}"))?;

@@ -232,6 +232,15 @@ impl Egress {
         built.as_ref().map_err(|e| Failure::Other(HttpError::Connection(e.clone())))
     }
 
+    /// Builds the HTTP client now, on a blocking thread, so a run's first request does not wait
+    /// for the root certificates to load (it overlaps the connector's first calls).
+    pub fn prepare(self: &Arc<Self>) {
+        let egress = self.clone();
+        if !self.offline() && tokio::runtime::Handle::try_current().is_ok() {
+            tokio::task::spawn_blocking(move || drop(egress.client()));
+        }
+    }
+
     /// Adds a hook around every attempt (after those added before).
     pub fn with_hook(mut self, hook: Arc<dyn HttpHooks>) -> Self {
         self.hooks.push(hook);

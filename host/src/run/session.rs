@@ -185,7 +185,9 @@ pub async fn open(
         config_sha256: crate::storage::replay::manifest::sha256_hex(config.as_bytes()),
     })
     .await?;
-    Ok(Connector::new(plugin, config, Arc::new(egress), policy.limits.clone()))
+    let egress = Arc::new(egress);
+    egress.prepare();
+    Ok(Connector::new(plugin, config, egress, policy.limits.clone()))
 }
 
 /// Learns which config values are secrets (to mask them in everything written after this),

@@ -108,6 +108,9 @@ pub struct Stepping<'c> {
     connector: &'c Connector,
     steps: &'c Steps,
     kept: Option<Kept>,
+    /// The first step of the partition's next page, taken at the end of the page before, in its
+    /// instance and with its core: the request it asks for, and the page's token.
+    ahead: Option<(String, Outgoing)>,
 }
 
 /// An instance kept for the partition's next step, and until when (`None`: no end).
@@ -119,7 +122,7 @@ struct Kept {
 impl<'c> Stepping<'c> {
     pub fn new(connector: &'c Connector, steps: &'c Steps) -> Self {
         steps.stepping.fetch_add(1, Ordering::Relaxed);
-        Stepping { connector, steps, kept: None }
+        Stepping { connector, steps, kept: None, ahead: None }
     }
 
     /// A core for the next step. An instance kept through a grace waits for one only until the
@@ -204,20 +207,44 @@ pub async fn read_page(
     let max_bytes = usize::try_from(connector.limits.memory_bytes).unwrap_or(usize::MAX);
     let mut kept = Forwarded::new(connector.limits.max_records_per_page, max_bytes, "for this page");
     let mut held = 0usize;
+    // The page's first step, taken already at the end of the page before.
+    let mut ahead = stepping.ahead.take().filter(|(ahead, _)| Some(ahead) == token).map(|(_, outgoing)| outgoing);
     for _ in 0..MAX_STEPS_PER_PAGE {
-        let step = {
-            let _core = stepping.core().await;
-            let mut instance = match stepping.instance().await {
-                Ok(instance) => instance,
-                Err(e) => return Ok(Err(e)),
-            };
-            let step = instance.read_step(connector.partition_config(), partition, token, &answers).await;
-            logs(out, instance.take_logs()).await?;
-            // An instance whose call failed is not used again (after a trap it cannot be).
-            if step.is_ok() {
-                stepping.keep(instance, matches!(step, Ok(Step::Send(_))));
+        let step = match ahead.take() {
+            Some(outgoing) => Ok(Step::Send(outgoing)),
+            None => {
+                let _core = stepping.core().await;
+                let mut instance = match stepping.instance().await {
+                    Ok(instance) => instance,
+                    Err(e) => return Ok(Err(e)),
+                };
+                let config = connector.partition_config();
+                let step = instance.read_step(config, partition, token, &answers).await;
+                logs(out, instance.take_logs()).await?;
+                // The next page's first step, at once in this instance and on this core: under
+                // latency, a page so costs one instance and one wait for a core, not two. It asks
+                // for a request, which is sent only if that page is read.
+                let mut sent = matches!(step, Ok(Step::Send(_)));
+                let mut usable = step.is_ok();
+                if let Ok(Step::Page(Page { next_token: Some(next), .. })) = &step {
+                    let first = instance.read_step(config, partition, Some(next), &[]).await;
+                    logs(out, instance.take_logs()).await?;
+                    match first {
+                        Ok(Step::Send(outgoing)) => {
+                            stepping.ahead = Some((next.clone(), outgoing));
+                            sent = true;
+                        }
+                        // Taken again when that page is read; it fails there if it fails.
+                        Ok(Step::Page(_)) => {}
+                        Err(_) => usable = false,
+                    }
+                }
+                // An instance whose call failed is not used again (after a trap it cannot be).
+                if usable {
+                    stepping.keep(instance, sent);
+                }
+                step
             }
-            step
         };
         match step {
             Err(e) => return Ok(Err(e)),
