@@ -135,15 +135,21 @@ impl Usage {
 pub struct Instance {
     store: Store<GuestState>,
     bindings: bindings::Connector,
-    /// The `async-jobs` exports, for plugins that have them.
+    /// The component instance, where the later contracts' exports are looked up on first use
+    /// (most instances make one call, and each lookup type-checks its interface's functions:
+    /// looking them all up in every instance was 3% of a run of one-record partitions).
+    instance: wasmtime::component::Instance,
+    /// The plugin, with where those exports are, when it has them.
+    plugin: Arc<Plugin>,
+    /// The `async-jobs` exports, once looked up.
     jobs: Option<bindings::AsyncJobs>,
-    /// The `resume` export, for plugins that have it.
+    /// The `resume` export, once looked up.
     resume: Option<bindings::Resume>,
-    /// The `stepped-pages` exports, for plugins that have them.
+    /// The `stepped-pages` exports, once looked up.
     stepped: Option<bindings::SteppedPages>,
-    /// The `state-shape` exports, for plugins that have them.
+    /// The `state-shape` exports, once looked up.
     shape: Option<bindings::StateShape>,
-    /// The `partition-config` export, for plugins that have it.
+    /// The `partition-config` export, once looked up.
     partition_config: Option<bindings::PartitionConfig>,
     limits: Limits,
     usage: Arc<Usage>,
@@ -258,27 +264,23 @@ impl Connector {
                     CallError::Trap(m) => CallError::Trap(format!("cannot instantiate: {m}")),
                     other => other,
                 })?;
-        let loaded = self.plugin.indices.load(&mut store, &instance).and_then(|bindings| {
-            let jobs = self.plugin.jobs.as_ref().map(|j| j.load(&mut store, &instance)).transpose()?;
-            let resume = self.plugin.resume.as_ref().map(|r| r.load(&mut store, &instance)).transpose()?;
-            let stepped = self.plugin.stepped.as_ref().map(|r| r.load(&mut store, &instance)).transpose()?;
-            let shape = self.plugin.shape.as_ref().map(|r| r.load(&mut store, &instance)).transpose()?;
-            let partition_config =
-                self.plugin.partition_config.as_ref().map(|r| r.load(&mut store, &instance)).transpose()?;
-            Ok((bindings, jobs, resume, stepped, shape, partition_config))
-        });
-        let (bindings, jobs, resume, stepped, shape, partition_config) =
-            loaded.map_err(|e| CallError::Trap(format!("cannot instantiate: {e:#}")))?;
+        let bindings = self
+            .plugin
+            .indices
+            .load(&mut store, &instance)
+            .map_err(|e| CallError::Trap(format!("cannot instantiate: {e:#}")))?;
         let declared_spec = self.plugin.manifest.as_ref().map(|m| m.spec.clone());
         let live = self.usage.live_instances.fetch_add(1, Ordering::Relaxed) + 1;
         self.usage.peak_live_instances.fetch_max(live, Ordering::Relaxed);
         Ok(Instance {
             bindings,
-            jobs,
-            resume,
-            stepped,
-            shape,
-            partition_config,
+            instance,
+            plugin: self.plugin.clone(),
+            jobs: None,
+            resume: None,
+            stepped: None,
+            shape: None,
+            partition_config: None,
             store,
             limits: self.limits.clone(),
             usage: self.usage.clone(),
@@ -286,6 +288,21 @@ impl Connector {
             _slot: slot,
         })
     }
+}
+
+/// The exports in `slot`, looked up with `load` on first use when the plugin has them
+/// (`indices`); `None` when it does not.
+fn loaded<'a, I, T>(
+    slot: &'a mut Option<T>,
+    indices: Option<&I>,
+    load: impl FnOnce(&I) -> wasmtime::Result<T>,
+) -> Result<Option<&'a T>, CallError> {
+    if slot.is_none()
+        && let Some(indices) = indices
+    {
+        *slot = Some(load(indices).map_err(|e| CallError::Trap(format!("cannot look up the exports: {e:#}")))?);
+    }
+    Ok(slot.as_ref())
 }
 
 /// A call of an exported interface `exports`: [`guarded`], with the connector's own error
@@ -379,9 +396,9 @@ impl Instance {
         context: String,
         call: impl AsyncFnOnce(&bindings::AsyncJobs, &mut Store<GuestState>) -> wasmtime::Result<Result<T, GuestError>>,
     ) -> Result<T, CallError> {
-        let Instance { store, jobs, limits, usage, .. } = self;
+        let Instance { store, instance, plugin, jobs, limits, usage, .. } = self;
+        let jobs = loaded(jobs, plugin.jobs.as_ref(), |i| i.load(&mut *store, instance))?;
         let jobs = jobs
-            .as_ref()
             .ok_or_else(|| CallError::Guest(GuestError::System("the connector does not export async-jobs".into())))?;
         export_call(store, limits, usage, context, jobs, call).await
     }
@@ -443,8 +460,9 @@ impl Instance {
     /// The streams whose page tokens stay valid across runs; none for connectors without
     /// `resume` (built for contracts before 0.1.2).
     pub async fn resumable_streams(&mut self, config: &String) -> Result<Vec<String>, CallError> {
-        let Instance { store, resume, limits, usage, .. } = self;
-        let Some(resume) = resume.as_ref() else { return Ok(Vec::new()) };
+        let Instance { store, instance, plugin, resume, limits, usage, .. } = self;
+        let resume = loaded(resume, plugin.resume.as_ref(), |i| i.load(&mut *store, instance))?;
+        let Some(resume) = resume else { return Ok(Vec::new()) };
         let context = r#"{"call":"resumable-streams"}"#.to_string();
         export_call(store, limits, usage, context, resume, async |r, store| {
             r.call_resumable_streams(store, config).await
@@ -455,8 +473,10 @@ impl Instance {
     /// The top-level config fields a partition's calls read (`None`: the whole config; also for
     /// plugins built for contracts before 0.1.7).
     pub async fn partition_fields(&mut self, config: &String) -> Result<Option<Vec<String>>, CallError> {
-        let Instance { store, partition_config, limits, usage, .. } = self;
-        let Some(exports) = partition_config.as_ref() else { return Ok(None) };
+        let Instance { store, instance, plugin, partition_config, limits, usage, .. } = self;
+        let partition_config =
+            loaded(partition_config, plugin.partition_config.as_ref(), |i| i.load(&mut *store, instance))?;
+        let Some(exports) = partition_config else { return Ok(None) };
         let context = r#"{"call":"partition-fields"}"#.to_string();
         export_call(store, limits, usage, context, exports, async |e, store| {
             e.call_partition_fields(store, config).await
@@ -467,8 +487,9 @@ impl Instance {
     /// The streams whose state the connector shapes; none for connectors without `state-shape`
     /// (built for contracts before 0.1.6).
     pub async fn shaped_streams(&mut self, config: &String) -> Result<Vec<String>, CallError> {
-        let Instance { store, shape, limits, usage, .. } = self;
-        let Some(shape) = shape.as_ref() else { return Ok(Vec::new()) };
+        let Instance { store, instance, plugin, shape, limits, usage, .. } = self;
+        let shape = loaded(shape, plugin.shape.as_ref(), |i| i.load(&mut *store, instance))?;
+        let Some(shape) = shape else { return Ok(Vec::new()) };
         let context = r#"{"call":"shaped-streams"}"#.to_string();
         export_call(store, limits, usage, context, shape, async |s, store| s.call_shaped_streams(store, config).await)
             .await
@@ -484,8 +505,9 @@ impl Instance {
         let (stream, state) = (stream.to_string(), state.to_string());
         let stream = &stream;
         let state = &state;
-        let Instance { store, shape, limits, usage, .. } = self;
-        let Some(shape) = shape.as_ref() else { return Ok(None) };
+        let Instance { store, instance, plugin, shape, limits, usage, .. } = self;
+        let shape = loaded(shape, plugin.shape.as_ref(), |i| i.load(&mut *store, instance))?;
+        let Some(shape) = shape else { return Ok(None) };
         let context = serde_json::json!({"call": "state-to-host", "stream": stream}).to_string();
         export_call(store, limits, usage, context, shape, async |s, store| {
             s.call_to_host(store, config, stream, state).await
@@ -497,8 +519,9 @@ impl Instance {
     pub async fn state_from_host(&mut self, config: &String, stream: &str, state: &str) -> Result<String, CallError> {
         let (stream, state) = (stream.to_string(), state.to_string());
         let (stream, state) = (&stream, &state);
-        let Instance { store, shape, limits, usage, .. } = self;
-        let Some(shape) = shape.as_ref() else { return Ok(state.to_string()) };
+        let Instance { store, instance, plugin, shape, limits, usage, .. } = self;
+        let shape = loaded(shape, plugin.shape.as_ref(), |i| i.load(&mut *store, instance))?;
+        let Some(shape) = shape else { return Ok(state.to_string()) };
         let context = serde_json::json!({"call": "state-from-host", "stream": stream}).to_string();
         export_call(store, limits, usage, context, shape, async |s, store| {
             s.call_from_host(store, config, stream, state).await
@@ -509,8 +532,9 @@ impl Instance {
     /// The streams read in steps; none for connectors without `stepped-pages` (built for
     /// contracts before 0.1.5).
     pub async fn stepped_streams(&mut self, config: &String) -> Result<Vec<String>, CallError> {
-        let Instance { store, stepped, limits, usage, .. } = self;
-        let Some(stepped) = stepped.as_ref() else { return Ok(Vec::new()) };
+        let Instance { store, instance, plugin, stepped, limits, usage, .. } = self;
+        let stepped = loaded(stepped, plugin.stepped.as_ref(), |i| i.load(&mut *store, instance))?;
+        let Some(stepped) = stepped else { return Ok(Vec::new()) };
         let context = r#"{"call":"stepped-streams"}"#.to_string();
         export_call(store, limits, usage, context, stepped, async |s, store| {
             s.call_stepped_streams(store, config).await
@@ -527,8 +551,9 @@ impl Instance {
         token: Option<&String>,
         answers: &[Result<bindings::StepAnswer, bindings::HttpError>],
     ) -> Result<bindings::Step, CallError> {
-        let Instance { store, stepped, limits, usage, .. } = self;
-        let stepped = stepped.as_ref().ok_or_else(|| {
+        let Instance { store, instance, plugin, stepped, limits, usage, .. } = self;
+        let stepped = loaded(stepped, plugin.stepped.as_ref(), |i| i.load(&mut *store, instance))?;
+        let stepped = stepped.ok_or_else(|| {
             CallError::Guest(GuestError::System("the connector does not export stepped-pages".into()))
         })?;
         let context = page_context(partition);
@@ -549,7 +574,7 @@ impl Instance {
 
     /// Which streams are read through jobs; `None` for connectors without `async-jobs`.
     pub async fn job_settings(&mut self, config: &String) -> Result<Option<bindings::JobSettings>, CallError> {
-        if self.jobs.is_none() {
+        if self.plugin.jobs.is_none() {
             return Ok(None);
         }
         self.job_call(r#"{"call":"job-settings"}"#.into(), async |j, store| j.call_settings(store, config).await)

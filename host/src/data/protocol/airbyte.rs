@@ -74,42 +74,13 @@ pub fn estimate(stream: &str, records: u64) -> Value {
 /// (`sourceStats.recordCount`, a number as the Airbyte CDK writes it). Written from the state as
 /// it is, not a copy: a stream's state may hold an entry for each of 100,000 partitions.
 pub fn stream_state(stream: &str, state: &Value, records: u64) -> Vec<u8> {
-    #[derive(serde::Serialize)]
-    struct Message<'a> {
-        r#type: &'static str,
-        state: Stream<'a>,
-    }
-    #[derive(serde::Serialize)]
-    struct Stream<'a> {
-        r#type: &'static str,
-        stream: StreamState<'a>,
-        #[serde(rename = "sourceStats")]
-        source_stats: SourceStats,
-    }
-    #[derive(serde::Serialize)]
-    struct StreamState<'a> {
-        stream_descriptor: Descriptor<'a>,
-        stream_state: &'a Value,
-    }
-    #[derive(serde::Serialize)]
-    struct Descriptor<'a> {
-        name: &'a str,
-    }
-    #[derive(serde::Serialize)]
-    struct SourceStats {
-        #[serde(rename = "recordCount")]
-        record_count: f64,
-    }
-    let message = Message {
-        r#type: "STATE",
-        state: Stream {
-            r#type: "STREAM",
-            stream: StreamState { stream_descriptor: Descriptor { name: stream }, stream_state: state },
-            source_stats: SourceStats { record_count: records as f64 },
-        },
-    };
-    let mut line = serde_json::to_vec(&message).expect("a Value always serializes");
-    line.push(b'\n');
+    let mut line = br#"{"type":"STATE","state":{"type":"STREAM","stream":{"stream_descriptor":{"name":"#.to_vec();
+    super::append_json(&mut line, &stream);
+    line.extend_from_slice(br#"},"stream_state":"#);
+    super::append_json(&mut line, state);
+    line.extend_from_slice(br#"},"sourceStats":{"recordCount":"#);
+    super::append_json(&mut line, &(records as f64));
+    line.extend_from_slice(b"}}}\n");
     line
 }
 

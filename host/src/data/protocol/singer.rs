@@ -26,18 +26,9 @@ pub fn push_record(buf: &mut Vec<u8>, stream_json: &str, data: &str, time_extrac
 
 /// The whole-tap STATE line, written from the bookmarks as they are (not a copy).
 pub fn state_line(bookmarks: &Map<String, Value>) -> Vec<u8> {
-    #[derive(serde::Serialize)]
-    struct Message<'a> {
-        r#type: &'static str,
-        value: Bookmarks<'a>,
-    }
-    #[derive(serde::Serialize)]
-    struct Bookmarks<'a> {
-        bookmarks: &'a Map<String, Value>,
-    }
-    let mut line = serde_json::to_vec(&Message { r#type: "STATE", value: Bookmarks { bookmarks } })
-        .expect("a Value always serializes");
-    line.push(b'\n');
+    let mut line = br#"{"type":"STATE","value":{"bookmarks":"#.to_vec();
+    super::append_json(&mut line, bookmarks);
+    line.extend_from_slice(b"}}\n");
     line
 }
 
