@@ -116,11 +116,8 @@ impl Stretch {
     }
 
     fn elapsed(&self) -> Duration {
-        let cpu = self.cpu.filter(|_| std::thread::current().id() == self.thread);
-        match cpu.zip(cpu.and_then(|_| thread_cpu_time())) {
-            Some((start, now)) => now.saturating_sub(start),
-            None => self.wall.elapsed(),
-        }
+        let on_cpu = self.cpu.filter(|_| std::thread::current().id() == self.thread);
+        on_cpu.and_then(|start| Some(thread_cpu_time()?.saturating_sub(start))).unwrap_or_else(|| self.wall.elapsed())
     }
 }
 

@@ -149,9 +149,9 @@ impl Plugins {
         .map_err(|e| RunError::config(format!("{e:#}")))
     }
 
-    /// The component at `path`, compiled once per content: its bytes are read (under the size
-    /// limit) every time, with their sha256 (see [`Engine::read`]), and the plugin with that
-    /// sha256 is the one run.
+    /// The component at `path`, compiled once per content: its sha256 is found every time (see
+    /// [`Engine::read`]: hashed from its bytes, read under the size limit, or remembered for the
+    /// file as it is), and the plugin with that sha256 is the one run.
     async fn component(&self, path: &Path, policy: &str, out: &Output) -> Result<Arc<Plugin>, RunError> {
         let started = std::time::Instant::now();
         let (engine, owned) = (self.engine.clone(), path.to_path_buf());

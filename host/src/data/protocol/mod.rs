@@ -29,13 +29,13 @@ pub fn printable(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Milliseconds since the Unix epoch, as `emitted_at` wants.
 /// Appends `value` as JSON to a line being written: what the line holds is serialized where it
 /// is, never copied into a `Value` first (a stream's state may list 100,000 partitions).
 pub(crate) fn append_json(line: &mut Vec<u8>, value: &impl serde::Serialize) {
     serde_json::to_writer(line, value).expect("JSON text of a string, a number or a Value always serializes");
 }
 
+/// Milliseconds since the Unix epoch, as `emitted_at` wants.
 pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
