@@ -9,7 +9,8 @@
 //! wasmtime maps the same open file (no copy of the code; pages come from the page cache as they
 //! are run), which took a 5 MiB entry from 12 ms to a few. The file checked is the file loaded:
 //! it is opened once and wasmtime opens it again through `/proc/self/fd`, so a rename in
-//! between changes nothing; writing into the entry in place takes this user's own rights.
+//! between changes nothing; writing into the entry in place takes this user's own rights. An
+//! entry once checked is remembered as checked while its stamp stays as it was ([`Memo`]).
 
 use anyhow::{Context, Result, bail};
 use std::hash::{Hash, Hasher};
@@ -42,7 +43,9 @@ impl ComponentCache {
         self.dir.join(format!("{sha256}-{:016x}.cwasm", hasher.finish()))
     }
 
-    /// The compiled plugin, when `file` holds an entry this cache wrote for `sha256`.
+    /// The compiled plugin, when `file` holds an entry this cache wrote for `sha256`. Its MAC is
+    /// checked over all its bytes (12 ms for CPython's 35 MiB, half of a warm start), or, for an
+    /// entry checked before and not changed since, remembered (see [`Memo::Checked`]).
     pub fn load(&self, engine: &wasmtime::Engine, file: &Path, sha256: &str) -> Result<Option<Component>> {
         if !file.exists() {
             return Ok(None);
@@ -53,7 +56,9 @@ impl ComponentCache {
             // blake3's Hash compares in constant time.
             <[u8; MAC_BYTES]>::try_from(mac.as_slice()).is_ok_and(|m| mac_of_parts(&key, sha256, len, compiled) == m)
         };
-        if let Some(component) = load_verified(engine, file, genuine)? {
+        let checked_before = |stamp: &FileStamp| self.remembered(Memo::Checked, stamp).as_deref() == Some(sha256);
+        let checked_now = |stamp: &FileStamp| self.remember(Memo::Checked, stamp, sha256);
+        if let Some(component) = load_verified(engine, file, genuine, checked_before, checked_now)? {
             return Ok(Some(component));
         }
         // Not ours, or damaged: never run, rebuilt.
@@ -155,6 +160,31 @@ impl FileStamp {
         }
     }
 
+    /// The stamp of an open file.
+    #[cfg(unix)]
+    fn of_file(file: &std::fs::File) -> Option<FileStamp> {
+        use std::os::unix::fs::MetadataExt;
+        let m = file.metadata().ok()?;
+        Some(FileStamp {
+            device: m.dev(),
+            inode: m.ino(),
+            size: m.size(),
+            modified: (m.mtime(), m.mtime_nsec()),
+            changed: (m.ctime(), m.ctime_nsec()),
+        })
+    }
+
+    /// Whether the file last changed [`SETTLED`] ago or longer. The kernel stamps a write with
+    /// a coarse clock (a tick of up to 10 ms), so a write within the tick of an earlier one can
+    /// leave the stamp as it was; a file that has not changed for longer than that is only
+    /// changed again with a later stamp.
+    fn settled(&self) -> bool {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let (seconds, nanos) = self.changed;
+        let changed = std::time::Duration::new(seconds.max(0) as u64, nanos.clamp(0, 999_999_999) as u32);
+        now.saturating_sub(changed) >= SETTLED
+    }
+
     /// The file's size in bytes.
     pub fn size(&self) -> u64 {
         self.size
@@ -166,49 +196,96 @@ impl FileStamp {
     }
 }
 
-/// Bytes of a remembered digest's file at most (a stamp, a sha256 and a MAC, in hex).
-const MAX_DIGEST_FILE: usize = 512;
+/// Bytes of a memo's file at most (a stamp, a sha256 and a MAC, in hex).
+const MAX_MEMO_FILE: usize = 512;
+
+/// How long a file must have stayed unchanged before a memo of it is written (see
+/// [`FileStamp::settled`]).
+const SETTLED: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// What the cache remembers of a file, for the file as it is (its [`FileStamp`]), under the
+/// cache's key: a planted or stale memo is not believed. A memo is written only for a file that
+/// was the same before and after it was read, and had settled.
+#[derive(Clone, Copy)]
+pub enum Memo {
+    /// A plugin file's sha256: hashing an 18 MB interpreter component took 20 ms of every start.
+    Sha256,
+    /// A cache entry whose MAC was checked, and the plugin sha256 it was checked for: the check
+    /// reads every byte of the entry (35 MiB for CPython's), 12 ms of every start.
+    Checked,
+}
+
+impl Memo {
+    fn prefix(self) -> &'static str {
+        match self {
+            Memo::Sha256 => "sha256",
+            Memo::Checked => "checked",
+        }
+    }
+
+    /// Each kind its own MAC domain, and other than the code's MACs.
+    fn domain(self) -> &'static [u8] {
+        match self {
+            Memo::Sha256 => b"sluice remembered plugin sha256\0",
+            Memo::Checked => b"sluice checked cache entry\0",
+        }
+    }
+}
 
 impl ComponentCache {
-    /// The sha256 this cache remembered for the file with `stamp`: hashing an 18 MB interpreter
-    /// component took 20 ms of every start. Remembered only while nothing of the file changed
-    /// (the stamp), and under the cache's key: a planted or stale memo is not believed.
+    /// The sha256 this cache remembered for the plugin file with `stamp` (see [`Memo::Sha256`]).
     pub fn remembered_sha256(&self, stamp: &FileStamp) -> Option<String> {
+        self.remembered(Memo::Sha256, stamp)
+    }
+
+    /// Remembers `sha256` for the plugin file with `stamp`, once it has settled.
+    pub fn remember_sha256(&self, stamp: &FileStamp, sha256: &str) {
+        self.remember(Memo::Sha256, stamp, sha256)
+    }
+
+    /// The sha256 remembered in `memo` for the file with `stamp`.
+    fn remembered(&self, memo: Memo, stamp: &FileStamp) -> Option<String> {
         let key = self.key().ok()?;
-        let bytes = read_small(&self.digest_file(stamp), MAX_DIGEST_FILE).ok().flatten()?;
+        let bytes = read_small(&self.memo_file(memo, stamp), MAX_MEMO_FILE).ok().flatten()?;
         let text = String::from_utf8(bytes).ok()?;
         let (remembered, mac) = text.rsplit_once(' ')?;
         let (stamp_text, sha256) = remembered.rsplit_once(' ')?;
         // blake3's Hash compares in constant time.
-        let genuine = blake3::Hash::from_hex(mac).ok()? == digest_mac(&key, remembered);
+        let genuine = blake3::Hash::from_hex(mac).ok()? == memo_mac(&key, memo, remembered);
         (genuine && stamp_text == stamp.text() && sha256.len() == 64).then(|| sha256.to_string())
     }
 
-    /// Remembers `sha256` for the file with `stamp` (best effort: a cache that cannot be written
-    /// hashes again next time).
-    pub fn remember_sha256(&self, stamp: &FileStamp, sha256: &str) {
+    /// Remembers `sha256` in `memo` for the file with `stamp` if it has settled (best effort: a
+    /// cache that cannot be written does the work again next time).
+    fn remember(&self, memo: Memo, stamp: &FileStamp, sha256: &str) {
+        if stamp.settled() {
+            self.write_memo(memo, stamp, sha256);
+        }
+    }
+
+    fn write_memo(&self, memo: Memo, stamp: &FileStamp, sha256: &str) {
         let Ok(key) = self.key() else { return };
         let remembered = format!("{} {sha256}", stamp.text());
-        let text = format!("{remembered} {}", digest_mac(&key, &remembered).to_hex());
+        let text = format!("{remembered} {}", memo_mac(&key, memo, &remembered).to_hex());
         static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let file = self.digest_file(stamp);
+        let file = self.memo_file(memo, stamp);
         let tmp = file.with_extension(format!("tmp{}-{n}", std::process::id()));
         if write_private(&tmp, text.as_bytes()).is_ok() && std::fs::rename(&tmp, &file).is_err() {
             let _ = std::fs::remove_file(&tmp);
         }
     }
 
-    fn digest_file(&self, stamp: &FileStamp) -> PathBuf {
-        self.dir.join(format!("sha256-{:x}-{:x}", stamp.device, stamp.inode))
+    fn memo_file(&self, memo: Memo, stamp: &FileStamp) -> PathBuf {
+        self.dir.join(format!("{}-{:x}-{:x}", memo.prefix(), stamp.device, stamp.inode))
     }
 }
 
-/// The MAC of a remembered digest (another domain than the code's MACs).
-fn digest_mac(key: &[u8], remembered: &str) -> blake3::Hash {
+/// The MAC of a memo.
+fn memo_mac(key: &[u8], memo: Memo, remembered: &str) -> blake3::Hash {
     let key: &[u8; MAC_BYTES] = key.try_into().expect("the key is checked to be MAC_BYTES long");
     let mut mac = blake3::Hasher::new_keyed(key);
-    mac.update(b"sluice remembered plugin sha256\0");
+    mac.update(memo.domain());
     mac.update(remembered.as_bytes());
     mac.finalize()
 }
@@ -262,12 +339,15 @@ fn mac_file(file: &Path) -> PathBuf {
 }
 
 /// The component in `file` when `genuine` accepts its bytes: the file mapped, checked, and
-/// loaded by wasmtime from the same open file.
+/// loaded by wasmtime from the same open file. An entry `checked_before` as it is now is not
+/// read again; one that stayed the same while it was checked is told to `checked_now`.
 #[cfg(target_os = "linux")]
 fn load_verified(
     engine: &wasmtime::Engine,
     file: &Path,
     genuine: impl FnOnce(usize, &mut dyn Iterator<Item = &[u8]>) -> bool,
+    checked_before: impl FnOnce(&FileStamp) -> bool,
+    checked_now: impl FnOnce(&FileStamp),
 ) -> Result<Option<Component>> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
@@ -277,14 +357,20 @@ fn load_verified(
     if !opened.metadata().is_ok_and(|m| m.is_file()) {
         return Ok(None);
     }
-    let Ok(mapped) = Mapped::of(&opened) else { return Ok(None) };
-    if !genuine(mapped.len, &mut mapped.parts()) {
-        return Ok(None);
+    let stamp = FileStamp::of_file(&opened);
+    if !stamp.as_ref().is_some_and(checked_before) {
+        let Ok(mapped) = Mapped::of(&opened) else { return Ok(None) };
+        if !genuine(mapped.len, &mut mapped.parts()) {
+            return Ok(None);
+        }
+        drop(mapped);
+        if let Some(stamp) = stamp.filter(|stamp| FileStamp::of_file(&opened).as_ref() == Some(stamp)) {
+            checked_now(&stamp);
+        }
     }
-    drop(mapped);
     // SAFETY: the MAC shows this cache wrote these bytes for this plugin, from
-    // `precompile_component` of an engine with the same compatibility hash (in the name); the
-    // path names the very file checked, held open.
+    // `precompile_component` of an engine with the same compatibility hash (in the name), now or
+    // when the file was as it is still; the path names the very file checked, held open.
     let component = unsafe { Component::deserialize_file(engine, format!("/proc/self/fd/{}", opened.as_raw_fd())) };
     Ok(component.ok())
 }
@@ -295,6 +381,8 @@ fn load_verified(
     engine: &wasmtime::Engine,
     file: &Path,
     genuine: impl FnOnce(usize, &mut dyn Iterator<Item = &[u8]>) -> bool,
+    _checked_before: impl FnOnce(&FileStamp) -> bool,
+    _checked_now: impl FnOnce(&FileStamp),
 ) -> Result<Option<Component>> {
     if !std::fs::symlink_metadata(file).is_ok_and(|m| m.is_file()) {
         return Ok(None);
@@ -411,9 +499,19 @@ fn check_private(_: &Path, _: &str, _: u32) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
+
+    /// A stamp as it would be had the file not changed for a minute.
+    #[cfg(unix)]
+    fn settled(stamp: &FileStamp) -> FileStamp {
+        let mut settled = stamp.clone();
+        settled.changed.0 -= 60;
+        settled
+    }
 
     /// A remembered sha256 holds while the file is as it was, and is not believed once the file
-    /// changed or the memo was written by anyone but this cache.
+    /// changed or the memo was written by anyone but this cache; a file that changed a moment
+    /// ago (within the kernel's coarse clock tick of a write to come) is not remembered.
     #[cfg(unix)]
     #[test]
     fn a_remembered_sha256_holds_only_for_the_file_as_it_was() {
@@ -421,23 +519,70 @@ mod tests {
         let cache = ComponentCache::new(dir.path().join("cache"));
         let plugin = dir.path().join("plugin.wasm");
         std::fs::write(&plugin, b"first").unwrap();
-        let stamp = FileStamp::of(&plugin).unwrap();
-        assert_eq!(cache.remembered_sha256(&stamp), None, "nothing remembered yet");
+        let fresh = FileStamp::of(&plugin).unwrap();
+        assert!(!fresh.settled() && settled(&fresh).settled());
         let sha = "a".repeat(64);
+        cache.remember_sha256(&fresh, &sha);
+        assert_eq!(cache.remembered_sha256(&fresh), None, "a file written a moment ago is not remembered");
+        let stamp = settled(&fresh);
+        assert_eq!(cache.remembered_sha256(&stamp), None, "nothing remembered yet");
         cache.remember_sha256(&stamp, &sha);
         assert_eq!(cache.remembered_sha256(&stamp), Some(sha.clone()));
         // Same size, written again: the change time moves.
         std::thread::sleep(std::time::Duration::from_millis(10));
         std::fs::write(&plugin, b"other").unwrap();
-        let changed = FileStamp::of(&plugin).unwrap();
+        let changed = settled(&FileStamp::of(&plugin).unwrap());
         assert_ne!(changed, stamp);
         assert_eq!(cache.remembered_sha256(&changed), None, "a file written since is hashed again");
         // A memo planted with another sha256 (its MAC no longer matches) is not believed.
         cache.remember_sha256(&changed, &sha);
-        let memo = cache.digest_file(&changed);
+        let memo = cache.memo_file(Memo::Sha256, &changed);
         let planted = std::fs::read_to_string(&memo).unwrap().replace(&sha, &"b".repeat(64));
         std::fs::write(&memo, planted).unwrap();
         assert_eq!(cache.remembered_sha256(&changed), None);
+        // Nor is a memo of another kind: a checked entry's memo does not name a plugin's sha256.
+        cache.write_memo(Memo::Checked, &changed, &sha);
+        let checked = std::fs::read(cache.memo_file(Memo::Checked, &changed)).unwrap();
+        std::fs::write(&memo, checked).unwrap();
+        assert_eq!(cache.remembered_sha256(&changed), None);
+    }
+
+    /// An entry whose MAC was checked is not read again while it stays as it was, for the
+    /// plugin it was checked for; written since, or asked for another plugin, it is checked
+    /// again (and, its MAC not matching, thrown away). A fresh entry is not remembered.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_checked_entry_is_checked_again_once_it_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ComponentCache::new(dir.path().join("cache"));
+        let engine = wasmtime::Engine::default();
+        // The empty component, in the binary format (no text parser in this build).
+        let compiled = engine.precompile_component(b"\0asm\x0d\0\x01\0").unwrap();
+        let sha = "c".repeat(64);
+        let entry = cache.file_for(&engine, &sha);
+        cache.store(&entry, &sha, &compiled).unwrap();
+        assert!(cache.load(&engine, &entry, &sha).unwrap().is_some());
+        let opened = std::fs::File::open(&entry).unwrap();
+        let stamp = FileStamp::of_file(&opened).unwrap();
+        assert!(!cache.memo_file(Memo::Checked, &stamp).exists(), "an entry written a moment ago is not remembered");
+        // Remembered as checked (as a settled entry would be), its MAC is not read again: a
+        // damaged MAC file goes unnoticed while the entry is as it was.
+        cache.write_memo(Memo::Checked, &stamp, &sha);
+        std::fs::write(mac_file(&entry), [0u8; MAC_BYTES]).unwrap();
+        assert!(cache.load(&engine, &entry, &sha).unwrap().is_some(), "the memo holds");
+        // Asked for as another plugin's entry, it is checked (and its MAC fails).
+        let other = "d".repeat(64);
+        assert!(cache.load(&engine, &entry, &other).unwrap().is_none());
+        assert!(!entry.exists(), "an entry whose MAC does not verify is deleted");
+        // Written again in place, same bytes: the stamp moves and the entry is checked again.
+        cache.store(&entry, &sha, &compiled).unwrap();
+        let stamp = FileStamp::of_file(&std::fs::File::open(&entry).unwrap()).unwrap();
+        cache.write_memo(Memo::Checked, &stamp, &sha);
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        let mut bytes = compiled.clone();
+        bytes[compiled.len() / 2] ^= 1;
+        std::fs::OpenOptions::new().write(true).open(&entry).unwrap().write_all(&bytes).unwrap();
+        assert!(cache.load(&engine, &entry, &sha).unwrap().is_none(), "the changed entry is checked and refused");
     }
 
     /// Threads of one process making the key at once (50 tenants loading their plugins) all get
