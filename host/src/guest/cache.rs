@@ -143,15 +143,7 @@ impl FileStamp {
     pub fn of(path: &Path) -> Option<FileStamp> {
         #[cfg(unix)]
         {
-            use std::os::unix::fs::MetadataExt;
-            let m = std::fs::metadata(path).ok()?;
-            Some(FileStamp {
-                device: m.dev(),
-                inode: m.ino(),
-                size: m.size(),
-                modified: (m.mtime(), m.mtime_nsec()),
-                changed: (m.ctime(), m.ctime_nsec()),
-            })
+            std::fs::metadata(path).ok().map(|m| FileStamp::of_metadata(&m))
         }
         #[cfg(not(unix))]
         {
@@ -163,15 +155,19 @@ impl FileStamp {
     /// The stamp of an open file.
     #[cfg(unix)]
     fn of_file(file: &std::fs::File) -> Option<FileStamp> {
+        file.metadata().ok().map(|m| FileStamp::of_metadata(&m))
+    }
+
+    #[cfg(unix)]
+    fn of_metadata(m: &std::fs::Metadata) -> FileStamp {
         use std::os::unix::fs::MetadataExt;
-        let m = file.metadata().ok()?;
-        Some(FileStamp {
+        FileStamp {
             device: m.dev(),
             inode: m.ino(),
             size: m.size(),
             modified: (m.mtime(), m.mtime_nsec()),
             changed: (m.ctime(), m.ctime_nsec()),
-        })
+        }
     }
 
     /// Whether the file last changed [`SETTLED`] ago or longer. The kernel stamps a write with
