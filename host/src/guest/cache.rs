@@ -56,8 +56,8 @@ impl ComponentCache {
             // blake3's Hash compares in constant time.
             <[u8; MAC_BYTES]>::try_from(mac.as_slice()).is_ok_and(|m| mac_of_parts(&key, sha256, len, compiled) == m)
         };
-        let checked_before = |stamp: &FileStamp| self.remembered(Memo::Checked, stamp).as_deref() == Some(sha256);
-        let checked_now = |stamp: &FileStamp| self.remember(Memo::Checked, stamp, sha256);
+        let checked_before = |stamp: &FileStamp| self.remembered(&key, Memo::Checked, stamp).as_deref() == Some(sha256);
+        let checked_now = |stamp: &FileStamp| self.remember(&key, Memo::Checked, stamp, sha256);
         if let Some(component) = load_verified(engine, file, genuine, checked_before, checked_now)? {
             return Ok(Some(component));
         }
@@ -231,38 +231,38 @@ impl Memo {
 impl ComponentCache {
     /// The sha256 this cache remembered for the plugin file with `stamp` (see [`Memo::Sha256`]).
     pub fn remembered_sha256(&self, stamp: &FileStamp) -> Option<String> {
-        self.remembered(Memo::Sha256, stamp)
+        self.remembered(&self.key().ok()?, Memo::Sha256, stamp)
     }
 
     /// Remembers `sha256` for the plugin file with `stamp`, once it has settled.
     pub fn remember_sha256(&self, stamp: &FileStamp, sha256: &str) {
-        self.remember(Memo::Sha256, stamp, sha256)
+        if let Ok(key) = self.key() {
+            self.remember(&key, Memo::Sha256, stamp, sha256)
+        }
     }
 
-    /// The sha256 remembered in `memo` for the file with `stamp`.
-    fn remembered(&self, memo: Memo, stamp: &FileStamp) -> Option<String> {
-        let key = self.key().ok()?;
+    /// The sha256 remembered in `memo` for the file with `stamp`, under the cache's `key`.
+    fn remembered(&self, key: &[u8], memo: Memo, stamp: &FileStamp) -> Option<String> {
         let bytes = read_small(&self.memo_file(memo, stamp), MAX_MEMO_FILE).ok().flatten()?;
         let text = String::from_utf8(bytes).ok()?;
         let (remembered, mac) = text.rsplit_once(' ')?;
         let (stamp_text, sha256) = remembered.rsplit_once(' ')?;
         // blake3's Hash compares in constant time.
-        let genuine = blake3::Hash::from_hex(mac).ok()? == memo_mac(&key, memo, remembered);
+        let genuine = blake3::Hash::from_hex(mac).ok()? == memo_mac(key, memo, remembered);
         (genuine && stamp_text == stamp.text() && sha256.len() == 64).then(|| sha256.to_string())
     }
 
     /// Remembers `sha256` in `memo` for the file with `stamp` if it has settled (best effort: a
     /// cache that cannot be written does the work again next time).
-    fn remember(&self, memo: Memo, stamp: &FileStamp, sha256: &str) {
+    fn remember(&self, key: &[u8], memo: Memo, stamp: &FileStamp, sha256: &str) {
         if stamp.settled() {
-            self.write_memo(memo, stamp, sha256);
+            self.write_memo(key, memo, stamp, sha256);
         }
     }
 
-    fn write_memo(&self, memo: Memo, stamp: &FileStamp, sha256: &str) {
-        let Ok(key) = self.key() else { return };
+    fn write_memo(&self, key: &[u8], memo: Memo, stamp: &FileStamp, sha256: &str) {
         let remembered = format!("{} {sha256}", stamp.text());
-        let text = format!("{remembered} {}", memo_mac(&key, memo, &remembered).to_hex());
+        let text = format!("{remembered} {}", memo_mac(key, memo, &remembered).to_hex());
         static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let file = self.memo_file(memo, stamp);
@@ -537,7 +537,7 @@ mod tests {
         std::fs::write(&memo, planted).unwrap();
         assert_eq!(cache.remembered_sha256(&changed), None);
         // Nor is a memo of another kind: a checked entry's memo does not name a plugin's sha256.
-        cache.write_memo(Memo::Checked, &changed, &sha);
+        cache.write_memo(&cache.key().unwrap(), Memo::Checked, &changed, &sha);
         let checked = std::fs::read(cache.memo_file(Memo::Checked, &changed)).unwrap();
         std::fs::write(&memo, checked).unwrap();
         assert_eq!(cache.remembered_sha256(&changed), None);
@@ -563,7 +563,7 @@ mod tests {
         assert!(!cache.memo_file(Memo::Checked, &stamp).exists(), "an entry written a moment ago is not remembered");
         // Remembered as checked (as a settled entry would be), its MAC is not read again: a
         // damaged MAC file goes unnoticed while the entry is as it was.
-        cache.write_memo(Memo::Checked, &stamp, &sha);
+        cache.write_memo(&cache.key().unwrap(), Memo::Checked, &stamp, &sha);
         std::fs::write(mac_file(&entry), [0u8; MAC_BYTES]).unwrap();
         assert!(cache.load(&engine, &entry, &sha).unwrap().is_some(), "the memo holds");
         // Asked for as another plugin's entry, it is checked (and its MAC fails).
@@ -573,7 +573,7 @@ mod tests {
         // Written again in place, same bytes: the stamp moves and the entry is checked again.
         cache.store(&entry, &sha, &compiled).unwrap();
         let stamp = FileStamp::of_file(&std::fs::File::open(&entry).unwrap()).unwrap();
-        cache.write_memo(Memo::Checked, &stamp, &sha);
+        cache.write_memo(&cache.key().unwrap(), Memo::Checked, &stamp, &sha);
         std::thread::sleep(std::time::Duration::from_millis(10));
         let mut bytes = compiled.clone();
         bytes[compiled.len() / 2] ^= 1;

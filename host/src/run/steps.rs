@@ -41,6 +41,9 @@ pub struct Steps {
     /// before the first answer): an instance is kept through the grace only while answers
     /// typically come back within it, so a slow API never finds sixteen instances waiting on it.
     answer_nanos: AtomicU64,
+    /// Told when more partitions are read in steps than steps compute at once: the instances
+    /// kept for good while they were few are let go at once, not after their next answer.
+    crowded: tokio::sync::Notify,
 }
 
 impl Steps {
@@ -52,6 +55,7 @@ impl Steps {
             slots,
             stepping: AtomicU64::new(0),
             answer_nanos: AtomicU64::new(u64::MAX),
+            crowded: tokio::sync::Notify::new(),
         }
     }
 
@@ -121,8 +125,16 @@ struct Kept {
 
 impl<'c> Stepping<'c> {
     pub fn new(connector: &'c Connector, steps: &'c Steps) -> Self {
-        steps.stepping.fetch_add(1, Ordering::Relaxed);
+        let stepping = steps.stepping.fetch_add(1, Ordering::Relaxed) + 1;
+        if stepping as usize > connector.limits.steps_at_once() {
+            steps.crowded.notify_waiters();
+        }
         Stepping { connector, steps, kept: None, ahead: None }
+    }
+
+    /// Whether no more partitions are read in steps than steps compute at once.
+    fn few(&self) -> bool {
+        self.steps.stepping.load(Ordering::Relaxed) as usize <= self.connector.limits.steps_at_once()
     }
 
     /// A core for the next step. An instance kept through a grace waits for one only until the
@@ -130,6 +142,19 @@ impl<'c> Stepping<'c> {
     /// from the steps that hold the cores).
     async fn core(&mut self) -> tokio::sync::SemaphorePermit<'c> {
         let slots = &self.steps.slots;
+        if self.kept.as_ref().is_some_and(|kept| kept.until.is_none()) {
+            // Kept for good while partitions were few: let go once they are not.
+            let mut crowded = std::pin::pin!(self.steps.crowded.notified());
+            crowded.as_mut().enable();
+            if self.few() {
+                tokio::select! {
+                    biased;
+                    permit = slots.acquire() => return permit.expect("the step semaphore is never closed"),
+                    () = crowded => {}
+                }
+            }
+            self.kept = None;
+        }
         if let Some(until) = self.kept.as_ref().and_then(|kept| kept.until) {
             match tokio::time::timeout_at(until, slots.acquire()).await {
                 Ok(permit) => return permit.expect("the step semaphore is never closed"),
@@ -153,7 +178,7 @@ impl<'c> Stepping<'c> {
     /// requests are typically answered within it; else it is dropped, and its memory given back.
     fn keep(&mut self, instance: Instance, sent: bool) {
         let limits = &self.connector.limits;
-        let few = self.steps.stepping.load(Ordering::Relaxed) as usize <= limits.steps_at_once();
+        let few = self.few();
         let grace = sent && limits.step_grace_ms > 0 && self.steps.answers_within(limits.step_grace());
         self.kept = match (few, grace) {
             (true, _) => Some(Kept { instance, until: None }),
@@ -163,10 +188,31 @@ impl<'c> Stepping<'c> {
     }
 
     /// Awaits `sending` (a step's request), counting how long it took; an instance kept
-    /// through a grace is dropped when the grace ends first.
+    /// through a grace is dropped when the grace ends first, and one kept for good while
+    /// partitions were few when they no longer are.
     async fn sending<T>(&mut self, sending: impl Future<Output = T>) -> T {
         let started = Instant::now();
+        let kept_for_good = self.kept.as_ref().is_some_and(|kept| kept.until.is_none());
         let answer = match self.kept.as_ref().and_then(|kept| kept.until) {
+            None if kept_for_good => {
+                // Listening before looking: a partition starting in between still wakes us.
+                let mut crowded = std::pin::pin!(self.steps.crowded.notified());
+                crowded.as_mut().enable();
+                if !self.few() {
+                    self.kept = None;
+                    sending.await
+                } else {
+                    let mut sending = std::pin::pin!(sending);
+                    tokio::select! {
+                        biased;
+                        answer = &mut sending => answer,
+                        () = crowded => {
+                            self.kept = None;
+                            sending.await
+                        }
+                    }
+                }
+            }
             None => sending.await,
             Some(until) => {
                 let mut sending = std::pin::pin!(sending);
