@@ -142,18 +142,8 @@ impl<'c> Stepping<'c> {
     /// from the steps that hold the cores).
     async fn core(&mut self) -> tokio::sync::SemaphorePermit<'c> {
         let slots = &self.steps.slots;
-        if self.kept.as_ref().is_some_and(|kept| kept.until.is_none()) {
-            // Kept for good while partitions were few: let go once they are not.
-            let mut crowded = std::pin::pin!(self.steps.crowded.notified());
-            crowded.as_mut().enable();
-            if self.few() {
-                tokio::select! {
-                    biased;
-                    permit = slots.acquire() => return permit.expect("the step semaphore is never closed"),
-                    () = crowded => {}
-                }
-            }
-            self.kept = None;
+        if self.kept_for_good() {
+            return self.unless_crowded(slots.acquire()).await.expect("the step semaphore is never closed");
         }
         if let Some(until) = self.kept.as_ref().and_then(|kept| kept.until) {
             match tokio::time::timeout_at(until, slots.acquire()).await {
@@ -187,32 +177,38 @@ impl<'c> Stepping<'c> {
         };
     }
 
+    /// Whether the instance kept is kept for good (while partitions were few).
+    fn kept_for_good(&self) -> bool {
+        self.kept.as_ref().is_some_and(|kept| kept.until.is_none())
+    }
+
+    /// Awaits `work` while an instance kept for good may stay kept; once more partitions are
+    /// read in steps than steps compute at once (now, or before `work` is done), the instance
+    /// is let go and `work` awaited without it.
+    async fn unless_crowded<T>(&mut self, work: impl Future<Output = T>) -> T {
+        // Listening before looking: a partition starting in between still wakes us.
+        let mut crowded = std::pin::pin!(self.steps.crowded.notified());
+        crowded.as_mut().enable();
+        let mut work = std::pin::pin!(work);
+        if self.few() {
+            tokio::select! {
+                biased;
+                done = &mut work => return done,
+                () = crowded => {}
+            }
+        }
+        self.kept = None;
+        work.await
+    }
+
     /// Awaits `sending` (a step's request), counting how long it took; an instance kept
     /// through a grace is dropped when the grace ends first, and one kept for good while
     /// partitions were few when they no longer are.
     async fn sending<T>(&mut self, sending: impl Future<Output = T>) -> T {
         let started = Instant::now();
-        let kept_for_good = self.kept.as_ref().is_some_and(|kept| kept.until.is_none());
+        let kept_for_good = self.kept_for_good();
         let answer = match self.kept.as_ref().and_then(|kept| kept.until) {
-            None if kept_for_good => {
-                // Listening before looking: a partition starting in between still wakes us.
-                let mut crowded = std::pin::pin!(self.steps.crowded.notified());
-                crowded.as_mut().enable();
-                if !self.few() {
-                    self.kept = None;
-                    sending.await
-                } else {
-                    let mut sending = std::pin::pin!(sending);
-                    tokio::select! {
-                        biased;
-                        answer = &mut sending => answer,
-                        () = crowded => {
-                            self.kept = None;
-                            sending.await
-                        }
-                    }
-                }
-            }
+            None if kept_for_good => self.unless_crowded(sending).await,
             None => sending.await,
             Some(until) => {
                 let mut sending = std::pin::pin!(sending);
