@@ -138,8 +138,8 @@ impl<'c> Stepping<'c> {
     }
 
     /// A core for the next step. An instance kept through a grace waits for one only until the
-    /// grace ends, then is dropped (so instances waiting for cores never hold the pool's slots
-    /// from the steps that hold the cores).
+    /// grace ends, and one kept for good only while partitions stay few; then it is dropped (so
+    /// instances waiting for cores never hold the pool's slots from the steps that hold the cores).
     async fn core(&mut self) -> tokio::sync::SemaphorePermit<'c> {
         let slots = &self.steps.slots;
         if self.kept_for_good() {
