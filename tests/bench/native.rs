@@ -17,6 +17,16 @@ struct CursorPage {
 }
 
 #[derive(serde::Deserialize)]
+struct AccountsPage {
+    data: Vec<AccountId>,
+}
+
+#[derive(serde::Deserialize)]
+struct AccountId {
+    id: u64,
+}
+
+#[derive(serde::Deserialize)]
 struct NextPage {
     data: Vec<Box<serde_json::value::RawValue>>,
     next: Option<String>,
@@ -77,15 +87,33 @@ pub async fn native_items_into(
     elapsed
 }
 
-/// A hand-written concurrent reader of `account_items`: one task per account, `in_flight` at once.
-pub async fn native_account_items(base_url: &str, accounts: u64, page_size: u64, in_flight: usize) -> Duration {
-    native_account_items_into(base_url, accounts, 1000, page_size, in_flight, Box::new(std::io::sink())).await
+/// Where a native reader of `account_items` learns the accounts.
+#[derive(Clone, Copy)]
+pub enum Accounts {
+    /// Listed from the API first (`/accounts`, pages of the reader's page size until a short
+    /// one): the same requests the demo connector makes when its config names no accounts.
+    Listed,
+    /// Known in advance, `1..=N`, as from a config that names them (the connector lists none).
+    Known,
 }
 
-/// [`native_account_items`] of accounts holding `per_account` records each, output to `sink`.
+/// A hand-written concurrent reader of `account_items`: one task per account, `in_flight` at once.
+pub async fn native_account_items(
+    base_url: &str,
+    accounts: u64,
+    listed: Accounts,
+    page_size: u64,
+    in_flight: usize,
+) -> Duration {
+    native_account_items_into(base_url, accounts, listed, 1000, page_size, in_flight, Box::new(std::io::sink())).await
+}
+
+/// [`native_account_items`] of `accounts` accounts holding `per_account` records each, output
+/// to `sink`.
 pub async fn native_account_items_into(
     base_url: &str,
     accounts: u64,
+    listed: Accounts,
     per_account: u64,
     page_size: u64,
     in_flight: usize,
@@ -94,9 +122,14 @@ pub async fn native_account_items_into(
     let client = client();
     let (out, writer) = Output::spawn(Format::Airbyte, sink);
     let started = Instant::now();
+    let ids = match listed {
+        Accounts::Known => (1..=accounts).collect(),
+        Accounts::Listed => list_accounts(&client, base_url, page_size).await,
+    };
+    assert_eq!(ids.len() as u64, accounts, "the native reader found every account");
     let permits = Arc::new(tokio::sync::Semaphore::new(in_flight));
     let mut tasks = tokio::task::JoinSet::new();
-    for account in 1..=accounts {
+    for account in ids {
         let (client, out, permits, base) = (client.clone(), out.clone(), permits.clone(), base_url.to_string());
         tasks.spawn(async move {
             let _permit = permits.acquire_owned().await.unwrap();
@@ -124,4 +157,20 @@ pub async fn native_account_items_into(
     writer.finish().unwrap();
     assert_eq!(total, accounts * per_account);
     started.elapsed()
+}
+
+/// The accounts' ids, page after page of `per_page` until a short page.
+async fn list_accounts(client: &reqwest::Client, base_url: &str, per_page: u64) -> Vec<u64> {
+    let mut ids = Vec::new();
+    for page in 1..=100_000u64 {
+        let url = format!("{base_url}/accounts?page={page}&per_page={per_page}");
+        let body = client.get(&url).send().await.unwrap().error_for_status().unwrap().bytes().await.unwrap();
+        let listed: AccountsPage = serde_json::from_slice(&body).unwrap();
+        let short = (listed.data.len() as u64) < per_page;
+        ids.extend(listed.data.into_iter().map(|account| account.id));
+        if short {
+            break;
+        }
+    }
+    ids
 }

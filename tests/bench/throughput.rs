@@ -4,7 +4,8 @@
 //!
 //! Cases:
 //! 1. `items`, 100k records in pages of 1000 (one partition): raw throughput.
-//! 2. `account_items`, 20 partitions x 1000 records, pages of 100, 20 ms per request, 8 in flight.
+//! 2. `account_items`, 20 partitions x 1000 records, pages of 100, 20 ms per request, 8 in flight;
+//!    the native reader lists the accounts first, as the connector does (the same requests).
 //! 3. Peak RSS of the `host` process reading 1M records.
 //! 4. Median time to instantiate the plugin for one partition.
 //! 5. Noisy neighbours: 50 tenants in one process, 5 of them the hostile plugin (an endless loop,
@@ -50,7 +51,7 @@ mod native;
 mod partition_cost;
 
 use common::{Peak, measured_child, median, ms, release_host};
-use native::{client, native_account_items, native_account_items_into, native_items, native_items_into};
+use native::{Accounts, client, native_account_items, native_account_items_into, native_items, native_items_into};
 use sluice_host::internals::{Connector, Egress, EgressPolicy, Engine, Output, checked_record};
 use sluice_host::{Format, HttpOptions};
 use sluice_tests::demo_api::{DemoApi, DemoApiConfig};
@@ -130,7 +131,7 @@ fn native_child(args: &[String]) {
     runtime.block_on(async {
         match what {
             "items" => drop(native_items_into(base_url, n, 1000, stdout()).await),
-            "partitions" => drop(native_account_items_into(base_url, n, 1, 1000, 8, stdout()).await),
+            "partitions" => drop(native_account_items_into(base_url, n, Accounts::Known, 1, 1000, 8, stdout()).await),
             "report" => drop(native_streamed_report(base_url, n, Duration::from_secs(5), stdout()).await),
             other => panic!("unknown native reader {other}"),
         }
@@ -948,9 +949,11 @@ fn latency_bound(bench: &Bench) {
     let config = bench.config("latency.json", &api, 100);
     let args = ["--streams", "account_items", "--concurrency", "8"];
     let (mut host, mut native) = (Vec::new(), Vec::new());
+    let base_url = api.base_url();
     for _ in 0..ROUNDS {
         host.push(bench.runtime.block_on(host_read(bench, &config, &api, &args)));
-        native.push(bench.runtime.block_on(native_account_items(&api.base_url(), ACCOUNTS, 100, IN_FLIGHT)));
+        let listed = native_account_items(&base_url, ACCOUNTS, Accounts::Listed, 100, IN_FLIGHT);
+        native.push(bench.runtime.block_on(listed));
     }
     report(
         "[2] account_items: 20 partitions x 1000 records, pages of 100, 20 ms per request, 8 in flight",
