@@ -210,6 +210,23 @@ class DemoSource extends Source {
     }
   }
 
+  // A first page and a next one of `items` and of `account_items`, read while the component is
+  // built: every instance then starts with the code of a step already compiled.
+  warmUp() {
+    const config = { base_url: 'http://127.0.0.1:8080', page_size: 100 };
+    const items = Partition.whole('items');
+    const itemPage = { body: { next_cursor: '1' }, forwarded: 1 };
+    const account = Partition.keyed('account_items', { account_id: 1 });
+    const nextUrl = '/accounts/1/items?cursor=1&limit=100';
+    const accountPage = { body: { next: nextUrl }, forwarded: 1 };
+    return [
+      { config, partition: items, answers: [itemPage] },
+      { config, partition: items, token: '1', answers: [itemPage] },
+      { config, partition: account, answers: [accountPage] },
+      { config, partition: account, token: nextUrl, answers: [accountPage] },
+    ];
+  }
+
   // The demo API's tokens are stable: cursors encode a position, next links are plain URLs, pages
   // are numbers. (A report's result pages are the orchestrator's business.)
   resumableStreams(_config) {

@@ -264,8 +264,9 @@ class DemoSource(sluice.Source, sluice.AsyncJobs):
                 start = partition.cursor_start()
                 if start is not None:
                     request.query("updated_after", start.to_query_value())
-            records, rest = (yield request.records(["data"])).error_for_status().parts()
-            return Page(records, paginate.next_cursor(rest.get("next")))
+            # Passed on unchanged: the host keeps them (`forwarded`), only the rest comes in here.
+            _, rest = (yield request.forwarded(["data"])).error_for_status().parts()
+            return Page([], paginate.next_cursor(rest.get("next")))
         if stream == "windowed_items":
             request = config.get(config.url("/items")).query("limit", config.page_size)
             start, end = partition.cursor_start(), partition.cursor_end()
@@ -280,6 +281,23 @@ class DemoSource(sluice.Source, sluice.AsyncJobs):
         if stream == "report_items":
             raise Error.system("report_items is read through report jobs")
         raise Error.config(f"unknown stream {stream!r}")
+
+    def warm_up(self) -> list[sluice.WarmUp]:
+        # A first page and a next one of `items` and of `account_items`, read while the component
+        # is built: every instance then starts with the code of a step already run.
+        config = {"base_url": "http://127.0.0.1:8080", "page_size": 100}
+        record = {"id": 1, "name": "item 1", "account_id": 1, "amount": 1, "updated_at": "2024-01-01T00:00:00Z"}
+        items = Partition.whole("items")
+        item_page = sluice.WarmAnswer({"next_cursor": "1"}, records=[record])
+        account = Partition.keyed("account_items", {"account_id": 1})
+        next_url = "/accounts/1/items?cursor=1&limit=100"
+        account_page = sluice.WarmAnswer({"next": next_url}, forwarded=1)
+        return [
+            sluice.WarmUp(config, items, None, [item_page]),
+            sluice.WarmUp(config, items, "1", [item_page]),
+            sluice.WarmUp(config, account, None, [account_page]),
+            sluice.WarmUp(config, account, next_url, [account_page]),
+        ]
 
     def resumable_streams(self, config: Config) -> list[str]:
         # The demo API's tokens are stable: cursors encode a position, next links are plain URLs,

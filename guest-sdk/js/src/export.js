@@ -6,6 +6,7 @@
 import { SluiceError } from './errors.js';
 import { Later } from './requests.js';
 import { canonicalJson, CursorValue, JobStatus, Partition } from './types.js';
+import { warming } from './warming.js';
 
 function parseJson(what, text) {
   if (text === undefined || text === null) return undefined;
@@ -126,6 +127,69 @@ function guard(call) {
   }
 }
 
+/**
+ * How many times each warm-up page is read: enough for the engine to have compiled the functions
+ * it runs (lazily, on their first call) and filled their inline caches.
+ */
+export const WARM_UP_ROUNDS = 16;
+
+const encoder = new TextEncoder();
+
+function warmAnswer({ body, status = 200, headers = [], records, forwarded }) {
+  let rest = body;
+  if (rest === undefined || rest === null) rest = records === undefined && forwarded === undefined ? '' : 'null';
+  else if (typeof rest !== 'string' && !(rest instanceof Uint8Array)) rest = canonicalJson(rest);
+  return {
+    tag: 'ok',
+    val: {
+      status,
+      headers: [...headers],
+      records: records === undefined ? undefined : records.map((r) => (typeof r === 'string' ? r : canonicalJson(r))),
+      forwarded,
+      rest: typeof rest === 'string' ? encoder.encode(rest) : rest,
+    },
+  };
+}
+
+/**
+ * Reads the pages `Source.warmUp` names, step by step with their sample answers, as the host
+ * would: the connector's module is evaluated while the component is built, so this runs before
+ * the snapshot every instance starts from. A page that fails stops there; nothing is thrown (it
+ * only warms).
+ */
+function warmUp(SourceClass, readStep) {
+  let pages;
+  try {
+    pages = [...new SourceClass().warmUp()].map((page) => ({
+      config: JSON.stringify(page.config ?? {}),
+      partition: partitionToWit(page.partition),
+      token: toToken(page.token),
+      answers: [...(page.answers ?? [])].map(warmAnswer),
+    }));
+  } catch (e) {
+    console.error(`sluice: warmUp() failed, nothing is warmed up: ${e?.message ?? String(e)}`);
+    return;
+  }
+  warming.active = true;
+  try {
+    for (let round = 0; round < (pages.length ? WARM_UP_ROUNDS : 0); round++) {
+      for (const { config, partition, token, answers } of pages) {
+        for (let taken = 0; taken <= answers.length; taken++) {
+          let next;
+          try {
+            next = readStep(config, partition, token, answers.slice(0, taken));
+          } catch {
+            break;
+          }
+          if (next.tag !== 'send') break;
+        }
+      }
+    }
+  } finally {
+    warming.active = false;
+  }
+}
+
 /** Reads the config text the host passes to every call into what the connector wants. */
 function configParser(SourceClass) {
   return (text) => {
@@ -225,6 +289,7 @@ export function exportConnector(SourceClass) {
         return step(readPage(SourceClass, config, configJson, partition, token), answers);
       }),
   };
+  warmUp(SourceClass, steppedPages.readStep);
   // The `partition-config-connector` world (contract 0.1.7) adds these two; no state is shaped.
   const stateShape = {
     shapedStreams: (_configJson) => [],

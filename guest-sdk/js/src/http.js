@@ -10,6 +10,7 @@ import {
 import { SluiceError } from './errors.js';
 import { Answer, RecordsResponse, RequestBuilder, Response, httpError, statusError } from './requests.js';
 import { Lines } from './types.js';
+import { refuseHost } from './warming.js';
 
 /**
  * A request being built: `http.get(url).query('limit', 100).bearerAuth(key).send()`. The building
@@ -64,6 +65,7 @@ export class Request extends RequestBuilder {
 
 /** A call of the host's `http` import with `request`; its error names the method and URL. */
 function hostCall(request, call, ...args) {
+  refuseHost(`${request.method} ${request.url}`);
   try {
     return call(request.toWit(), ...args);
   } catch (e) {
@@ -123,6 +125,7 @@ export class Body {
    * again (from a position the token kept, say).
    */
   readLines(maxLines) {
+    refuseHost('reading a body');
     try {
       const read = readLines(this.#handle, maxLines);
       return new Lines(read.text, read.count, read.end);
@@ -133,6 +136,7 @@ export class Body {
 
   /** Up to `maxBytes` more bytes (a Uint8Array, empty at the end). `undefined` as for `readLines`. */
   readBytes(maxBytes) {
+    refuseHost('reading a body');
     try {
       return readBytes(this.#handle, maxBytes);
     } catch (e) {
@@ -142,6 +146,7 @@ export class Body {
 
   /** Closes the body before its end. */
   close() {
+    refuseHost('closing a body');
     closeBody(this.#handle);
   }
 }

@@ -90,6 +90,22 @@ export class Source {
     return this.streams(config).map((s) => s.name).filter((name) => !jobs.has(name));
   }
 
+  /**
+   * Pages of streams read in steps to read while the component is built, with sample answers:
+   * `[{ config, partition, token, answers: [{ body, status, headers, records, forwarded }] }]`
+   * (`config` as the operator would write it, `partition` a `Partition`, `token` undefined for
+   * a first page; an answer's `body` a JSON value or text, with `records` taken out or
+   * `forwarded` records kept, as `yield request.records(path)` / `.forwarded(path)` answer). The
+   * SDK reads each a few times before the engine's snapshot is taken, so every instance starts
+   * with the code that reads pages already compiled and its caches filled, instead of warming
+   * them up again in each step. They run with no host: their steps may only compute (no
+   * `send()`, no logging), and what they leave behind is in every instance, so keep nothing at
+   * module level. A page that fails is skipped. The default is none.
+   */
+  warmUp() {
+    return [];
+  }
+
   /** The streams read through report jobs; their partitions come from `partitions`. The default is none. */
   jobStreams(_config) {
     return [];

@@ -3,10 +3,11 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { exportConnector } from '../src/export.js';
+import { exportConnector, WARM_UP_ROUNDS } from '../src/export.js';
 import { RequestBuilder } from '../src/requests.js';
 import { Source } from '../src/source.js';
-import { Page, Stream } from '../src/types.js';
+import { Page, Partition, Stream } from '../src/types.js';
+import { refuseHost, warming } from '../src/warming.js';
 
 const CONFIG = JSON.stringify({});
 const PARTITION = { stream: 'items', key: 'null', cursorRange: undefined };
@@ -98,4 +99,100 @@ test('yielding anything but a request is a system error', () => {
     }
   }
   assert.throws(() => step(Wrong, []), (e) => e.tag === 'system' && e.val.includes('yield a request'));
+});
+
+// `Source.warmUp`: the pages read when the module is evaluated (while the component is built),
+// with sample answers, before the snapshot every instance starts from.
+
+test('each warm-up page is read step by step with its sample answers', () => {
+  const seen = [];
+  class Warmed extends Stepped {
+    *readPage(config, partition, token) {
+      seen.push(['start', config, partition.key, token]);
+      const { count } = (yield get('https://api.example.com/count')).errorForStatus().json();
+      const { records, rest } = (yield get(`https://api.example.com/items?n=${count}`).records(['data'])).parts();
+      seen.push(['page', count, records, rest]);
+      return new Page(records);
+    }
+
+    warmUp() {
+      const answers = [{ body: { count: 2 } }, { body: { next: null }, records: [{ id: 1 }] }];
+      return [{ config: { base_url: 'x' }, partition: Partition.keyed('items', { id: 7 }), token: 't', answers }];
+    }
+  }
+  exportConnector(Warmed);
+  // Three steps a page (no answer, one, both); the last one ends it.
+  assert.equal(seen.filter((s) => s[0] === 'start').length, 3 * WARM_UP_ROUNDS);
+  assert.deepEqual(seen[0], ['start', { base_url: 'x' }, { id: 7 }, 't']);
+  assert.deepEqual(seen.at(-1), ['page', 2, ['{"id":1}'], { next: null }]);
+  assert.equal(seen.filter((s) => s[0] === 'page').length, WARM_UP_ROUNDS);
+});
+
+test('a failing warm-up is skipped and the connector still exports', (t) => {
+  const calls = [];
+  class Failing extends Stepped {
+    *readPage(_config, _partition, token) {
+      calls.push(token);
+      throw new Error('not while building');
+    }
+
+    warmUp() {
+      return ['a', 'b'].map((token) => ({ config: {}, partition: Partition.whole('items'), token }));
+    }
+  }
+  class Broken extends Stepped {
+    warmUp() {
+      throw new Error('no samples');
+    }
+  }
+  exportConnector(Failing);
+  // Each page fails at its first step, every round, and the next page is still read.
+  assert.deepEqual(calls, Array.from({ length: WARM_UP_ROUNDS }, () => ['a', 'b']).flat());
+  const said = t.mock.method(console, 'error', () => {});
+  const { steppedPages } = exportConnector(Broken);
+  assert.deepEqual(steppedPages.steppedStreams(CONFIG), ['items']);
+  // Said where the author builds the component.
+  assert.match(said.mock.calls[0].arguments[0], /warmUp\(\) failed, nothing is warmed up: no samples/);
+});
+
+test('a warm-up page cannot reach the host', () => {
+  // http.js and log.js import the host's interfaces (not there under node): the guard they call
+  // first, as a page calls it.
+  const reached = [];
+  const refusals = [];
+  class Chatty extends Stepped {
+    *readPage(_config, _partition, token) {
+      try {
+        refuseHost(`GET ${token}`);
+      } catch (e) {
+        refusals.push(e.detail);
+        throw e;
+      }
+      reached.push(token);
+      yield get('https://api.example.com/items');
+    }
+
+    warmUp() {
+      return [{ config: {}, partition: Partition.whole('items'), token: 'https://api.example.com/count' }];
+    }
+  }
+  exportConnector(Chatty);
+  assert.deepEqual(reached, []);
+  assert.equal(refusals.length, WARM_UP_ROUNDS);
+  assert.match(refusals[0], /^GET https:\/\/api.example.com\/count: a warm-up page runs with no host/);
+  // Off again once the warm-up is done: the host's calls go through.
+  assert.equal(warming.active, false);
+  assert.doesNotThrow(() => refuseHost('GET x'));
+});
+
+test('no warm-up by default', () => {
+  const calls = [];
+  class Cold extends Stepped {
+    *readPage(_config, _partition, token) {
+      calls.push(token);
+      return new Page([]);
+    }
+  }
+  exportConnector(Cold);
+  assert.deepEqual(calls, []);
 });

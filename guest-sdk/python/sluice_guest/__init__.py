@@ -36,11 +36,11 @@ from typing import Any, Optional
 
 from . import http, log, paginate, slice
 from .errors import Error, context
-from .types import CursorRange, CursorValue, JobStatus, Page, Partition, PartitionBatch, Stream
+from .types import CursorRange, CursorValue, JobStatus, Page, Partition, PartitionBatch, Stream, WarmAnswer, WarmUp
 
 __all__ = [
     "Source", "AsyncJobs", "export", "export_connector", "export_stepped_connector", "field", "Error", "context", "Stream", "Partition",
-    "CursorValue", "CursorRange", "Page", "PartitionBatch", "JobStatus", "http", "log", "paginate", "slice",
+    "CursorValue", "CursorRange", "Page", "PartitionBatch", "JobStatus", "WarmUp", "WarmAnswer", "http", "log", "paginate", "slice",
 ]
 
 
@@ -103,6 +103,16 @@ class Source:
         or next-page URL the API keeps): the host may then save a partition's next token after
         each page and resume the partition there after a crash, instead of reading it again from
         its start. The default is none."""
+        return []
+
+    def warm_up(self) -> list[WarmUp]:
+        """Pages of streams read in steps to read while the component is built, with sample
+        answers (`WarmUp`): the SDK reads each a few times before the interpreter's snapshot is
+        taken, so every instance starts with the code that reads pages already run (its bytecode
+        specialised, its caches filled) instead of warming it up again in each step. They run
+        with no host: their steps may only compute (no `send()`, no logging), and what they
+        leave behind is in every instance, so keep nothing at module level. A page that fails
+        is skipped. The default is none."""
         return []
 
 

@@ -5,14 +5,16 @@ imported by `connector_exporter` alone: `exporter` keeps working in the plain `c
 
 import inspect
 import json
+import sys
 import traceback
 
-from componentize_py_types import Err
+from componentize_py_types import Err, Ok
 from wit_world.imports import types as wit
 
+from . import _warming
 from .errors import CONFIG, TRANSIENT, Error
 from .http import Later
-from .types import CursorRange, CursorValue, JobStatus, Page, Partition, _compact, parse_json
+from .types import CursorRange, CursorValue, JobStatus, Page, Partition, WarmAnswer, _compact, parse_json
 
 _CURSOR_TO_WIT = {"integer": wit.CursorValue_Integer, "datetime": wit.CursorValue_Datetime, "text": wit.CursorValue_Text}
 
@@ -293,7 +295,55 @@ def stepped_connector_exporter(source_cls):
             return _guard(run)
 
     SteppedPagesExport.__name__ = SteppedPagesExport.__qualname__ = "SteppedPages"
+    _warm_up(source_cls, SteppedPagesExport().read_step, stepped_pages)
     return (*connector_exporter(source_cls), SteppedPagesExport)
+
+
+#: How many times each warm-up page is read: enough for CPython's adaptive interpreter to
+#: specialise the instructions it runs (it rewrites one after a few runs).
+WARM_UP_ROUNDS = 16
+
+
+def _warm_answer(answer: WarmAnswer, stepped_pages):
+    body = answer.body
+    if not isinstance(body, (bytes, str)):
+        body = b"" if body is None and answer.records is None and answer.forwarded is None else _compact(body)
+    body = body.encode() if isinstance(body, str) else body
+    records = None if answer.records is None else [r if isinstance(r, str) else _compact(r) for r in answer.records]
+    return Ok(stepped_pages.Answer(answer.status, list(answer.headers), records, answer.forwarded, body))
+
+
+def _warm_up(source_cls, read_step, stepped_pages):
+    """Reads the pages `Source.warm_up` names, step by step with their sample answers, as the
+    host would: the app module is imported while the component is built, so this runs before
+    the snapshot every instance starts from. A page that fails stops there; nothing is raised
+    (it only warms)."""
+    try:
+        pages = [
+            (
+                json.dumps(page.config),
+                _partition_to_wit(page.partition),
+                _token(page.token),
+                [_warm_answer(answer, stepped_pages) for answer in page.answers],
+            )
+            for page in source_cls().warm_up()
+        ]
+    except Exception as e:
+        print(f"sluice_guest: warm_up() failed, nothing is warmed up: {type(e).__name__}: {e}", file=sys.stderr)
+        return
+    _warming.active = True
+    try:
+        for _ in range(WARM_UP_ROUNDS if pages else 0):
+            for config, partition, token, answers in pages:
+                for taken in range(len(answers) + 1):
+                    try:
+                        step = read_step(config, partition, token, answers[:taken])
+                    except Exception:
+                        break
+                    if not isinstance(step, stepped_pages.Step_Send):
+                        break
+    finally:
+        _warming.active = False
 
 
 def partition_config_connector_exporter(source_cls):

@@ -11,6 +11,7 @@ from typing import Any, Optional, Union
 from componentize_py_types import Err
 from wit_world.imports import http as wit
 
+from . import _warming
 from .errors import Error
 
 
@@ -114,6 +115,7 @@ class Request:
 
     def _host(self, call, *args):
         """A call of the host's `http` import with this request; its error names the method and URL."""
+        _warming.refuse_host(f"{self.method} {self.url}")
         try:
             return call(self._wit(), *args)
         except Err as e:
@@ -333,6 +335,7 @@ class Body:
         """Up to `max_lines` more lines. `None` when the host holds no such body: it was closed,
         or the partition is read by a new instance now (a retry, a resumed run), so open it again
         (from a position the token kept, say)."""
+        _warming.refuse_host("reading a body")
         try:
             read = wit.read_lines(self.handle, max_lines)
         except Err as e:
@@ -341,6 +344,7 @@ class Body:
 
     def read_bytes(self, max_bytes: int) -> Optional[bytes]:
         """Up to `max_bytes` more bytes; empty at the end. `None` as for `read_lines`."""
+        _warming.refuse_host("reading a body")
         try:
             return wit.read_bytes(self.handle, max_bytes)
         except Err as e:
@@ -348,6 +352,7 @@ class Body:
 
     def close(self) -> None:
         """Closes the body before its end."""
+        _warming.refuse_host("closing a body")
         wit.close_body(self.handle)
 
     def __eq__(self, other) -> bool:

@@ -3,18 +3,25 @@ prints to stdout or stderr does too."""
 
 from wit_world.imports import log as wit
 
+from . import _warming
+
+
+def _log(level, message: str) -> None:
+    _warming.refuse_host("logging")
+    wit.log(level, str(message))
+
 
 def debug(message: str) -> None:
-    wit.log(wit.Level.DEBUG, str(message))
+    _log(wit.Level.DEBUG, message)
 
 
 def info(message: str) -> None:
-    wit.log(wit.Level.INFO, str(message))
+    _log(wit.Level.INFO, message)
 
 
 def warn(message: str) -> None:
-    wit.log(wit.Level.WARN, str(message))
+    _log(wit.Level.WARN, message)
 
 
 def error(message: str) -> None:
-    wit.log(wit.Level.ERROR, str(message))
+    _log(wit.Level.ERROR, message)

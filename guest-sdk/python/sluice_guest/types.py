@@ -129,6 +129,40 @@ class Page:
         return self
 
 
+class WarmAnswer:
+    """A sample answer to a request of a page read at build time (see `WarmUp`): what the host
+    hands the step after it. `body` is the answer's body (a JSON value, or `bytes`/`str` as
+    they are) or, with `records` (taken out, as `request.records(path)` would) or `forwarded`
+    (how many the host kept, as `request.forwarded(path)`), what is left of it."""
+
+    def __init__(
+        self,
+        body: Any = None,
+        status: int = 200,
+        headers: Iterable[tuple[str, str]] = (),
+        records: Optional[Iterable[Any]] = None,
+        forwarded: Optional[int] = None,
+    ):
+        self.body = body
+        self.status = status
+        self.headers = list(headers)
+        self.records = None if records is None else list(records)
+        self.forwarded = forwarded
+
+
+class WarmUp:
+    """A page of a stream read in steps that the SDK reads while the component is built, before
+    the interpreter's snapshot is taken (see `Source.warm_up`): `config` (a dict, as the operator
+    would write it), the `partition`, the page `token` (`None`: the first page) and one sample
+    answer for each request its steps yield, in order."""
+
+    def __init__(self, config: dict, partition: "Partition", token: Any = None, answers: Iterable[WarmAnswer] = ()):
+        self.config = config
+        self.partition = partition
+        self.token = token
+        self.answers = list(answers)
+
+
 class PartitionBatch:
     """Some partitions of a stream, the token of the next batch, and how many records the whole
     stream holds when the API says."""

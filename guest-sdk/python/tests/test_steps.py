@@ -1,8 +1,11 @@
 """Unit tests of pages read in steps (`stepped-pages`, contract 0.1.5), outside a component: the
 exported `SteppedPages` class is called as the host calls it, with the answers the host got."""
 
+import contextlib
+import io
 import json
 import unittest
+from unittest import mock
 
 from componentize_py_types import Err, Ok
 from wit_world.exports import stepped_pages as wit_steps
@@ -105,6 +108,109 @@ class SteppedPagesTest(unittest.TestCase):
             step(Wrong, [])
         self.assertIsInstance(raised.exception.value, wit.Error_System)
         self.assertIn("yield a Request", raised.exception.value.value)
+
+
+@contextlib.contextmanager
+def _warming_on():
+    sluice._warming.active = True
+    try:
+        yield
+    finally:
+        sluice._warming.active = False
+
+
+class WarmUpTest(unittest.TestCase):
+    """`Source.warm_up`: the pages read when the app module is imported (while the component is
+    built), with sample answers, before the snapshot every instance starts from."""
+
+    def test_each_page_is_read_step_by_step_with_its_sample_answers(self):
+        seen = []
+
+        class Warmed(Stepped):
+            def read_page(self, config, partition, token):
+                seen.append(("start", config, partition.key, token))
+                count = (yield http.get("https://api.example.com/count")).error_for_status().json()["count"]
+                records, rest = (yield http.get(f"https://api.example.com/items?n={count}").records(["data"])).parts()
+                seen.append(("page", count, records, rest))
+                return Page(records, None)
+
+            def warm_up(self):
+                partition = sluice.Partition.keyed("items", {"id": 7})
+                answers = [sluice.WarmAnswer({"count": 2}), sluice.WarmAnswer({"next": None}, records=[{"id": 1}])]
+                return [sluice.WarmUp({"base_url": "x"}, partition, "t", answers)]
+
+        sluice.export_stepped_connector(Warmed)
+        rounds = sluice._export.WARM_UP_ROUNDS
+        # Three steps a page (no answer, one, both); the last one ends it.
+        self.assertEqual(len([s for s in seen if s[0] == "start"]), 3 * rounds)
+        self.assertEqual(seen[0], ("start", {"base_url": "x"}, {"id": 7}, "t"))
+        self.assertEqual(seen[-1], ("page", 2, ['{"id":1}'], {"next": None}))
+        self.assertEqual(len([s for s in seen if s[0] == "page"]), rounds)
+
+    def test_a_failing_warm_up_is_skipped_and_the_connector_still_exports(self):
+        calls = []
+
+        class Failing(Stepped):
+            def read_page(self, config, partition, token):
+                calls.append(token)
+                raise ValueError("not while building")
+                yield
+
+            def warm_up(self):
+                return [sluice.WarmUp({}, sluice.Partition.whole("items"), "a"), sluice.WarmUp({}, sluice.Partition.whole("items"), "b")]
+
+        class Broken(Stepped):
+            def warm_up(self):
+                raise RuntimeError("no samples")
+
+        sluice.export_stepped_connector(Failing)
+        # Each page fails at its first step, every round, and the next page is still read.
+        self.assertEqual(calls, ["a", "b"] * sluice._export.WARM_UP_ROUNDS)
+        said = io.StringIO()
+        with contextlib.redirect_stderr(said):
+            _, _, _, exported = sluice.export_stepped_connector(Broken)
+        self.assertEqual(exported().stepped_streams(CONFIG), ["items"])
+        # Said where the author builds the component.
+        self.assertIn("warm_up() failed, nothing is warmed up: RuntimeError: no samples", said.getvalue())
+
+    def test_a_warm_up_page_cannot_reach_the_host(self):
+        reached = []
+
+        class Chatty(Stepped):
+            def read_page(self, config, partition, token):
+                if token == "log":
+                    sluice.log.info("warming")
+                else:
+                    http.get("https://api.example.com/count").send()
+                reached.append(token)
+                yield http.get("https://api.example.com/items")
+
+            def warm_up(self):
+                return [sluice.WarmUp({}, sluice.Partition.whole("items"), t) for t in ("log", "send")]
+
+        imports = []
+        with mock.patch.object(sluice.log.wit, "log", lambda *a: imports.append(a)):
+            with mock.patch.object(sluice.http.wit, "send", lambda *a: imports.append(a)):
+                sluice.export_stepped_connector(Chatty)
+        # Refused before the import is called (in a build it fails the build), every page.
+        self.assertEqual(imports, [])
+        self.assertEqual(reached, [])
+        self.assertFalse(sluice._warming.active)
+        with self.assertRaises(Error) as raised:
+            with _warming_on():
+                sluice.log.info("x")
+        self.assertIn("logging: a warm-up page runs with no host", raised.exception.message)
+
+    def test_no_warm_up_by_default(self):
+        calls = []
+
+        class Cold(Stepped):
+            def read_page(self, config, partition, token):
+                calls.append(token)
+                return Page([], None)
+
+        sluice.export_stepped_connector(Cold)
+        self.assertEqual(calls, [])
 
 
 if __name__ == "__main__":
