@@ -2,7 +2,7 @@
 // `{base_url}/items`: cursor pagination (`next_cursor`), incremental on `updated_at`. Change it
 // to fit your API; README.md has the build and test commands.
 
-import { Page, Source, Stream, exportConnector, field, http, paginate } from './sluice/js/src/sluice.js';
+import { Page, Partition, Source, Stream, exportConnector, field, http, paginate } from './sluice/js/src/sluice.js';
 
 class Connector extends Source {
   parseConfig(raw) {
@@ -56,6 +56,20 @@ class Connector extends Source {
     if (cursor !== undefined) request.query('cursor', cursor);
     const answer = (yield request).errorForStatus().json();
     return Page.fromValues(answer.data, paginate.nextCursor(answer.next_cursor));
+  }
+
+  // Pages read while the component is built, with answers shaped like the API's: every instance
+  // then starts with the code of a page already compiled. They run with no host (no `send()`, no
+  // logging).
+  warmUp() {
+    const config = { base_url: 'http://127.0.0.1:8080', page_size: 100 };
+    const record = { id: 1, name: 'one', updated_at: '2024-01-01T00:00:00Z' };
+    const answer = { body: { data: [record], next_cursor: '1' } };
+    const items = Partition.whole('items');
+    return [
+      { config, partition: items, answers: [answer] },
+      { config, partition: items, token: '1', answers: [answer] },
+    ];
   }
 }
 
