@@ -137,7 +137,8 @@ const encoder = new TextEncoder();
 
 function warmAnswer({ body, status = 200, headers = [], records, forwarded }) {
   let rest = body;
-  if (rest === undefined || rest === null) rest = records === undefined && forwarded === undefined ? '' : 'null';
+  // Nothing given: an empty body, or with records taken out, the rest of an object.
+  if (rest === undefined || rest === null) rest = records === undefined && forwarded === undefined ? '' : '{}';
   else if (typeof rest !== 'string' && !(rest instanceof Uint8Array)) rest = canonicalJson(rest);
   return {
     tag: 'ok',

@@ -128,6 +128,23 @@ test('each warm-up page is read step by step with its sample answers', () => {
   assert.equal(seen.filter((s) => s[0] === 'page').length, WARM_UP_ROUNDS);
 });
 
+test('a warm-up answer with records and no body leaves an empty object', () => {
+  const seen = [];
+  class Bare extends Stepped {
+    *readPage() {
+      const { rest } = (yield get('https://api.example.com/items').forwarded(['data'])).parts();
+      seen.push(rest);
+      return new Page([]);
+    }
+
+    warmUp() {
+      return [{ config: {}, partition: Partition.whole('items'), answers: [{ forwarded: 3 }] }];
+    }
+  }
+  exportConnector(Bare);
+  assert.deepEqual(seen[0], {});
+});
+
 test('a failing warm-up is skipped and the connector still exports', (t) => {
   const calls = [];
   class Failing extends Stepped {

@@ -306,8 +306,11 @@ WARM_UP_ROUNDS = 16
 
 def _warm_answer(answer: WarmAnswer, stepped_pages):
     body = answer.body
-    if not isinstance(body, (bytes, str)):
-        body = b"" if body is None and answer.records is None and answer.forwarded is None else _compact(body)
+    if body is None:
+        # Nothing given: an empty body, or with records taken out, the rest of an object.
+        body = b"" if answer.records is None and answer.forwarded is None else b"{}"
+    elif not isinstance(body, (bytes, str)):
+        body = _compact(body)
     body = body.encode() if isinstance(body, str) else body
     records = None if answer.records is None else [r if isinstance(r, str) else _compact(r) for r in answer.records]
     return Ok(stepped_pages.Answer(answer.status, list(answer.headers), records, answer.forwarded, body))

@@ -147,6 +147,21 @@ class WarmUpTest(unittest.TestCase):
         self.assertEqual(seen[-1], ("page", 2, ['{"id":1}'], {"next": None}))
         self.assertEqual(len([s for s in seen if s[0] == "page"]), rounds)
 
+    def test_an_answer_with_records_and_no_body_leaves_an_empty_object(self):
+        seen = []
+
+        class Bare(Stepped):
+            def read_page(self, config, partition, token):
+                _, rest = (yield http.get("https://api.example.com/items").forwarded(["data"])).parts()
+                seen.append(rest)
+                return Page([], None)
+
+            def warm_up(self):
+                return [sluice.WarmUp({}, sluice.Partition.whole("items"), None, [sluice.WarmAnswer(forwarded=3)])]
+
+        sluice.export_stepped_connector(Bare)
+        self.assertEqual(seen[0], {})
+
     def test_a_failing_warm_up_is_skipped_and_the_connector_still_exports(self):
         calls = []
 
