@@ -262,16 +262,19 @@ fn memory(root: &Path, cache: &Path, work: &Path) {
             writeln!(table, "{row}").unwrap();
         }
     }
-    common::write_report(
-        "languages-under-latency",
-        "Rust, Python and JavaScript connectors under latency (`just bench`, languages case 4)",
-        "`account_items` of the demo connector in each language, 16 partitions in flight, 2000 records \
+    let about = format!(
+        "`account_items` of the demo connector in each language, {IN_FLIGHT} partitions in flight, 2000 records \
          of about 280 bytes a partition in pages of 250, every request answered after 20 ms; each \
          reader a whole process (the host, `host run`, or the native reader). Every reader \
          first lists the accounts from the API (one request), then reads their pages: the same requests. \
-         The readers take turns for 5 rounds: the seconds are the median run, the memory the highest \
+         The readers take turns for {LATENCY_ROUNDS} rounds: the seconds are the median run, the memory the highest \
          peak of the rounds. Python and JavaScript read their pages in steps. \"Against native\" is a \
-         speed ratio: above 1 is faster.",
+         speed ratio: above 1 is faster."
+    );
+    common::write_report(
+        "languages-under-latency",
+        "Rust, Python and JavaScript connectors under latency (`just bench`, languages case 4)",
+        &about,
         &table,
     );
 }
