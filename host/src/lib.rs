@@ -83,7 +83,7 @@ pub mod manifest {
 #[doc(hidden)]
 pub mod command_line {
     pub use crate::cli::package::packaged_args;
-    pub use crate::cli::{Cli, execute};
+    pub use crate::cli::{Cli, end_with_process, execute};
 }
 
 #[doc(hidden)]

@@ -25,5 +25,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(sluice_host::command_line::execute(cli, Box::new(std::io::stdout())))
+    sluice_host::command_line::end_with_process();
+    let code = runtime.block_on(sluice_host::command_line::execute(cli, Box::new(std::io::stdout())));
+    // The process ends here: its threads go with it, without a shutdown of the runtime's.
+    std::mem::forget(runtime);
+    code
 }

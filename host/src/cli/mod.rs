@@ -13,4 +13,4 @@ pub mod signals;
 pub mod telemetry;
 
 pub use args::Cli;
-pub use commands::execute;
+pub use commands::{end_with_process, execute};
