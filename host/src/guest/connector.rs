@@ -442,7 +442,7 @@ impl Instance {
         config: &String,
         partition: &Partition,
         token: Option<&String>,
-    ) -> Result<Page, CallError> {
+    ) -> Result<ReadPage, CallError> {
         let context = page_context(partition);
         self.store.data_mut().start_forwarding();
         let page = self.source(context, async |s, store| s.call_read_page(store, config, partition, token).await).await;
@@ -450,11 +450,11 @@ impl Instance {
     }
 
     /// The page a `read-page` or `read-result` call returned, after the records it forwarded.
-    fn with_forwarded(&mut self, page: Result<Page, CallError>) -> Result<Page, CallError> {
+    fn with_forwarded(&mut self, page: Result<Page, CallError>) -> Result<ReadPage, CallError> {
         let records = self.store.data_mut().take_forwarded();
         let mut page = page?;
-        put_first(records, &mut page);
-        Ok(page)
+        let forwarded = put_first(records, &mut page);
+        Ok(ReadPage { page, forwarded })
     }
 
     /// The streams whose page tokens stay valid across runs; none for connectors without
@@ -550,7 +550,7 @@ impl Instance {
         partition: &Partition,
         token: Option<&String>,
         answers: &[Result<bindings::StepAnswer, bindings::HttpError>],
-    ) -> Result<bindings::Step, CallError> {
+    ) -> Result<(bindings::Step, usize), CallError> {
         let Instance { store, instance, plugin, stepped, limits, usage, .. } = self;
         let stepped = loaded(stepped, plugin.stepped.as_ref(), |i| i.load(&mut *store, instance))?;
         let stepped = stepped.ok_or_else(|| {
@@ -566,10 +566,11 @@ impl Instance {
         // what it forwarded itself; an earlier step's forwarding is done again by the next one.
         let records = self.store.data_mut().take_forwarded();
         let mut step = step?;
-        if let bindings::Step::Page(page) = &mut step {
-            put_first(records, page);
-        }
-        Ok(step)
+        let forwarded = match &mut step {
+            bindings::Step::Page(page) => put_first(records, page),
+            bindings::Step::Send(_) => 0,
+        };
+        Ok((step, forwarded))
     }
 
     /// Which streams are read through jobs; `None` for connectors without `async-jobs`.
@@ -604,7 +605,7 @@ impl Instance {
         job: &String,
         download: &String,
         token: Option<&String>,
-    ) -> Result<Page, CallError> {
+    ) -> Result<ReadPage, CallError> {
         let context = job_context(partition, "read-result");
         self.store.data_mut().start_forwarding();
         let page = self
@@ -642,10 +643,20 @@ pub fn page_context(partition: &Partition) -> String {
     serde_json::json!({"stream": partition.stream, "partition": key}).to_string()
 }
 
-/// Puts records the host kept for a page before the page's own.
-pub fn put_first(mut records: Vec<String>, page: &mut Page) {
+/// Puts records the host kept for a page before the page's own; how many there are.
+pub fn put_first(mut records: Vec<String>, page: &mut Page) -> usize {
+    let forwarded = records.len();
     if !records.is_empty() {
         records.append(&mut page.records);
         page.records = records;
     }
+    forwarded
+}
+
+/// A page as read, with how many of its records, at its start, the host took out of answers
+/// itself (forwarded): valid JSON objects already, checked without being parsed again
+/// ([`crate::data::protocol::split_record_with_cursor`]).
+pub struct ReadPage {
+    pub page: Page,
+    pub forwarded: usize,
 }

@@ -1,10 +1,10 @@
 //! Reading one partition: the pagination loop in a fresh instance, and the checks every page
 //! passes. Listing a stream's partitions, batch by batch. The scheduler decides what runs when.
 
-use crate::bindings::{CursorRange, CursorValue, Page, Partition, Stream};
+use crate::bindings::{CursorRange, CursorValue, Partition, Stream};
 use crate::data::protocol::{self, Output, OutputClosed, PageLines};
 use crate::data::state::{self, StreamCursor};
-use crate::guest::connector::{CallError, Connector, Instance};
+use crate::guest::connector::{CallError, Connector, Instance, ReadPage};
 use crate::guest::limits::Limits;
 use crate::run::logs::emit_logs;
 use crate::run::progress::Progress;
@@ -263,7 +263,7 @@ pub async fn read_partition(
                 save(token, sending.done.max_cursor.as_ref());
             }
         }
-        let page = match reader.logs(out, result).await? {
+        let ReadPage { page, forwarded } = match reader.logs(out, result).await? {
             Ok(p) => p,
             Err(e) => return Ok(Err(e)),
         };
@@ -274,7 +274,7 @@ pub async fn read_partition(
                 limits.max_records_per_page
             ))));
         }
-        let job = rendering.start(out, page.records);
+        let job = rendering.start(out, page.records, forwarded);
         let Some(next) = page.next_token else { return sending.send(job).await };
         if let Err(e) = seen.check(&next) {
             // The page before the repeated token is still written.
@@ -301,14 +301,15 @@ struct PageRendering {
 }
 
 impl PageRendering {
-    /// Starts checking and rendering a page's records (on a blocking thread when they are large).
-    fn start(&self, out: &Output, records: Vec<String>) -> Rendering {
+    /// Starts checking and rendering a page's records (on a blocking thread when they are large),
+    /// the first `forwarded` of them taken out of answers by the host.
+    fn start(&self, out: &Output, records: Vec<String>, forwarded: usize) -> Rendering {
         let (out, stream_json, field) = (out.clone(), self.stream_json.clone(), self.cursor_field.clone());
         let (excluded, bounds) = (self.excluded.clone(), self.bounds);
         let bytes = records.iter().map(String::len).sum();
         Rendering::start_sized(bytes, move || {
             let rules = RecordRules { cursor_field: field.as_deref(), excluded: &excluded };
-            render_page(&out, &records, &stream_json, rules, bounds)
+            render_page(&out, &records, forwarded, &stream_json, rules, bounds)
         })
     }
 }
@@ -370,7 +371,7 @@ impl<'c> Reader<'c> {
         partition: &Partition,
         job: Option<(&String, &String)>,
         token: Option<&String>,
-    ) -> Result<Result<Page, CallError>, OutputClosed> {
+    ) -> Result<Result<ReadPage, CallError>, OutputClosed> {
         let config = connector.partition_config();
         Ok(match (self, job) {
             (Reader::Steps(stepping), _) => steps::read_page(stepping, Some(out), partition, token).await?,
@@ -459,6 +460,7 @@ fn without(record: &str, excluded: &[String]) -> String {
 fn render_page(
     out: &Output,
     records: &[String],
+    forwarded: usize,
     stream_json: &str,
     rules: RecordRules<'_>,
     (max_bytes, max_depth): (usize, usize),
@@ -466,10 +468,12 @@ fn render_page(
     let stamp = out.stamp();
     let mut lines = out.page(records.iter().map(|r| r.len() + 80).sum());
     let mut max_cursor = state::RunningMax::default();
-    for record in records {
-        let (checked, cursor) = match rules.cursor_field {
-            None => (protocol::checked_record(record, max_bytes, max_depth)?, None),
-            Some(field) => protocol::checked_record_with_cursor(record, max_bytes, max_depth, field)?,
+    let field = rules.cursor_field.unwrap_or_default();
+    for (i, record) in records.iter().enumerate() {
+        let (checked, cursor) = match (i < forwarded, rules.cursor_field) {
+            (true, _) => protocol::split_record_with_cursor(record, max_bytes, max_depth, field)?,
+            (false, None) => (protocol::checked_record(record, max_bytes, max_depth)?, None),
+            (false, Some(field)) => protocol::checked_record_with_cursor(record, max_bytes, max_depth, field)?,
         };
         if let Some(v) = cursor {
             max_cursor.raise(v).map_err(|e| format!("{e}, in record {}", protocol::preview(record)))?;

@@ -10,7 +10,7 @@
 
 use crate::bindings::{BodyUse, HttpError, Level, Outgoing, Page, Partition, Step, StepAnswer};
 use crate::data::protocol::{Output, OutputClosed};
-use crate::guest::connector::{CallError, Connector, Instance, page_context, put_first};
+use crate::guest::connector::{CallError, Connector, Instance, ReadPage, page_context, put_first};
 use crate::guest::forwarded::Forwarded;
 use crate::guest::limits::Limits;
 use crate::guest::sandbox::GuestLog;
@@ -241,7 +241,7 @@ pub async fn read_page(
     out: Option<&Output>,
     partition: &Partition,
     token: Option<&String>,
-) -> Result<Result<Page, CallError>, OutputClosed> {
+) -> Result<Result<ReadPage, CallError>, OutputClosed> {
     let connector = stepping.connector;
     let context = page_context(partition);
     let mut answers: Vec<Result<StepAnswer, HttpError>> = Vec::new();
@@ -253,7 +253,7 @@ pub async fn read_page(
     let mut ahead = stepping.ahead.take().filter(|(ahead, _)| Some(ahead) == token).map(|(_, outgoing)| outgoing);
     for _ in 0..MAX_STEPS_PER_PAGE {
         let step = match ahead.take() {
-            Some(outgoing) => Ok(Step::Send(outgoing)),
+            Some(outgoing) => Ok((Step::Send(outgoing), 0)),
             None => {
                 let _core = stepping.core().await;
                 let mut instance = match stepping.instance().await {
@@ -266,18 +266,18 @@ pub async fn read_page(
                 // The next page's first step, at once in this instance and on this core: under
                 // latency, a page so costs one instance and one wait for a core, not two. It asks
                 // for a request, which is sent only if that page is read.
-                let mut sent = matches!(step, Ok(Step::Send(_)));
+                let mut sent = matches!(step, Ok((Step::Send(_), _)));
                 let mut usable = step.is_ok();
-                if let Ok(Step::Page(Page { next_token: Some(next), .. })) = &step {
+                if let Ok((Step::Page(Page { next_token: Some(next), .. }), _)) = &step {
                     let first = instance.read_step(config, partition, Some(next), &[]).await;
                     logs(out, instance.take_logs()).await?;
                     match first {
-                        Ok(Step::Send(outgoing)) => {
+                        Ok((Step::Send(outgoing), _)) => {
                             stepping.ahead = Some((next.clone(), outgoing));
                             sent = true;
                         }
                         // Taken again when that page is read; it fails there if it fails.
-                        Ok(Step::Page(_)) => {}
+                        Ok((Step::Page(_), _)) => {}
                         Err(_) => usable = false,
                     }
                 }
@@ -290,11 +290,13 @@ pub async fn read_page(
         };
         match step {
             Err(e) => return Ok(Err(e)),
-            Ok(Step::Page(mut page)) => {
-                put_first(kept.records, &mut page);
-                return Ok(Ok(page));
+            // The records forwarded in the last step are first in its page, those kept from the
+            // answers before them.
+            Ok((Step::Page(mut page), in_step)) => {
+                let forwarded = put_first(kept.records, &mut page) + in_step;
+                return Ok(Ok(ReadPage { page, forwarded }));
             }
-            Ok(Step::Send(outgoing)) => {
+            Ok((Step::Send(outgoing), _)) => {
                 let answer = stepping.sending(send(connector, &context, outgoing, &mut kept)).await;
                 if let Err(HttpError::Denied(why)) = &answer {
                     let log = GuestLog { level: Level::Warn, message: format!("request denied: {why}") };

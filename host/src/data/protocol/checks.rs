@@ -97,6 +97,112 @@ pub fn checked_record_with_cursor<'a>(
     Ok((finish(raw, max_depth)?, cursor))
 }
 
+/// [`checked_record_with_cursor`] for a record the host took out of an answer itself
+/// ([`crate::net::records`]): valid JSON and an object already, as the API wrote it, so it is not
+/// parsed again, only scanned once for its depth, its line breaks and the top-level member the
+/// cursor is under (a third of the host's CPU under forwarded pages went to parsing them twice).
+/// A top-level key written with escapes sends it the general way. `field` empty: no cursor.
+pub fn split_record_with_cursor<'a>(
+    text: &'a str,
+    max_bytes: usize,
+    max_depth: usize,
+    field: &[String],
+) -> Result<(Cow<'a, str>, Option<serde_json::Value>), String> {
+    if text.len() > max_bytes {
+        return Err(format!("a record of {} bytes exceeds the limit of {max_bytes} bytes", text.len()));
+    }
+    let Some((first, rest)) = field.split_first() else {
+        return Ok((finish(text, max_depth)?, None));
+    };
+    let scanned = text.starts_with('{').then(|| scan(text, first)).flatten();
+    let Some(Scan { depth, newline, member }) = scanned else {
+        return checked_record_with_cursor(text, max_bytes, max_depth, field);
+    };
+    if depth > max_depth {
+        return Err(format!("a record nested {depth} levels deep exceeds the limit of {max_depth} levels"));
+    }
+    let cursor = member.and_then(|raw| crate::data::state::cursor_in_text(raw, rest));
+    let out = if newline { Cow::Owned(minify(text)) } else { Cow::Borrowed(text) };
+    Ok((out, cursor))
+}
+
+/// What one scan of a valid JSON object finds: [`shape`]'s depth and line break, and the text of
+/// the top-level member named `key` (the last, if it repeats, as a parser building a map keeps).
+struct Scan<'a> {
+    depth: usize,
+    newline: bool,
+    member: Option<&'a str>,
+}
+
+/// Scans valid JSON text for [`Scan`]; `None` when a top-level key has an escape (it may spell
+/// `key` another way).
+fn scan<'a>(json: &'a str, key: &str) -> Option<Scan<'a>> {
+    let bytes = json.as_bytes();
+    let (mut depth, mut deepest, mut newline) = (0usize, 0usize, false);
+    let mut member = None;
+    // At the top level: whether the next string is a key, whether the key just read is `key`,
+    // and where the value of `key` starts (after its colon).
+    let (mut expect_key, mut matched, mut value_start) = (false, false, None);
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                let start = i + 1;
+                let mut escaped = false;
+                i += 1;
+                while let Some(at) = memchr::memchr2(b'"', b'\\', &bytes[i..]) {
+                    i += at + 1;
+                    if bytes[i - 1] == b'"' {
+                        break;
+                    }
+                    escaped = true;
+                    i += 1;
+                }
+                if depth == 1 && expect_key {
+                    if escaped {
+                        return None;
+                    }
+                    expect_key = false;
+                    matched = &json[start..i - 1] == key;
+                }
+                continue;
+            }
+            b':' if depth == 1 && matched => {
+                matched = false;
+                value_start = Some(i + 1);
+            }
+            b',' if depth == 1 => {
+                if let Some(start) = value_start.take() {
+                    member = Some(json_trim(&json[start..i]));
+                }
+                expect_key = true;
+            }
+            b'{' | b'[' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+                expect_key = depth == 1;
+            }
+            b'}' | b']' => {
+                if depth == 1
+                    && let Some(start) = value_start.take()
+                {
+                    member = Some(json_trim(&json[start..i]));
+                }
+                depth = depth.saturating_sub(1);
+            }
+            b'\n' | b'\r' => newline = true,
+            _ => {}
+        }
+        i += 1;
+    }
+    Some(Scan { depth: deepest, newline, member })
+}
+
+/// `text` without the whitespace JSON allows around a value.
+fn json_trim(text: &str) -> &str {
+    text.trim_matches(|c: char| c == ' ' || c == '\t' || c == '\n' || c == '\r')
+}
+
 /// Walks a JSON object once, validating all of it and keeping the raw value of one top-level
 /// field (the last, if it repeats, as a parser building a map would): no map is built.
 struct TopField<'f>(&'f str);
@@ -206,6 +312,72 @@ mod tests {
                 checked_record_with_cursor(bad, 100, 64, &field).unwrap_err(),
                 checked_record(bad, 100, 64).unwrap_err()
             );
+        }
+    }
+
+    /// Records the host split out of an answer are scanned, not parsed: the record as it goes
+    /// out, the cursor and the refusals are the general path's, for records of every shape
+    /// (nested members of the cursor's name, repeated keys, escapes and brackets in strings,
+    /// line breaks between members, keys spelled with escapes, which take the general path).
+    #[test]
+    fn split_records_are_checked_as_guests_records_are() {
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: usize| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % n as u64) as usize
+        };
+        let fields: [&[&str]; 5] = [&[], &["updated_at"], &["meta", "ts"], &["a\"b"], &["x{"]];
+        for _ in 0..4000 {
+            let text = random_object(&mut next, 0);
+            serde_json::from_str::<Value>(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+            // As the host splits it: the record's own text, no whitespace around it.
+            let text = json_trim(&text);
+            for field in fields {
+                let field: Vec<String> = field.iter().map(|f| f.to_string()).collect();
+                for (max_bytes, max_depth) in [(1 << 20, 64), (1 << 20, 2), (40, 64)] {
+                    let split = split_record_with_cursor(text, max_bytes, max_depth, &field);
+                    let checked = match field.is_empty() {
+                        true => checked_record(text, max_bytes, max_depth).map(|c| (c, None)),
+                        false => checked_record_with_cursor(text, max_bytes, max_depth, &field),
+                    };
+                    assert_eq!(split, checked, "{text} {field:?} {max_bytes} {max_depth}");
+                }
+            }
+        }
+    }
+
+    /// A JSON object with members that make a scan's life hard, written with random whitespace.
+    fn random_object(next: &mut impl FnMut(usize) -> usize, depth: usize) -> String {
+        // As written between the quotes: `a\"b` is the key a"b, `updated\u005fat` is updated_at.
+        const KEYS: [&str; 8] = ["updated_at", "meta", "ts", "id", "a\\\"b", "updated\\u005fat", "x{", "q:\\\\"];
+        let space = |next: &mut dyn FnMut(usize) -> usize| [" ", "", "\n", "\t", "\r\n "][next(5)];
+        let members = next(5);
+        let mut text = format!("{}{{", space(next));
+        for m in 0..members {
+            if m > 0 {
+                text.push(',');
+            }
+            let key = KEYS[next(KEYS.len())];
+            text += &format!("{}\"{key}\"{}:{}", space(next), space(next), space(next));
+            text += &random_value(next, depth + 1);
+            text += space(next);
+        }
+        text + "}" + space(next)
+    }
+
+    fn random_value(next: &mut impl FnMut(usize) -> usize, depth: usize) -> String {
+        match next(if depth > 4 { 4 } else { 7 }) {
+            0 => next(100_000).to_string(),
+            1 => ["\"2024-01-01\"", "\"a}b]\\\"c,\"", "\"\\\\\"", "\"x\\ny\""][next(4)].to_string(),
+            2 => ["true", "null", "-1.5e3"][next(3)].to_string(),
+            3 => "\"\"".to_string(),
+            4 | 5 => random_object(next, depth),
+            _ => {
+                let items: Vec<String> = (0..next(4)).map(|_| random_value(next, depth + 1)).collect();
+                format!("[{}]", items.join(" , "))
+            }
         }
     }
 

@@ -5,7 +5,7 @@ mod checks;
 mod output;
 pub mod singer;
 
-pub use checks::{checked_record, checked_record_with_cursor, preview};
+pub use checks::{checked_record, checked_record_with_cursor, preview, split_record_with_cursor};
 pub use output::{Batcher, Format, Output, OutputClosed, PageLines, PluginInfo, Sink, Sinks};
 
 use std::borrow::Cow;
