@@ -24,47 +24,19 @@ pub fn checked_record(text: &str, max_bytes: usize, max_depth: usize) -> Result<
 /// The nesting depth check, and the record as it goes out: verbatim unless a newline outside
 /// a string could break the line.
 fn finish(raw: &str, max_depth: usize) -> Result<Cow<'_, str>, String> {
-    let (depth, newline) = shape(raw);
+    let shape = scan(raw, None).expect("a scan for no key always ends");
+    shaped(raw, &shape, max_depth)
+}
+
+/// [`finish`] of a record scanned already.
+fn shaped<'a>(raw: &'a str, shape: &Scan<'_>, max_depth: usize) -> Result<Cow<'a, str>, String> {
+    let depth = shape.depth;
     if depth > max_depth {
         return Err(format!("a record nested {depth} levels deep exceeds the limit of {max_depth} levels"));
     }
-    if newline { Ok(Cow::Owned(minify(raw))) } else { Ok(Cow::Borrowed(raw)) }
+    if shape.newline { Ok(Cow::Owned(minify(raw))) } else { Ok(Cow::Borrowed(raw)) }
 }
 
-/// The deepest nesting of valid JSON text, and whether it has a line break (outside strings:
-/// inside them JSON allows none).
-fn shape(json: &str) -> (usize, bool) {
-    let (mut depth, mut deepest, mut newline) = (0usize, 0usize, false);
-    let bytes = json.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            // A string: jump from quote or backslash to the next (records are mostly strings).
-            b'"' => {
-                i += 1;
-                while let Some(at) = memchr::memchr2(b'"', b'\\', &bytes[i..]) {
-                    i += at + 1;
-                    if bytes[i - 1] == b'"' {
-                        break;
-                    }
-                    i += 1;
-                }
-                continue;
-            }
-            b'{' | b'[' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            b'\n' | b'\r' => newline = true,
-            _ => {}
-        }
-        i += 1;
-    }
-    (deepest, newline)
-}
-
-/// Drops whitespace outside strings from valid JSON text.
 /// [`checked_record`] for a record of an incremental stream: also the cursor value at `field`,
 /// with the record parsed once.
 pub fn checked_record_with_cursor<'a>(
@@ -114,29 +86,27 @@ pub fn split_record_with_cursor<'a>(
     let Some((first, rest)) = field.split_first() else {
         return Ok((finish(text, max_depth)?, None));
     };
-    let scanned = text.starts_with('{').then(|| scan(text, first)).flatten();
-    let Some(Scan { depth, newline, member }) = scanned else {
+    let scanned = text.starts_with('{').then(|| scan(text, Some(first))).flatten();
+    let Some(found) = scanned else {
         return checked_record_with_cursor(text, max_bytes, max_depth, field);
     };
-    if depth > max_depth {
-        return Err(format!("a record nested {depth} levels deep exceeds the limit of {max_depth} levels"));
-    }
-    let cursor = member.and_then(|raw| crate::data::state::cursor_in_text(raw, rest));
-    let out = if newline { Cow::Owned(minify(text)) } else { Cow::Borrowed(text) };
+    let out = shaped(text, &found, max_depth)?;
+    let cursor = found.member.and_then(|raw| crate::data::state::cursor_in_text(raw, rest));
     Ok((out, cursor))
 }
 
-/// What one scan of a valid JSON object finds: [`shape`]'s depth and line break, and the text of
-/// the top-level member named `key` (the last, if it repeats, as a parser building a map keeps).
+/// What one scan of valid JSON text finds: the deepest nesting, whether it has a line break
+/// (outside strings: inside them JSON allows none), and the text of the top-level member named
+/// the key scanned for (the last, if it repeats, as a parser building a map keeps).
 struct Scan<'a> {
     depth: usize,
     newline: bool,
     member: Option<&'a str>,
 }
 
-/// Scans valid JSON text for [`Scan`]; `None` when a top-level key has an escape (it may spell
-/// `key` another way).
-fn scan<'a>(json: &'a str, key: &str) -> Option<Scan<'a>> {
+/// Scans valid JSON text for [`Scan`], and for the member `key` of a top-level object; `None`
+/// when it looks for one and a top-level key has an escape (it may spell `key` another way).
+fn scan<'a>(json: &'a str, key: Option<&str>) -> Option<Scan<'a>> {
     let bytes = json.as_bytes();
     let (mut depth, mut deepest, mut newline) = (0usize, 0usize, false);
     let mut member = None;
@@ -146,6 +116,7 @@ fn scan<'a>(json: &'a str, key: &str) -> Option<Scan<'a>> {
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
+            // A string: jump from quote or backslash to the next (records are mostly strings).
             b'"' => {
                 let start = i + 1;
                 let mut escaped = false;
@@ -158,7 +129,10 @@ fn scan<'a>(json: &'a str, key: &str) -> Option<Scan<'a>> {
                     escaped = true;
                     i += 1;
                 }
-                if depth == 1 && expect_key {
+                if let Some(key) = key
+                    && depth == 1
+                    && expect_key
+                {
                     if escaped {
                         return None;
                     }
@@ -250,6 +224,7 @@ impl serde::de::Visitor<'_> for IsField<'_> {
     }
 }
 
+/// Drops whitespace outside strings from valid JSON text.
 fn minify(json: &str) -> String {
     let mut out = String::with_capacity(json.len());
     let (mut in_string, mut escaped) = (false, false);
