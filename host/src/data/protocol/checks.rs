@@ -9,9 +9,7 @@ use std::borrow::Cow;
 /// the host's own parser accepts when it reads records back (128, in state and replay) and what
 /// consumers' parsers accept (Python's json recurses).
 pub fn checked_record(text: &str, max_bytes: usize, max_depth: usize) -> Result<Cow<'_, str>, String> {
-    if text.len() > max_bytes {
-        return Err(format!("a record of {} bytes exceeds the limit of {max_bytes} bytes", text.len()));
-    }
+    within_size(text, max_bytes)?;
     let raw: &serde_json::value::RawValue =
         serde_json::from_str(text).map_err(|e| format!("a record is not valid JSON ({e}): {}", preview(text)))?;
     let raw = raw.get();
@@ -19,6 +17,14 @@ pub fn checked_record(text: &str, max_bytes: usize, max_depth: usize) -> Result<
         return Err(format!("a record must be a JSON object, got: {}", preview(raw)));
     }
     finish(raw, max_depth)
+}
+
+/// Refuses a record larger than `max_bytes`, before anything is spent on it.
+fn within_size(text: &str, max_bytes: usize) -> Result<(), String> {
+    match text.len() > max_bytes {
+        true => Err(format!("a record of {} bytes exceeds the limit of {max_bytes} bytes", text.len())),
+        false => Ok(()),
+    }
 }
 
 /// The nesting depth check, and the record as it goes out: verbatim unless a newline outside
@@ -46,9 +52,7 @@ pub fn checked_record_with_cursor<'a>(
     field: &[String],
 ) -> Result<(Cow<'a, str>, Option<serde_json::Value>), String> {
     use serde_json::value::RawValue;
-    if text.len() > max_bytes {
-        return Err(format!("a record of {} bytes exceeds the limit of {max_bytes} bytes", text.len()));
-    }
+    within_size(text, max_bytes)?;
     let Some((first, rest)) = field.split_first() else {
         return Ok((checked_record(text, max_bytes, max_depth)?, None));
     };
@@ -65,8 +69,7 @@ pub fn checked_record_with_cursor<'a>(
         }
     };
     let cursor = found.and_then(|v| crate::data::state::cursor_in_text(v.get(), rest));
-    let raw = text.trim_matches(|c: char| c == ' ' || c == '\t' || c == '\n' || c == '\r');
-    Ok((finish(raw, max_depth)?, cursor))
+    Ok((finish(json_trim(text), max_depth)?, cursor))
 }
 
 /// [`checked_record_with_cursor`] for a record the host took out of an answer itself
@@ -80,9 +83,7 @@ pub fn split_record_with_cursor<'a>(
     max_depth: usize,
     field: &[String],
 ) -> Result<(Cow<'a, str>, Option<serde_json::Value>), String> {
-    if text.len() > max_bytes {
-        return Err(format!("a record of {} bytes exceeds the limit of {max_bytes} bytes", text.len()));
-    }
+    within_size(text, max_bytes)?;
     let Some((first, rest)) = field.split_first() else {
         return Ok((finish(text, max_depth)?, None));
     };
