@@ -470,10 +470,10 @@ fn render_page(
     let mut max_cursor = state::RunningMax::default();
     let field = rules.cursor_field.unwrap_or_default();
     for (i, record) in records.iter().enumerate() {
-        let (checked, cursor) = match (i < forwarded, rules.cursor_field) {
-            (true, _) => protocol::split_record_with_cursor(record, max_bytes, max_depth, field)?,
-            (false, None) => (protocol::checked_record(record, max_bytes, max_depth)?, None),
-            (false, Some(field)) => protocol::checked_record_with_cursor(record, max_bytes, max_depth, field)?,
+        // With no cursor field (empty), each check is its record check alone.
+        let (checked, cursor) = match i < forwarded {
+            true => protocol::split_record_with_cursor(record, max_bytes, max_depth, field)?,
+            false => protocol::checked_record_with_cursor(record, max_bytes, max_depth, field)?,
         };
         if let Some(v) = cursor {
             max_cursor.raise(v).map_err(|e| format!("{e}, in record {}", protocol::preview(record)))?;
