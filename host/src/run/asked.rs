@@ -1,9 +1,9 @@
 //! What a connector says of its streams before a read: which go through report jobs, which
 //! resume inside a partition, whose states it shapes, which it reads in steps, and which config
-//! fields its partitions read. Each is one
-//! short call; they are asked once per run, one after the other on one instance (a fresh one
-//! only after a call failed, as a trap leaves an instance unusable), so a run pays one
-//! instantiation for them, not four.
+//! fields its partitions read. Each is one short call; they are asked once per run, one after
+//! the other on one instance (a fresh one only after a call failed, as a trap leaves an instance
+//! unusable), so a run pays one instantiation for them, not four; and beside discover, in a task
+//! of their own ([`crate::run::session::discover_and_ask`]), as they take the config alone.
 
 use crate::bindings::JobSettings;
 use crate::data::protocol::{Output, OutputClosed};

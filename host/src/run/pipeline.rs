@@ -254,7 +254,8 @@ struct Read {
 impl Read {
     /// Discovers, selects the asked streams (warning of those read in full or missing), and reads.
     async fn run(self, connector: Connector, out: &Output) -> Result<Outcome, RunError> {
-        let streams = session::discover(&connector, out).await?;
+        let connector = Arc::new(connector);
+        let (streams, answers) = session::discover_and_ask(&connector, out).await?;
         let by_name = |name: &str| Selected { name: name.to_string(), ..Default::default() };
         let lenient = matches!(self.selection, Selection::Catalog(_));
         let selection: Vec<Selected> = match self.selection {
@@ -276,8 +277,17 @@ impl Read {
             session::report_missing(out, name).await?;
         }
         let progress = Arc::new(Progress::new(self.progress));
-        let mut report =
-            session::read(connector, out, resolved.streams, self.concurrency, progress, self.state, &self.stop).await?;
+        let mut report = session::read(
+            connector,
+            answers,
+            out,
+            resolved.streams,
+            self.concurrency,
+            progress,
+            self.state,
+            &self.stop,
+        )
+        .await?;
         report.streams.extend(resolved.missing.into_iter().map(|name| StreamSummary {
             name,
             failed: true,

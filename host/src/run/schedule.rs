@@ -9,7 +9,7 @@ use crate::data::protocol::{FailureType, Format, Output, OutputClosed, StreamSta
 use crate::data::state::{self, Resume, StreamCursor};
 use crate::guest::connector::{CallError, Connector, Usage};
 use crate::guest::limits::Limits;
-use crate::run::asked;
+use crate::run::asked::Answers;
 use crate::run::fair::{FairShareTicket, FairSlot};
 use crate::run::jobs::{JobEvent, JobOptions, Orchestrator};
 use crate::run::progress::Progress;
@@ -70,10 +70,12 @@ pub struct Shared {
     folded: Arc<HashMap<String, (usize, usize)>>,
 }
 
-/// Reads every selected stream to the end, or as far as it can. Only a closed output stops early.
+/// Reads every selected stream to the end, or as far as it can, with the answers to the questions
+/// asked before the read ([`crate::run::asked::ask`]). Only a closed output stops early.
 #[allow(clippy::too_many_arguments)]
 pub async fn read_streams(
     connector: Arc<Connector>,
+    answers: Answers,
     out: Output,
     limits: Limits,
     progress: Arc<Progress>,
@@ -82,7 +84,6 @@ pub async fn read_streams(
     folded: HashMap<String, (usize, usize)>,
     stop: &Stop,
 ) -> Result<Vec<StreamSummary>, OutputClosed> {
-    let answers = asked::ask(&connector, &out).await?;
     let jobs = match answers.jobs {
         Ok(settings) => Orchestrator::for_run(connector.clone(), out.clone(), concurrency.jobs, settings),
         Err(e) => {

@@ -2,6 +2,7 @@
 //! LOG line), open it with a config under a policy, discover, select streams, read them, and
 //! account for what the guests used.
 
+use super::asked::{self, Answers};
 use super::logs::emit_logs;
 use super::policy::Policy;
 use super::progress::Progress;
@@ -254,6 +255,28 @@ pub fn parse_guest_json(what: &str, text: &str) -> Result<Value, RunError> {
     })
 }
 
+/// [`discover`], and beside it the questions a read asks ([`asked::ask`]): they take the config
+/// alone, so each runs in an instance of its own on a core of its own (for an interpreted
+/// connector each is a millisecond or two of a run's start). The questions are answered, and
+/// their logs written, before this returns, whatever discover did.
+pub async fn discover_and_ask(connector: &Arc<Connector>, out: &Output) -> Result<(Vec<Stream>, Answers), RunError> {
+    // Two tasks, so the runtime hands the first to another worker when the second is spawned
+    // (a task spawned alone waits in this worker's next-task slot until this one yields).
+    let asking = tokio::spawn({
+        let (connector, out) = (connector.clone(), out.clone());
+        async move { asked::ask(&connector, &out).await }
+    });
+    let discovering = tokio::spawn({
+        let (connector, out) = (connector.clone(), out.clone());
+        async move { discover(&connector, &out).await }
+    });
+    let panicked = |what: &str, e: tokio::task::JoinError| RunError::system(format!("{what} failed: {e}"));
+    let streams = discovering.await.map_err(|e| panicked("discover", e));
+    let answers = asking.await.map_err(|e| panicked("asking the connector's questions", e));
+    let streams = streams??;
+    Ok((streams, answers??))
+}
+
 /// The connector's streams, checked: valid schemas, no name twice.
 pub async fn discover(connector: &Connector, out: &Output) -> Result<Vec<Stream>, RunError> {
     let mut instance = connector.instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
@@ -376,8 +399,10 @@ pub async fn report_missing(out: &Output, name: &str) -> Result<(), OutputClosed
 }
 
 /// Reads the selected streams and ends with the summary LOG line.
+#[allow(clippy::too_many_arguments)]
 pub async fn read(
-    connector: Connector,
+    connector: Arc<Connector>,
+    answers: Answers,
     out: &Output,
     selected: Vec<SelectedStream>,
     concurrency: Concurrency,
@@ -394,10 +419,10 @@ pub async fn read(
     // and one a run does not change (no new records) is still in the run's last STATE. Moved
     // there, not copied.
     out.seed_states(state.streams.into_iter().collect()).await?;
-    let connector = Arc::new(connector);
     let limits = connector.limits.clone();
     let streams = schedule::read_streams(
         connector.clone(),
+        answers,
         out.clone(),
         limits,
         progress.clone(),
