@@ -261,14 +261,16 @@ pub fn parse_guest_json(what: &str, text: &str) -> Result<Value, RunError> {
 /// their logs written, before this returns, whatever discover did.
 pub async fn discover_and_ask(connector: &Arc<Connector>, out: &Output) -> Result<(Vec<Stream>, Answers), RunError> {
     // Two tasks, so the runtime hands the first to another worker when the second is spawned
-    // (a task spawned alone waits in this worker's next-task slot until this one yields).
+    // (a task spawned alone waits in this worker's next-task slot until this one yields); both
+    // in the run's span, as their requests' spans belong there.
+    use tracing::Instrument;
     let asking = tokio::spawn({
         let (connector, out) = (connector.clone(), out.clone());
-        async move { asked::ask(&connector, &out).await }
+        async move { asked::ask(&connector, &out).await }.instrument(tracing::Span::current())
     });
     let discovering = tokio::spawn({
         let (connector, out) = (connector.clone(), out.clone());
-        async move { discover(&connector, &out).await }
+        async move { discover(&connector, &out).await }.instrument(tracing::Span::current())
     });
     let panicked = |what: &str, e: tokio::task::JoinError| RunError::system(format!("{what} failed: {e}"));
     let streams = discovering.await.map_err(|e| panicked("discover", e));
