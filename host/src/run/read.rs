@@ -1,7 +1,7 @@
 //! Reading one partition: the pagination loop in a fresh instance, and the checks every page
 //! passes. Listing a stream's partitions, batch by batch. The scheduler decides what runs when.
 
-use crate::bindings::{CursorRange, CursorValue, Partition, Stream};
+use crate::bindings::{CursorRange, CursorValue, Partition, PartitionBatch, Stream};
 use crate::data::protocol::{self, Output, OutputClosed, PageLines};
 use crate::data::state::{self, StreamCursor};
 use crate::guest::connector::{CallError, Connector, Instance, ReadPage};
@@ -131,50 +131,66 @@ pub async fn list_partitions(
     let mut keys = KeyGuard::default();
     for _ in 0..limits.max_listing_calls_per_stream {
         let result = instance.partitions(&connector.config, name, state.as_ref(), token.as_ref()).await;
-        let batch = match forward_logs(out, &mut instance, result).await? {
+        let mut batch = match forward_logs(out, &mut instance, result).await? {
             Ok(b) => b,
             Err(e) => return Ok(Err(e)),
         };
-        for p in batch.partitions {
-            if &p.stream != name {
-                return Ok(Err(contract(format!("a partition of stream {name} names stream {:?}", p.stream))));
-            }
-            let key = match serde_json::from_str::<Value>(&p.key) {
-                Ok(key) => key,
-                Err(e) => {
-                    return Ok(Err(contract(format!(
-                        "partition key is not valid JSON ({e}): {}",
-                        protocol::preview(&p.key)
-                    ))));
-                }
-            };
-            if let Err(e) = keys.check(&key, limits.max_partitions_per_stream) {
-                return Ok(Err(e));
-            }
-            if let Err(e) = check_range(&p) {
-                return Ok(Err(e));
-            }
-            if partitions.send(Listed::Partition(p)).await.is_err() {
-                // The stream stopped listening (it is shutting down); nothing more to do.
-                return Ok(Ok(()));
-            }
+        let Some(next) = batch.next_token.take() else {
+            // The last batch: the listing's instance is let go before its partitions are
+            // handed over, so the pool slot it held is free for their first instances.
+            drop(instance);
+            return hand_over(batch, name, limits, &mut keys, &partitions).await.map(|r| r.map(|_| ()));
+        };
+        match hand_over(batch, name, limits, &mut keys, &partitions).await? {
+            Ok(true) => {}
+            done => return Ok(done.map(|_| ())),
         }
-        if let Some(estimate) = batch.record_estimate
-            && partitions.send(Listed::Estimate(estimate)).await.is_err()
-        {
-            return Ok(Ok(()));
+        if let Err(e) = seen.check(&next) {
+            return Ok(Err(e));
         }
-        match batch.next_token {
-            None => return Ok(Ok(())),
-            Some(next) => {
-                if let Err(e) = seen.check(&next) {
-                    return Ok(Err(e));
-                }
-                token = Some(next);
-            }
-        }
+        token = Some(next);
     }
     Ok(Err(contract(format!("the partition listing did not end after {} calls", limits.max_listing_calls_per_stream))))
+}
+
+/// Checks a batch's partitions and hands them to the scheduler, then its estimate; `false` once
+/// the stream stopped listening (it is shutting down: nothing more to list).
+async fn hand_over(
+    batch: PartitionBatch,
+    name: &str,
+    limits: &Limits,
+    keys: &mut KeyGuard,
+    partitions: &mpsc::Sender<Listed>,
+) -> Result<Result<bool, CallError>, OutputClosed> {
+    for p in batch.partitions {
+        if p.stream != name {
+            return Ok(Err(contract(format!("a partition of stream {name} names stream {:?}", p.stream))));
+        }
+        let key = match serde_json::from_str::<Value>(&p.key) {
+            Ok(key) => key,
+            Err(e) => {
+                return Ok(Err(contract(format!(
+                    "partition key is not valid JSON ({e}): {}",
+                    protocol::preview(&p.key)
+                ))));
+            }
+        };
+        if let Err(e) = keys.check(&key, limits.max_partitions_per_stream) {
+            return Ok(Err(e));
+        }
+        if let Err(e) = check_range(&p) {
+            return Ok(Err(e));
+        }
+        if partitions.send(Listed::Partition(p)).await.is_err() {
+            return Ok(Ok(false));
+        }
+    }
+    if let Some(estimate) = batch.record_estimate
+        && partitions.send(Listed::Estimate(estimate)).await.is_err()
+    {
+        return Ok(Ok(false));
+    }
+    Ok(Ok(true))
 }
 
 /// A bounded partition's range must run forward in one kind of cursor value: the host saves
