@@ -124,8 +124,9 @@ fn instances_at_once(run: &HostRun) -> u64 {
 
 /// The Python and JavaScript demos read their pages in steps: 16 partitions in flight, each
 /// waiting 20 ms on every request, hold no instance while they wait, so the run has as many
-/// instances alive at once as steps computing (`--steps-at-once`, and the listing), where the
-/// Rust demo, reading pages whole, holds one per partition in flight.
+/// instances alive at once as steps computing (`--steps-at-once`; with one, discover and the
+/// questions still make two), where the Rust demo, reading pages whole, holds one per partition
+/// in flight.
 #[test]
 fn partitions_read_in_steps_hold_no_instance_while_they_wait() {
     let api = demo_api(DemoApiConfig { records: 16 * 60, accounts: 16, latency_ms: 20, ..Default::default() });
@@ -155,10 +156,12 @@ fn partitions_read_in_steps_hold_no_instance_while_they_wait() {
             _ => assert!(at_once <= 2, "{name}: {at_once} instances alive at once"),
         }
     }
-    // More steps at once, as the operator says: at most that many instances, and the listing's.
+    // More steps at once, as the operator says: at most that many instances. An instance kept
+    // for a partition's next step holds its step slot, and the listing's is gone before its
+    // partitions start.
     let run = read("demo-source-py", "3");
     assert!(run.success(), "{}", run.explain());
-    assert!(instances_at_once(&run) <= 4, "{}", run.logs().last().unwrap());
+    assert!(instances_at_once(&run) <= 3, "{}", run.logs().last().unwrap());
     assert!(api.stats().max_in_flight >= 8, "the partitions' requests overlapped: {}", api.stats().max_in_flight);
 }
 

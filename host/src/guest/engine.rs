@@ -508,6 +508,34 @@ mod tests {
         }
     }
 
+    /// The pool hands an instance a slot its module filled before, whichever thread makes it (a
+    /// patch of ours to wasmtime, `third_party/README.md`): wasmtime shards its slots by thread,
+    /// a run's instances are made on whichever runtime worker runs the task, and every slot
+    /// filled stays resident. So a run fills as many slots as it had instances at once, not that
+    /// many for each thread.
+    #[test]
+    fn a_slot_is_filled_again_by_its_module_from_any_thread() {
+        // (module (memory 1) (data (i32.const 0) "hi"))
+        const MODULE: &[u8] = b"\0asm\x01\0\0\0\x05\x03\x01\0\x01\x0b\x08\x01\0\x41\0\x0b\x02hi";
+        let engine = Engine::with_options(std::env::temp_dir(), true, Limits::default().wasm_stack_bytes, 64).unwrap();
+        if !engine.pooling() {
+            return; // no room to reserve a pool here: nothing to share
+        }
+        let module = wasmtime::Module::new(engine.wasmtime(), MODULE).unwrap();
+        for _ in 0..4 {
+            let (engine, module) = (engine.wasmtime().clone(), module.clone());
+            std::thread::spawn(move || {
+                let mut store = wasmtime::Store::new(&engine, ());
+                let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+                runtime.block_on(wasmtime::Instance::new_async(&mut store, &module, &[])).unwrap();
+            })
+            .join()
+            .unwrap();
+        }
+        let metrics = engine.wasmtime().pooling_allocator_metrics().unwrap();
+        assert_eq!(metrics.unused_warm_memories(), 1, "four instances one after the other, on four threads");
+    }
+
     #[test]
     fn versions() {
         // Exactly the released versions are served; a later 0.1 release is a newer plugin.

@@ -111,16 +111,25 @@ impl Steps {
 pub struct Stepping<'c> {
     connector: &'c Connector,
     steps: &'c Steps,
-    kept: Option<Kept>,
+    kept: Option<Kept<'c>>,
     /// The first step of the partition's next page, taken at the end of the page before, in its
     /// instance and with its core: the request it asks for, and the page's token.
     ahead: Option<(String, Outgoing)>,
 }
 
-/// An instance kept for the partition's next step, and until when (`None`: no end).
-struct Kept {
+/// An instance kept for the partition's next step, and for how long.
+struct Kept<'c> {
     instance: Instance,
-    until: Option<tokio::time::Instant>,
+    hold: Hold<'c>,
+}
+
+enum Hold<'c> {
+    /// For good, while partitions are few, with the step slot it computed in: a kept instance
+    /// counts as a step computing, so the instances alive never pass the step slots (and the
+    /// pool's slots they fill stay as few), even before the partitions it kept them from wake.
+    ForGood(tokio::sync::SemaphorePermit<'c>),
+    /// Through the grace, until then.
+    Until(tokio::time::Instant),
 }
 
 impl<'c> Stepping<'c> {
@@ -137,49 +146,52 @@ impl<'c> Stepping<'c> {
         self.steps.stepping.load(Ordering::Relaxed) as usize <= self.connector.limits.steps_at_once()
     }
 
-    /// A core for the next step. An instance kept through a grace waits for one only until the
-    /// grace ends, and one kept for good only while partitions stay few; then it is dropped (so
-    /// instances waiting for cores never hold the pool's slots from the steps that hold the cores).
-    async fn core(&mut self) -> tokio::sync::SemaphorePermit<'c> {
+    /// A core for the next step, and the instance to take it in: the one kept for good with
+    /// the core it holds while partitions stay few; the one kept through a grace if a core is
+    /// free before the grace ends; else a fresh one, once a core is (so instances waiting for
+    /// cores never hold the pool's slots from the steps that hold the cores).
+    async fn core_and_instance(&mut self) -> Result<(tokio::sync::SemaphorePermit<'c>, Instance), CallError> {
         let slots = &self.steps.slots;
-        if self.kept_for_good() {
-            return self.unless_crowded(slots.acquire()).await.expect("the step semaphore is never closed");
-        }
-        if let Some(until) = self.kept.as_ref().and_then(|kept| kept.until) {
-            match tokio::time::timeout_at(until, slots.acquire()).await {
-                Ok(permit) => return permit.expect("the step semaphore is never closed"),
-                Err(_) => self.kept = None,
-            }
-        }
-        slots.acquire().await.expect("the step semaphore is never closed")
-    }
-
-    /// The instance for the next step: the one kept, or a fresh one.
-    async fn instance(&mut self) -> Result<Instance, CallError> {
         match self.kept.take() {
-            Some(kept) => Ok(kept.instance),
-            None => self.connector.instance().await,
+            Some(Kept { instance, hold: Hold::ForGood(core) }) if self.few() => return Ok((core, instance)),
+            Some(Kept { instance, hold: Hold::Until(until) }) => {
+                if let Ok(core) = tokio::time::timeout_at(until, slots.acquire()).await {
+                    return Ok((core.expect("the step semaphore is never closed"), instance));
+                }
+            }
+            _ => {}
         }
+        let core = slots.acquire().await.expect("the step semaphore is never closed");
+        Ok((core, self.connector.instance().await?))
     }
 
     /// Keeps an instance whose step succeeded for the next one: with no end while no more
     /// partitions are read in steps than steps compute at once (keeping costs no instance more
     /// than the steps would hold); through the grace after a step that sent a request, while
     /// requests are typically answered within it; else it is dropped, and its memory given back.
-    fn keep(&mut self, instance: Instance, sent: bool) {
+    fn keep(&mut self, instance: Instance, core: tokio::sync::SemaphorePermit<'c>, sent: bool) {
         let limits = &self.connector.limits;
         let few = self.few();
         let grace = sent && limits.step_grace_ms > 0 && self.steps.answers_within(limits.step_grace());
-        self.kept = match (few, grace) {
-            (true, _) => Some(Kept { instance, until: None }),
-            (false, true) => Some(Kept { instance, until: Some(tokio::time::Instant::now() + limits.step_grace()) }),
+        let hold = match (few, grace) {
+            (true, _) => Some(Hold::ForGood(core)),
+            (false, true) => Some(Hold::Until(tokio::time::Instant::now() + limits.step_grace())),
             (false, false) => None,
         };
+        self.kept = hold.map(|hold| Kept { instance, hold });
     }
 
     /// Whether the instance kept is kept for good (while partitions were few).
     fn kept_for_good(&self) -> bool {
-        self.kept.as_ref().is_some_and(|kept| kept.until.is_none())
+        matches!(self.kept, Some(Kept { hold: Hold::ForGood(_), .. }))
+    }
+
+    /// When the instance kept through a grace is to be let go.
+    fn grace_until(&self) -> Option<tokio::time::Instant> {
+        match self.kept {
+            Some(Kept { hold: Hold::Until(until), .. }) => Some(until),
+            _ => None,
+        }
     }
 
     /// Awaits `work` while an instance kept for good may stay kept; once more partitions are
@@ -207,7 +219,7 @@ impl<'c> Stepping<'c> {
     async fn sending<T>(&mut self, sending: impl Future<Output = T>) -> T {
         let started = Instant::now();
         let kept_for_good = self.kept_for_good();
-        let answer = match self.kept.as_ref().and_then(|kept| kept.until) {
+        let answer = match self.grace_until() {
             None if kept_for_good => self.unless_crowded(sending).await,
             None => sending.await,
             Some(until) => {
@@ -255,9 +267,8 @@ pub async fn read_page(
         let step = match ahead.take() {
             Some(outgoing) => Ok((Step::Send(outgoing), 0)),
             None => {
-                let _core = stepping.core().await;
-                let mut instance = match stepping.instance().await {
-                    Ok(instance) => instance,
+                let (core, mut instance) = match stepping.core_and_instance().await {
+                    Ok(both) => both,
                     Err(e) => return Ok(Err(e)),
                 };
                 let config = connector.partition_config();
@@ -283,7 +294,7 @@ pub async fn read_page(
                 }
                 // An instance whose call failed is not used again (after a trap it cannot be).
                 if usable {
-                    stepping.keep(instance, sent);
+                    stepping.keep(instance, core, sent);
                 }
                 step
             }

@@ -207,6 +207,8 @@ struct Unused {
 enum AllocMode {
     ForceAffineAndClear,
     AnySlot,
+    /// Sluice patch: a slot affine to the memory, keeping its affinity, or none.
+    AffineOnly,
 }
 
 /// The division of an allocator's slot space and unused-warm-slot budget
@@ -354,6 +356,20 @@ impl ModuleAffinityIndexAllocator {
     ///
     /// Returns `None` if no more slots are available.
     pub fn alloc(&self, for_memory: Option<MemoryInModule>) -> Option<SlotId> {
+        // Sluice patch: a slot affine to this memory in any shard comes before a
+        // cold one in the home shard. Instances are created on whichever thread
+        // runs the task (async runtime workers), so without this each thread's
+        // shard fills slots of its own for the same module, and every slot
+        // filled stays resident: a run filled about as many slots for each
+        // shard its threads were homed on as it ever used at once.
+        if for_memory.is_some() && self.shards.len() > 1 {
+            for shard in super::shard_ids_from_home(self.shards.len()) {
+                let mut inner = self.shard(shard).lock().unwrap();
+                if let Some(local) = Self::alloc_within(&mut inner, for_memory, AllocMode::AffineOnly) {
+                    return Some(self.global_id(shard, local));
+                }
+            }
+        }
         // Start at this thread's home shard and probe the others only if
         // it's fully allocated. In steady state this means each thread
         // stays on its own shard.
@@ -438,7 +454,7 @@ impl ModuleAffinityIndexAllocator {
                 // as the purpose here is to clear out slots relevant to
                 // `module_id` during module teardown. This means that there's
                 // no consulting non-affine slots in this path.
-                AllocMode::ForceAffineAndClear => None,
+                AllocMode::ForceAffineAndClear | AllocMode::AffineOnly => None,
             }
         })?;
 
@@ -448,7 +464,7 @@ impl ModuleAffinityIndexAllocator {
         }
         *slot = SlotState::Used(match mode {
             AllocMode::ForceAffineAndClear => None,
-            AllocMode::AnySlot => for_memory,
+            AllocMode::AnySlot | AllocMode::AffineOnly => for_memory,
         });
 
         Some(slot_id)
