@@ -78,7 +78,11 @@ impl ComponentCache {
         let tmp = file.with_extension(format!("tmp{}-{n}", std::process::id()));
         let tmp_mac = file.with_extension(format!("mac-tmp{}-{n}", std::process::id()));
         write_private(&tmp_mac, mac.as_bytes())?;
-        write_private(&tmp, compiled)?;
+        let written = write_private_file(&tmp, compiled)?;
+        // Written back, so its pages are clean and can leave the page cache (and the entry is
+        // on disk before its name is).
+        written.sync_data().with_context(|| format!("cannot write {}", file.display()))?;
+        leave_page_cache(&written);
         std::fs::rename(&tmp_mac, mac_file(file)).with_context(|| format!("cannot write {}", file.display()))?;
         std::fs::rename(&tmp, file).with_context(|| format!("cannot write {}", file.display()))?;
         Ok(())
@@ -362,6 +366,12 @@ fn load_verified(
         drop(mapped);
         if let Some(stamp) = stamp.filter(|stamp| FileStamp::of_file(&opened).as_ref() == Some(stamp)) {
             checked_now(&stamp);
+            // Remembered as checked once settled, so no run reads all of it again: from here
+            // the page cache holds what runs touch. (Before, each run checks it again, and
+            // would read it from disk each time if it left.)
+            if stamp.settled() {
+                leave_page_cache(&opened);
+            }
         }
     }
     // SAFETY: the MAC shows this cache wrote these bytes for this plugin, from
@@ -452,13 +462,35 @@ fn create_private_dir(dir: &Path) -> Result<()> {
 }
 
 fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_private_file(path, bytes).map(drop)
+}
+
+fn write_private_file(path: &Path, bytes: &[u8]) -> Result<std::fs::File> {
     use std::io::Write;
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     let mut file = options.open(path).with_context(|| format!("cannot write {}", path.display()))?;
-    file.write_all(bytes).with_context(|| format!("cannot write {}", path.display()))
+    file.write_all(bytes).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(file)
+}
+
+/// Asks the kernel to drop `file`'s clean pages from the page cache (pages another process has
+/// mapped stay). Every run maps a compiled entry whole, and the kernel maps into it the pages
+/// around each one a run touches that are in the page cache (fault-around, 64 KiB): with all of
+/// CPython's 35 MiB entry cached, as writing or checking it leaves it, a Python run under
+/// latency held 11 MiB more of it (72 MiB of RSS against 61) for code and data it never used.
+/// Dropped, the cache holds what runs touch (and the kernel's read-around of it).
+fn leave_page_cache(file: &std::fs::File) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: advice about an open file's cached pages; its contents do not change.
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = file;
 }
 
 /// Refuses `path` when another user owns it or its mode has any of the `forbidden` bits.
@@ -583,6 +615,43 @@ mod tests {
 
     /// Threads of one process making the key at once (50 tenants loading their plugins) all get
     /// the one key: a temporary file shared by the process made all but the first fail.
+    /// A stored entry is on disk and out of the page cache: a run maps it and faults in what it
+    /// uses, instead of finding all of it cached as writing it left it (see `leave_page_cache`).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_stored_entry_leaves_the_page_cache() {
+        use std::os::fd::AsRawFd;
+        // On disk (tmpfs pages have nowhere to go).
+        let target = concat!(env!("CARGO_MANIFEST_DIR"), "/../target");
+        let dir = tempfile::tempdir_in(target).or_else(|_| tempfile::tempdir()).unwrap();
+        let mut fs = std::mem::MaybeUninit::<libc::statfs>::uninit();
+        let path = std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path and room for the answer.
+        assert_eq!(unsafe { libc::statfs(path.as_ptr(), fs.as_mut_ptr()) }, 0);
+        // SAFETY: filled by the successful call above.
+        if unsafe { fs.assume_init() }.f_type == libc::TMPFS_MAGIC {
+            return;
+        }
+        let cache = ComponentCache::new(dir.path().join("cache"));
+        let entry = dir.path().join("cache").join("entry.cwasm");
+        let bytes: Vec<u8> = (0..4u32 << 20).map(|i| i as u8).collect();
+        cache.store(&entry, &"d".repeat(64), &bytes).unwrap();
+        let file = std::fs::File::open(&entry).unwrap();
+        let len = bytes.len();
+        // SAFETY: a fresh read-only mapping of the open file, unmapped below; mincore reads
+        // which of its pages are in the page cache without touching them.
+        let resident = unsafe {
+            let ptr = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, file.as_raw_fd(), 0);
+            assert_ne!(ptr, libc::MAP_FAILED);
+            let mut pages = vec![0u8; len.div_ceil(4096)];
+            assert_eq!(libc::mincore(ptr, len, pages.as_mut_ptr()), 0);
+            libc::munmap(ptr, len);
+            pages.iter().filter(|p| *p & 1 == 1).count()
+        };
+        assert_eq!(resident, 0, "pages of the entry still cached");
+        assert_eq!(std::fs::read(&entry).unwrap(), bytes);
+    }
+
     #[test]
     fn threads_making_the_key_at_once_agree_on_it() {
         let dir = tempfile::tempdir().unwrap();
