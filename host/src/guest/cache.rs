@@ -613,8 +613,6 @@ mod tests {
         assert!(cache.load(&engine, &entry, &sha).unwrap().is_none(), "the changed entry is checked and refused");
     }
 
-    /// Threads of one process making the key at once (50 tenants loading their plugins) all get
-    /// the one key: a temporary file shared by the process made all but the first fail.
     /// A stored entry is on disk and out of the page cache: a run maps it and faults in what it
     /// uses, instead of finding all of it cached as writing it left it (see `leave_page_cache`).
     #[cfg(target_os = "linux")]
@@ -652,6 +650,8 @@ mod tests {
         assert_eq!(std::fs::read(&entry).unwrap(), bytes);
     }
 
+    /// Threads of one process making the key at once (50 tenants loading their plugins) all get
+    /// the one key: a temporary file shared by the process made all but the first fail.
     #[test]
     fn threads_making_the_key_at_once_agree_on_it() {
         let dir = tempfile::tempdir().unwrap();
