@@ -190,7 +190,7 @@ pub async fn read_stream(
                 Some((start, end)) => c.complete_range(start.as_ref(), end, max_cursor),
                 None => {
                     let key: Value = serde_json::from_str(&partition.key).unwrap_or(Value::Null);
-                    c.complete_from(&key, start.as_ref(), max_cursor);
+                    c.complete_from(&key.to_string(), start.as_ref(), max_cursor);
                 }
             }
         }

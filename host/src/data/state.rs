@@ -935,8 +935,15 @@ impl StreamCursor {
     }
 
     /// Where an open-ended partition resumes: its saved cursor, else the low-water mark.
+    #[cfg(test)]
     pub fn start_for(&self, key: &Value) -> Option<&Value> {
-        self.partitions.get(&key.to_string()).map(|(_, v)| v).or(self.low_water.as_ref())
+        self.start_for_key(&key.to_string())
+    }
+
+    /// Where an open-ended partition resumes, by its key in compact text (as the listing hands
+    /// keys over): its saved cursor, else the low-water mark.
+    pub fn start_for_key(&self, key: &str) -> Option<&Value> {
+        self.partitions.get(key).map(|(_, v)| v).or(self.low_water.as_ref())
     }
 
     /// Records that an open-ended partition was fully written up to `max_seen`, from its saved
@@ -944,16 +951,16 @@ impl StreamCursor {
     /// cursors than allowed). The tests' shorthand of [`StreamCursor::complete_from`].
     #[cfg(test)]
     pub fn complete(&mut self, key: &Value, max_seen: Option<Value>) -> bool {
-        self.complete_from(key, None, max_seen)
+        self.complete_from(&key.to_string(), None, max_seen)
     }
 
     /// [`StreamCursor::complete`] for a partition read from `start` (its cursor range's start
     /// as it was read: the saved cursor, or a later one the connector chose): a partition that
     /// wrote nothing keeps that start, so one listed with a start of its own is recorded even
-    /// in a first sync.
-    pub fn complete_from(&mut self, key: &Value, start: Option<&Value>, max_seen: Option<Value>) -> bool {
+    /// in a first sync. `key` is the partition's key in its compact text.
+    pub fn complete_from(&mut self, key: &str, start: Option<&Value>, max_seen: Option<Value>) -> bool {
         self.read_any |= max_seen.is_some();
-        let start = start.or(self.start_for(key)).cloned();
+        let start = start.or(self.start_for_key(key)).cloned();
         let best = match (start, max_seen) {
             (Some(a), Some(b)) => Some(if greater(&b, &a) { b } else { a }),
             (a, b) => a.or(b),
@@ -965,7 +972,8 @@ impl StreamCursor {
             }
             return false;
         }
-        self.partitions.insert(key.to_string(), (key.clone(), best));
+        let parsed = serde_json::from_str(key).unwrap_or(Value::Null);
+        self.partitions.insert(key.to_string(), (parsed, best));
         // Bounded partitions' ranges rely on the low-water mark meaning "all finished below":
         // only a stream of open-ended partitions falls back.
         if self.partitions.len() <= self.max_partitions || !self.completed.is_empty() {
@@ -1454,12 +1462,8 @@ mod tests {
     #[test]
     fn an_empty_partition_keeps_the_start_it_was_read_from() {
         let mut cursor = StreamCursor::new("s", vec!["t".into()], None).unwrap();
-        cursor.complete_from(&json!({"p": 1}), Some(&json!("2024-01-02T00:00:00Z")), None);
-        cursor.complete_from(
-            &json!({"p": 2}),
-            Some(&json!("2024-01-02T00:00:00Z")),
-            Some(json!("2024-01-03T00:00:00Z")),
-        );
+        cursor.complete_from(r#"{"p":1}"#, Some(&json!("2024-01-02T00:00:00Z")), None);
+        cursor.complete_from(r#"{"p":2}"#, Some(&json!("2024-01-02T00:00:00Z")), Some(json!("2024-01-03T00:00:00Z")));
         cursor.complete(&json!({"p": 3}), None);
         assert_eq!(
             cursor.to_state()["partitions"],

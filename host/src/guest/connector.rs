@@ -640,7 +640,15 @@ fn job_context(partition: &Partition, step: &str) -> String {
 /// by the host between two steps.
 pub fn page_context(partition: &Partition) -> String {
     let key: serde_json::Value = serde_json::from_str(&partition.key).unwrap_or(serde_json::Value::Null);
-    serde_json::json!({"stream": partition.stream, "partition": key}).to_string()
+    // Written in place, the text `json!({"stream": …, "partition": …})` makes (recordings are
+    // matched on it), without building that object for every page.
+    let mut context = Vec::with_capacity(partition.stream.len() + partition.key.len() + 26);
+    context.extend_from_slice(b"{\"stream\":");
+    serde_json::to_writer(&mut context, &partition.stream).expect("a string serializes");
+    context.extend_from_slice(b",\"partition\":");
+    serde_json::to_writer(&mut context, &key).expect("a JSON value serializes");
+    context.push(b'}');
+    String::from_utf8(context).expect("serde_json writes UTF-8")
 }
 
 /// Puts records the host kept for a page before the page's own; how many there are.
@@ -659,4 +667,26 @@ pub fn put_first(mut records: Vec<String>, page: &mut Page) -> usize {
 pub struct ReadPage {
     pub page: Page,
     pub forwarded: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Recordings are matched on a page's context: it is the text `json!` made of it before,
+    /// however the key is spaced (or if it is not JSON at all).
+    #[test]
+    fn a_page_context_is_the_text_recordings_were_made_with() {
+        let cases = [
+            ("items", r#"{"account_id":7}"#),
+            ("odd \"name\"", r#" { "b" : [1, 2.50, "x\u0041"], "a": null } "#),
+            ("s", "{"),
+        ];
+        for (stream, key) in cases {
+            let partition = Partition { stream: stream.into(), key: key.into(), cursor_range: None };
+            let parsed: serde_json::Value = serde_json::from_str(key).unwrap_or(serde_json::Value::Null);
+            let before = serde_json::json!({"stream": stream, "partition": parsed}).to_string();
+            assert_eq!(page_context(&partition), before, "{key}");
+        }
+    }
 }

@@ -162,7 +162,7 @@ async fn hand_over(
     keys: &mut KeyGuard,
     partitions: &mpsc::Sender<Listed>,
 ) -> Result<Result<bool, CallError>, OutputClosed> {
-    for p in batch.partitions {
+    for mut p in batch.partitions {
         if p.stream != name {
             return Ok(Err(contract(format!("a partition of stream {name} names stream {:?}", p.stream))));
         }
@@ -175,8 +175,15 @@ async fn hand_over(
                 ))));
             }
         };
-        if let Err(e) = keys.check(&key, limits.max_partitions_per_stream) {
+        // From here on the key is in one spelling (compact, in the guest's order of fields): the
+        // state, the resumption and the scheduler match keys by their text without parsing
+        // them again, once or more for every partition.
+        let text = key.to_string();
+        if let Err(e) = keys.check(&text, limits.max_partitions_per_stream) {
             return Ok(Err(e));
+        }
+        if text != p.key {
+            p.key = text;
         }
         if let Err(e) = check_range(&p) {
             return Ok(Err(e));
@@ -218,16 +225,17 @@ fn check_range(partition: &Partition) -> Result<(), CallError> {
 struct KeyGuard(HashSet<u64>);
 
 impl KeyGuard {
-    fn check(&mut self, key: &Value, max: u64) -> Result<(), CallError> {
+    /// `key` in its compact spelling, so keys spaced differently are the same key.
+    fn check(&mut self, key: &str, max: u64) -> Result<(), CallError> {
         if self.0.len() as u64 >= max {
             return Err(contract(format!("the stream listed more than {max} partitions")));
         }
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        key.to_string().hash(&mut h);
+        key.hash(&mut h);
         if !self.0.insert(h.finish()) {
             return Err(contract(format!(
                 "the listing returned partition {} twice: each partition key may appear once per stream",
-                protocol::preview(&key.to_string())
+                protocol::preview(key)
             )));
         }
         Ok(())
@@ -613,9 +621,9 @@ impl TokenGuard {
 }
 
 /// Raises an open-ended partition's cursor start to the saved cursor for its key.
+/// The key is in its compact text, as the listing hands keys over.
 pub fn raise_start(partition: &mut Partition, cursor: &StreamCursor) {
-    let key: Value = serde_json::from_str(&partition.key).unwrap_or(Value::Null);
-    let Some(saved) = cursor.start_for(&key) else { return };
+    let Some(saved) = cursor.start_for_key(&partition.key) else { return };
     let range = partition.cursor_range.get_or_insert(CursorRange { start: None, end: None });
     let keep_guest =
         range.start.as_ref().is_some_and(|s| state::compare(&cursor_to_json(s), saved) == Ordering::Greater);
@@ -682,15 +690,31 @@ mod tests {
         assert!((0..200_000u64).all(|n| g.check(&n.to_string()).is_ok()));
     }
 
+    /// Keys leave the listing in one spelling, whatever the guest's: the scheduler, the state
+    /// and the resumption match them by their text.
+    #[tokio::test]
+    async fn the_listing_hands_its_keys_over_compact() {
+        let (tx, mut rx) = mpsc::channel(4);
+        let spaced =
+            Partition { stream: "s".into(), key: r#"{ "b" : 1, "a": [ 2, "\u0041" ] }"#.into(), cursor_range: None };
+        let batch = PartitionBatch { partitions: vec![spaced], next_token: None, record_estimate: None };
+        let handed = hand_over(batch, "s", &Limits::default(), &mut KeyGuard::default(), &tx).await;
+        assert!(matches!(handed, Ok(Ok(true))));
+        match rx.recv().await {
+            Some(Listed::Partition(p)) => assert_eq!(p.key, r#"{"b":1,"a":[2,"A"]}"#),
+            other => panic!("expected the partition, got {other:?}"),
+        }
+    }
+
     #[test]
     fn a_listing_may_not_repeat_a_key_or_run_past_its_cap() {
         let mut keys = KeyGuard::default();
-        assert!(keys.check(&serde_json::json!({"p": 1}), 3).is_ok());
-        let twice = keys.check(&serde_json::json!({"p": 1}), 3).unwrap_err().message();
+        assert!(keys.check(r#"{"p":1}"#, 3).is_ok());
+        let twice = keys.check(r#"{"p":1}"#, 3).unwrap_err().message();
         assert!(twice.contains("partition {\"p\":1} twice"), "{twice}");
-        assert!(keys.check(&serde_json::json!({"p": 2}), 3).is_ok());
-        assert!(keys.check(&serde_json::json!({"p": 3}), 3).is_ok());
-        assert!(keys.check(&serde_json::json!({"p": 4}), 3).unwrap_err().message().contains("more than 3 partitions"));
+        assert!(keys.check(r#"{"p":2}"#, 3).is_ok());
+        assert!(keys.check(r#"{"p":3}"#, 3).is_ok());
+        assert!(keys.check(r#"{"p":4}"#, 3).unwrap_err().message().contains("more than 3 partitions"));
     }
 
     #[test]
