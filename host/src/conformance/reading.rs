@@ -8,8 +8,8 @@ use crate::bindings::{JobStatus, Partition};
 use crate::data::protocol::{self, preview};
 use crate::data::state::{self, Resume, StreamCursor};
 use crate::guest::connector::{CallError, Connector, Instance};
-use crate::run::read;
 use crate::run::steps::{self, Stepping, Steps};
+use crate::run::{read, resume};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -189,8 +189,7 @@ pub async fn read_stream(
             match &bounds {
                 Some((start, end)) => c.complete_range(start.as_ref(), end, max_cursor),
                 None => {
-                    let key: Value = serde_json::from_str(&partition.key).unwrap_or(Value::Null);
-                    c.complete_from(&key.to_string(), start.as_ref(), max_cursor);
+                    c.complete_from(&resume::key_text(&partition.key), start.as_ref(), max_cursor);
                 }
             }
         }

@@ -182,9 +182,7 @@ async fn hand_over(
         if let Err(e) = keys.check(&text, limits.max_partitions_per_stream) {
             return Ok(Err(e));
         }
-        if text != p.key {
-            p.key = text;
-        }
+        p.key = text;
         if let Err(e) = check_range(&p) {
             return Ok(Err(e));
         }
