@@ -988,7 +988,7 @@ impl PartitionTask {
         let shared = &self.shared;
         let name = &self.partition.stream;
         let running = &self.running;
-        let key = self.partition.key.clone();
+        let key = &self.partition.key;
         let start = self.partition.cursor_range.as_ref().and_then(|r| r.start.as_ref()).map(read::cursor_to_json);
         let save = |token: &str, cursor: Option<&Value>| {
             if let Some(events) = &self.checkpoints {
