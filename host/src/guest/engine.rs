@@ -148,8 +148,14 @@ impl Engine {
         let mut config = engine_config(wasm_stack_bytes);
         if let Some(slots) = pool_slots {
             let mut pool = wasmtime::PoolingAllocationConfig::new();
+            // Core instances are only counted by the pool (their memories and tables have slots
+            // of their own), so each component slot may hold as many as a component may have
+            // (the store's limiter allows MAX_CORE_INSTANCES). Four a slot was too few for an
+            // interpreter: CPython's component is 14 core modules, more with native packages, and
+            // one of 30 at `--concurrency 32` needed 960 where the pool counted 768, so its
+            // partitions failed to instantiate while the pool had slots free.
             pool.total_component_instances(slots)
-                .total_core_instances(slots * 4)
+                .total_core_instances(slots.saturating_mul(MAX_CORE_INSTANCES as u32))
                 .total_memories(slots * 2)
                 .total_tables(slots * 4)
                 .total_stacks(slots)
@@ -534,6 +540,25 @@ mod tests {
         }
         let metrics = engine.wasmtime().pooling_allocator_metrics().unwrap();
         assert_eq!(metrics.unused_warm_memories(), 1, "four instances one after the other, on four threads");
+    }
+
+    /// Every slot of the pool can hold a component of many core modules at once (CPython's is
+    /// 14): the pool used to count four core instances a slot, so 4 slots held one Python
+    /// instance, not 4.
+    #[test]
+    fn every_slot_holds_a_component_of_many_core_modules() {
+        const EMPTY_MODULE: &[u8] = b"\0asm\x01\0\0\0";
+        let engine = Engine::with_options(std::env::temp_dir(), true, Limits::default().wasm_stack_bytes, 4).unwrap();
+        if !engine.pooling() {
+            return; // no room to reserve a pool here
+        }
+        let module = wasmtime::Module::new(engine.wasmtime(), EMPTY_MODULE).unwrap();
+        let mut store = wasmtime::Store::new(engine.wasmtime(), ());
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        for n in 0..4 * 14 {
+            let made = runtime.block_on(wasmtime::Instance::new_async(&mut store, &module, &[]));
+            assert!(made.is_ok(), "core instance {n} of 4 slots' worth: {:?}", made.err());
+        }
     }
 
     #[test]
