@@ -4,7 +4,7 @@
 
 use crate::bindings::{self, Capabilities, GuestError, Page, Partition, PartitionBatch, Stream};
 use crate::data::protocol::FailureType;
-use crate::guest::engine::Plugin;
+use crate::guest::engine::{Plugin, PoolNeeds};
 use crate::guest::limits::{Limits, Throttle};
 use crate::guest::sandbox::{GuestLog, GuestState};
 use crate::net::Egress;
@@ -194,11 +194,18 @@ impl Connector {
         }
     }
 
+    /// What an instance takes from the pool: the plugin's component, and the custom components'
+    /// runtime that may be started in its store.
+    fn pool_needs(&self) -> PoolNeeds {
+        let needs = self.plugin.pool_needs;
+        self.plugin.custom.as_ref().map_or(needs, |custom| needs.and(custom.pool_needs))
+    }
+
     /// A fresh instance. Instantiating runs guest code (its start functions), so it is a call
     /// like any other: under the CPU budget and the wall-clock limit, and counted as guest time.
     pub async fn instance(&self) -> Result<Instance, CallError> {
         let slot = match &self.plugin.slots {
-            Some(slots) => Some(slots.clone().acquire_owned().await.expect("the pool's semaphore is never closed")),
+            Some(slots) => Some(slots.take(self.pool_needs()).await),
             None => None,
         };
         let mut store = Store::new(self.plugin.pre.engine(), GuestState::new(self.egress.clone(), &self.limits));

@@ -9,6 +9,7 @@
 use crate::bindings::components::RuntimePre;
 use crate::bindings::components::sluice::components::host as runtime_host;
 use crate::bindings::{self, HttpError, Level, Request};
+use crate::guest::engine::PoolNeeds;
 use crate::guest::sandbox::{CustomSession, GuestLog, GuestState};
 use anyhow::{Result, anyhow};
 use serde_json::json;
@@ -65,6 +66,8 @@ pub struct Custom {
     pub pre: RuntimePre<GuestState>,
     pub runtime_sha256: String,
     pub code: Arc<CustomCode>,
+    /// What the runtime takes from the pool, in the engine instance's store beside it.
+    pub pool_needs: PoolNeeds,
     /// The runtime's `load` call that gives it the code (JSON), made once.
     load: Arc<str>,
 }
@@ -72,7 +75,8 @@ pub struct Custom {
 impl Custom {
     pub fn new(pre: RuntimePre<GuestState>, runtime_sha256: String, code: Arc<CustomCode>) -> Self {
         let load = json!({"module": "components", "source": code.source, "filename": COMPONENTS_FILE});
-        Custom { pre, runtime_sha256, code, load: load.to_string().into() }
+        let pool_needs = PoolNeeds::of(pre.instance_pre().component());
+        Custom { pre, runtime_sha256, code, pool_needs, load: load.to_string().into() }
     }
 
     /// What an engine instance's store keeps: the runtime is started on first use.

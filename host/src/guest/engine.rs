@@ -30,9 +30,9 @@ pub struct Engine {
     compile: CompileLimits,
     pooling: bool,
     wasm_stack_bytes: usize,
-    /// With pooling, one permit per slot of the pool: an instance waits for a slot instead of
-    /// failing when all are taken (report jobs polling at once, say).
-    slots: Option<Arc<tokio::sync::Semaphore>>,
+    /// With pooling, the pool's slots: an instance waits for its share instead of failing when
+    /// they are taken (report jobs polling at once, say).
+    slots: Option<Arc<PoolSlots>>,
 }
 
 /// A loaded plugin, ready to instantiate cheaply (one instance per partition).
@@ -57,7 +57,9 @@ pub struct Plugin {
     pub partition_config: Option<PartitionConfigIndices>,
     pub load: LoadInfo,
     /// The engine's pool slots (see [`Engine`]), when instances come from a pool.
-    pub slots: Option<Arc<tokio::sync::Semaphore>>,
+    pub slots: Option<Arc<PoolSlots>>,
+    /// What one instance of the plugin takes from the pool.
+    pub pool_needs: PoolNeeds,
     /// The declarative manifest this plugin (the declarative engine) runs, for `host run
     /// manifest.yaml`: injected into every config, and the source of the spec.
     pub manifest: Option<Arc<crate::guest::manifest::Manifest>>,
@@ -97,6 +99,78 @@ pub const POOLED_INSTANCES: u32 = 2000;
 /// The largest memory a pooled instance may have; memory limits above it need on-demand
 /// allocation.
 pub const POOLED_MAX_MEMORY: usize = 1 << 30;
+
+/// What each slot of the pool holds besides one component instance and its fiber stack. A
+/// component may have more (the store's limiter allows MAX_MEMORIES, MAX_TABLES), so an instance
+/// takes as many slots as its memories and tables need ([`PoolNeeds::slots`]).
+const MEMORIES_PER_SLOT: u32 = 2;
+const TABLES_PER_SLOT: u32 = 4;
+
+/// The memories and tables (and component instances) one instance of a plugin takes from the
+/// pool, from its compiled component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolNeeds {
+    pub memories: u32,
+    pub tables: u32,
+    pub components: u32,
+}
+
+impl PoolNeeds {
+    /// What one instance of `component` allocates. A component that instantiates imported core
+    /// modules cannot be counted ahead; it is charged the most a store may hold.
+    pub fn of(component: &Component) -> Self {
+        match component.resources_required() {
+            Some(r) => PoolNeeds { memories: r.num_memories, tables: r.num_tables, components: 1 },
+            None => PoolNeeds { memories: MAX_MEMORIES as u32, tables: MAX_TABLES as u32, components: 1 },
+        }
+    }
+
+    /// Both in one store (a declarative engine and its custom components' runtime).
+    pub fn and(self, other: PoolNeeds) -> PoolNeeds {
+        PoolNeeds {
+            memories: self.memories.saturating_add(other.memories),
+            tables: self.tables.saturating_add(other.tables),
+            components: self.components.saturating_add(other.components),
+        }
+    }
+
+    /// Slots' worth: at least one, more when the memories or tables pass one slot's share.
+    pub fn slots(self) -> u32 {
+        [1, self.components, self.memories.div_ceil(MEMORIES_PER_SLOT), self.tables.div_ceil(TABLES_PER_SLOT)]
+            .into_iter()
+            .max()
+            .unwrap_or(1)
+    }
+}
+
+/// The pool's slots as permits. wasmtime's pool counts component instances, memories and tables
+/// each against a total of its own, and fails an instantiation past one of them; an instance
+/// takes [`PoolNeeds::slots`] permits first, so no total is passed while permits are held, and a
+/// run waits for room instead of failing its partitions with the pool half empty.
+pub struct PoolSlots {
+    permits: Arc<tokio::sync::Semaphore>,
+    slots: u32,
+}
+
+impl PoolSlots {
+    fn new(slots: u32) -> Self {
+        PoolSlots { permits: Arc::new(tokio::sync::Semaphore::new(slots as usize)), slots }
+    }
+
+    /// Room for one instance with `needs`, held until the permit is dropped. An instance that
+    /// needs more than the whole pool waits for all of it (the pool's totals hold the most one
+    /// store may have, see [`Engine::build`]).
+    pub async fn take(&self, needs: PoolNeeds) -> tokio::sync::OwnedSemaphorePermit {
+        let wanted = needs.slots().min(self.slots);
+        self.permits.clone().acquire_many_owned(wanted).await.expect("the pool's semaphore is never closed")
+    }
+
+    /// Slots no instance holds.
+    #[cfg(test)]
+    fn free(&self) -> usize {
+        self.permits.available_permits()
+    }
+}
 
 /// Bytes of a pooled linear memory's dirty pages reset in place (copied back from its image)
 /// when its instance is dropped, instead of given back to the kernel; see [`Engine::build`].
@@ -154,10 +228,15 @@ impl Engine {
             // interpreter: CPython's component is 14 core modules, more with native packages, and
             // one of 30 at `--concurrency 32` needed 960 where the pool counted 768, so its
             // partitions failed to instantiate while the pool had slots free.
-            pool.total_component_instances(slots)
-                .total_core_instances(slots.saturating_mul(MAX_CORE_INSTANCES as u32))
-                .total_memories(slots * 2)
-                .total_tables(slots * 4)
+            // Memories and tables are counted the same way, but reserve address space: a slot has
+            // MEMORIES_PER_SLOT and TABLES_PER_SLOT, and an instance of a component with more
+            // takes more slots (`PoolSlots::take`). The totals hold at least the most one store
+            // may have (an engine and its custom components' runtime), for a pool smaller than
+            // that instance's share (the store's limiter counts both components together).
+            pool.total_component_instances(slots.max(2))
+                .total_core_instances(slots.max(2).saturating_mul(MAX_CORE_INSTANCES as u32))
+                .total_memories(slots.saturating_mul(MEMORIES_PER_SLOT).max(MAX_MEMORIES as u32))
+                .total_tables(slots.saturating_mul(TABLES_PER_SLOT).max(MAX_TABLES as u32))
                 .total_stacks(slots)
                 .max_memory_size(POOLED_MAX_MEMORY)
                 // The same per-instance counts the store's limiter allows, so one tenant's many
@@ -190,7 +269,7 @@ impl Engine {
         crate::guest::waits::add_to_linker(&mut linker)?;
         crate::guest::custom::add_to_linker(&mut linker)?;
         let cache = ComponentCache::new(cache_dir);
-        let slots = pool_slots.map(|n| Arc::new(tokio::sync::Semaphore::new(n as usize)));
+        let slots = pool_slots.map(|n| Arc::new(PoolSlots::new(n)));
         Ok(Engine {
             engine,
             linker,
@@ -299,6 +378,7 @@ impl Engine {
             partition_config,
             load: LoadInfo { cache_hit, from_package, elapsed: started.elapsed(), cache_file },
             slots: self.slots.clone(),
+            pool_needs: PoolNeeds::of(&component),
             manifest: None,
             custom: None,
         })
@@ -559,6 +639,79 @@ mod tests {
             let made = runtime.block_on(wasmtime::Instance::new_async(&mut store, &module, &[]));
             assert!(made.is_ok(), "core instance {n} of 4 slots' worth: {:?}", made.err());
         }
+    }
+
+    /// A component that instantiates a module of one table `tables` times (so it has that many
+    /// tables), written out in the component binary format.
+    fn component_of_tables(tables: u8) -> Vec<u8> {
+        const MODULE: &[u8] = b"\0asm\x01\0\0\0\x04\x04\x01\x70\x00\x00"; // (module (table 0 funcref))
+        let mut component = b"\0asm\x0d\0\x01\0".to_vec();
+        component.extend([0x01, MODULE.len() as u8]);
+        component.extend(MODULE);
+        let instances: Vec<u8> = std::iter::once(tables).chain((0..tables).flat_map(|_| [0, 0, 0])).collect();
+        assert!(tables < 128 && instances.len() < 1 << 14, "one-byte count, two-byte size");
+        let size = instances.len() as u16;
+        component.extend([0x02, (size & 0x7f) as u8 | 0x80, (size >> 7) as u8]);
+        component.extend(instances);
+        component
+    }
+
+    /// An instance takes as many of the pool's slots as its tables need: a component of 30
+    /// tables took one slot (4 tables' worth), so a pool of 20 slots (80 tables) failed the
+    /// third of three instances at once, with slots free.
+    #[test]
+    fn an_instance_takes_the_slots_its_tables_need() {
+        let engine = Engine::with_options(std::env::temp_dir(), true, Limits::default().wasm_stack_bytes, 20).unwrap();
+        if !engine.pooling() {
+            return; // no room to reserve a pool here
+        }
+        let component = Component::new(engine.wasmtime(), component_of_tables(30)).unwrap();
+        let needs = PoolNeeds::of(&component);
+        assert_eq!(needs, PoolNeeds { memories: 0, tables: 30, components: 1 });
+        assert_eq!(needs.slots(), 8);
+        let slots = engine.slots.clone().unwrap();
+        let linker = Linker::<()>::new(engine.wasmtime());
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        // Four partitions at once, each holding its instance while the others start theirs.
+        let start = || async {
+            let _slot = slots.take(needs).await;
+            let mut store = wasmtime::Store::new(engine.wasmtime(), ());
+            let instance = linker.instantiate_async(&mut store, &component).await;
+            for _ in 0..4 {
+                tokio::task::yield_now().await;
+            }
+            instance.map(|_| ())
+        };
+        let made = runtime.block_on(async { tokio::join!(start(), start(), start(), start()) });
+        for (n, made) in [made.0, made.1, made.2, made.3].into_iter().enumerate() {
+            assert!(
+                made.is_ok(),
+                "instance {n} of 30 tables, at most two at once in 80 tables' worth: {:?}",
+                made.err()
+            );
+        }
+        assert_eq!(slots.free(), 20, "every slot is given back");
+        let engine = Engine::with_options(std::env::temp_dir(), true, Limits::default().wasm_stack_bytes, 4).unwrap();
+        let (slots, linker) = (engine.slots.clone().unwrap(), Linker::<()>::new(engine.wasmtime()));
+        // An instance needing more than the whole pool takes all of it, and fits the totals.
+        let widest = Component::new(engine.wasmtime(), component_of_tables(MAX_TABLES as u8)).unwrap();
+        assert_eq!(PoolNeeds::of(&widest).slots(), 16);
+        runtime.block_on(async {
+            let _slot = slots.take(PoolNeeds::of(&widest)).await;
+            assert_eq!(slots.free(), 0);
+            let mut store = wasmtime::Store::new(engine.wasmtime(), ());
+            linker.instantiate_async(&mut store, &widest).await.expect("the pool holds the widest instance");
+        });
+    }
+
+    /// A declarative engine and its custom components' runtime share a store: both count.
+    #[test]
+    fn an_engine_and_its_runtime_are_counted_together() {
+        let engine = PoolNeeds { memories: 1, tables: 2, components: 1 };
+        let runtime = PoolNeeds { memories: 1, tables: 3, components: 1 };
+        assert_eq!(engine.slots(), 1);
+        assert_eq!(engine.and(runtime), PoolNeeds { memories: 2, tables: 5, components: 2 });
+        assert_eq!(engine.and(runtime).slots(), 2);
     }
 
     #[test]
