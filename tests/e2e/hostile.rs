@@ -587,6 +587,27 @@ fn the_memory_limit_covers_all_memories_of_an_instance_together() {
     }
 }
 
+/// An instance takes as many of the pool's slots as its memories and tables need (a slot holds 2
+/// and 4): an instance of a component with 62 tables took one, so 32 partitions at once, in the
+/// pool `--concurrency 32` gets (192 slots, 768 tables), failed to instantiate from the 13th on
+/// ("maximum concurrent limit of 768 for tables") with slots free. Now they wait their turn and
+/// every partition runs (here, until its CPU budget stops it).
+#[test]
+fn partitions_of_a_component_with_many_tables_wait_for_room_in_the_pool() {
+    let files = Files::new();
+    // 60 modules of a table each (the pool allows one a module).
+    let wide = hostile_plugin_with(&files, "wide.wasm", &vec![sluice_tests::components::tables_module(1); 60]);
+    let args = ["--concurrency", "32", "--cpu-ms-per-call", "20"];
+    let run = run_plugin(&wide, json!({"mode": "loop-all", "partitions": 32}), &args);
+    assert!(!run.success());
+    let errors = run.errors();
+    assert_eq!(errors.len(), 32, "every partition ran, and ran out of its budget: {}", run.explain());
+    for error in errors {
+        let message = error["message"].as_str().unwrap();
+        assert!(message.contains("CPU budget") && !message.contains("instantiate"), "{message}");
+    }
+}
+
 /// What a guest prints is kept up to 1 MiB per stream between calls; the rest is counted.
 #[test]
 fn printing_is_capped() {

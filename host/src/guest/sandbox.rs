@@ -659,12 +659,14 @@ impl GuestLimiter {
         }
     }
 
-    /// Grows the total by `desired - current`, or refuses when that passes the limit.
-    fn grow(&mut self, current: usize, desired: usize, what: &str) -> wasmtime::Result<bool> {
+    /// Grows the total by `desired - current`, or refuses when that passes the limit; `what`
+    /// says what grew, written only for a refusal (an instance grows its memory often).
+    fn grow(&mut self, current: usize, desired: usize, what: impl FnOnce() -> String) -> wasmtime::Result<bool> {
         let total = self.total.saturating_sub(current).saturating_add(desired);
         if total > self.max_bytes {
             let message = format!(
-                "the connector exceeded its memory limit: {what} would bring its memories and tables to {}, the limit is {}",
+                "the connector exceeded its memory limit: {} would bring its memories and tables to {}, the limit is {}",
+                what(),
                 mib(total),
                 mib(self.max_bytes)
             );
@@ -679,18 +681,16 @@ impl GuestLimiter {
 
 impl wasmtime::ResourceLimiter for GuestLimiter {
     fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        let what = if current == 0 {
-            format!("a memory of {}", mib(desired))
-        } else {
-            format!("growing a memory to {}", mib(desired))
+        let what = || match current {
+            0 => format!("a memory of {}", mib(desired)),
+            _ => format!("growing a memory to {}", mib(desired)),
         };
-        self.grow(current, desired, &what)
+        self.grow(current, desired, what)
     }
 
     fn table_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         let bytes = |elements: usize| elements.saturating_mul(TABLE_ELEMENT_BYTES);
-        let what = format!("a table of {desired} elements");
-        self.grow(bytes(current), bytes(desired), &what)
+        self.grow(bytes(current), bytes(desired), || format!("a table of {desired} elements"))
     }
 
     // Counts as well as bytes: every memory, table and core instance costs the host bookkeeping
