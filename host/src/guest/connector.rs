@@ -4,8 +4,9 @@
 
 use crate::bindings::{self, Capabilities, GuestError, Page, Partition, PartitionBatch, Stream};
 use crate::data::protocol::FailureType;
-use crate::guest::engine::{Plugin, PoolNeeds};
+use crate::guest::engine::Plugin;
 use crate::guest::limits::{Limits, Throttle};
+use crate::guest::pool::PoolNeeds;
 use crate::guest::sandbox::{GuestLog, GuestState};
 use crate::net::Egress;
 use std::sync::Arc;

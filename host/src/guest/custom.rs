@@ -9,7 +9,7 @@
 use crate::bindings::components::RuntimePre;
 use crate::bindings::components::sluice::components::host as runtime_host;
 use crate::bindings::{self, HttpError, Level, Request};
-use crate::guest::engine::PoolNeeds;
+use crate::guest::pool::PoolNeeds;
 use crate::guest::sandbox::{CustomSession, GuestLog, GuestState};
 use anyhow::{Result, anyhow};
 use serde_json::json;
