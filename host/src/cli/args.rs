@@ -174,7 +174,8 @@ pub struct SandboxArgs {
     #[arg(long, value_enum, value_name = "WHEN")]
     pub throttle: Option<crate::guest::limits::Throttle>,
     /// Steps of pages read in steps one connector computes at once, each holding an instance
-    /// (fewer: less memory; more: more cores) [default: the number of cores].
+    /// (fewer: less memory; more: more cores) [default: the number of cores, one fewer while the
+    /// run waits on a slow API and its steps need no more].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub steps_at_once: Option<u64>,
     /// How long a step's instance waits, while its request is out and the next step waits for a

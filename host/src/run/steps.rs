@@ -17,13 +17,20 @@ use crate::guest::sandbox::GuestLog;
 use crate::run::asked::ask_streams;
 use crate::run::logs::emit_logs;
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 use tokio::sync::Semaphore;
 
 /// Steps one page may take: one request each, and each step runs the page again with every
 /// answer so far, so a long chain costs its square.
 pub const MAX_STEPS_PER_PAGE: usize = 16;
+
+/// How many times a step's time its answers must take, and how long at least, for a run to
+/// count as waiting on the API ([`Steps::balance`]). Under 20 ms latency answers take 30-60 times
+/// a step; from a fast API on the same machine 1-2.5 ms, 4-10 times a step, as the API, the
+/// host's HTTP and the steps share the cores, which the steps then need every one of.
+const ANSWER_PER_STEP: u64 = 8;
+const SLOW_ANSWER_NANOS: u64 = 5_000_000;
 
 /// What a run keeps about the pages it reads in steps, beside its connector (the connector
 /// itself holds no run state): which streams, how many steps compute at once, and how many
@@ -44,6 +51,15 @@ pub struct Steps {
     /// Told when more partitions are read in steps than steps compute at once: the instances
     /// kept for good while they were few are let go at once, not after their next answer.
     crowded: tokio::sync::Notify,
+    /// How long a step holds its core (instantiating, computing), nanoseconds, a moving average
+    /// (`u64::MAX` before the first step).
+    step_nanos: AtomicU64,
+    /// The step slots, and whether the host may hold one back ([`Steps::balance`]): only when
+    /// they are the default, one a core; a number the operator set is kept as set.
+    slots_at_once: usize,
+    balanced: bool,
+    /// Whether a step slot is held back now.
+    held_back: AtomicBool,
 }
 
 impl Steps {
@@ -56,6 +72,10 @@ impl Steps {
             stepping: AtomicU64::new(0),
             answer_nanos: AtomicU64::new(u64::MAX),
             crowded: tokio::sync::Notify::new(),
+            step_nanos: AtomicU64::new(u64::MAX),
+            slots_at_once: limits.steps_at_once(),
+            balanced: limits.steps_at_once.is_none(),
+            held_back: AtomicBool::new(false),
         }
     }
 
@@ -89,11 +109,53 @@ impl Steps {
 
     /// Counts how long a step's request took into the moving average (an eighth each).
     fn answered_in(&self, took: std::time::Duration) {
-        let took = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX - 1);
-        let _ = self.answer_nanos.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |average| match average {
-            u64::MAX => Some(took),
-            average => Some(average - average / 8 + took / 8),
-        });
+        average_in(&self.answer_nanos, took);
+        self.balance();
+    }
+
+    /// Counts how long a step held its core into the moving average (an eighth each).
+    fn computed_in(&self, took: std::time::Duration) {
+        average_in(&self.step_nanos, took);
+        self.balance();
+    }
+
+    /// Holds one step slot back while the run waits on the API and its steps need no more than
+    /// the others: with more partitions read in steps than slots, each computes a step for `c`
+    /// and then waits `r` for its answer, so the steps keep about `partitions * c / (c + r)`
+    /// cores busy. While that fits in one slot fewer and `r` is many times `c`, a core is left to
+    /// the run's HTTP and output, so answers are read and the next requests sent without waiting
+    /// behind steps (under 20 ms latency on 2 cores, 16 Python or JavaScript partitions took
+    /// 3-4% less time with one step at a time, 64 took more). A fast API, where steps are most of
+    /// the work, gets every slot, and the slot goes back when partitions become few.
+    fn balance(&self) {
+        if !self.balanced || self.slots_at_once < 2 {
+            return;
+        }
+        let (step, answer) = (self.step_nanos.load(Ordering::Relaxed), self.answer_nanos.load(Ordering::Relaxed));
+        if step == u64::MAX || answer == u64::MAX {
+            return;
+        }
+        let stepping = self.stepping.load(Ordering::Relaxed);
+        let busy = stepping as f64 * step as f64 / (step as f64 + answer as f64);
+        let waiting_on_the_api = answer / ANSWER_PER_STEP >= step && answer >= SLOW_ANSWER_NANOS;
+        let hold_back =
+            stepping as usize > self.slots_at_once && waiting_on_the_api && busy <= (self.slots_at_once - 1) as f64;
+        if hold_back {
+            if self.held_back.compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+                && self.slots.forget_permits(1) == 0
+            {
+                // Every slot is computing: held back at a later step.
+                self.held_back.store(false, Ordering::Relaxed);
+            }
+        } else if self.held_back.compare_exchange(true, false, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+            self.slots.add_permits(1);
+        }
+    }
+
+    /// Step slots held back now (0 or 1).
+    #[cfg(test)]
+    fn held_back(&self) -> bool {
+        self.held_back.load(Ordering::Relaxed)
     }
 
     /// Whether steps' requests have typically been answered within `grace`.
@@ -150,19 +212,22 @@ impl<'c> Stepping<'c> {
     /// the core it holds while partitions stay few; the one kept through a grace if a core is
     /// free before the grace ends; else a fresh one, once a core is (so instances waiting for
     /// cores never hold the pool's slots from the steps that hold the cores).
-    async fn core_and_instance(&mut self) -> Result<(tokio::sync::SemaphorePermit<'c>, Instance), CallError> {
+    async fn core_and_instance(&mut self) -> Result<(tokio::sync::SemaphorePermit<'c>, Instance, Instant), CallError> {
         let slots = &self.steps.slots;
         match self.kept.take() {
-            Some(Kept { instance, hold: Hold::ForGood(core) }) if self.few() => return Ok((core, instance)),
+            Some(Kept { instance, hold: Hold::ForGood(core) }) if self.few() => {
+                return Ok((core, instance, Instant::now()));
+            }
             Some(Kept { instance, hold: Hold::Until(until) }) => {
                 if let Ok(core) = tokio::time::timeout_at(until, slots.acquire()).await {
-                    return Ok((core.expect("the step semaphore is never closed"), instance));
+                    return Ok((core.expect("the step semaphore is never closed"), instance, Instant::now()));
                 }
             }
             _ => {}
         }
         let core = slots.acquire().await.expect("the step semaphore is never closed");
-        Ok((core, self.connector.instance().await?))
+        let taken = Instant::now();
+        Ok((core, self.connector.instance().await?, taken))
     }
 
     /// Keeps an instance whose step succeeded for the next one: with no end while no more
@@ -242,7 +307,18 @@ impl<'c> Stepping<'c> {
 impl Drop for Stepping<'_> {
     fn drop(&mut self) {
         self.steps.stepping.fetch_sub(1, Ordering::Relaxed);
+        // Few partitions keep their instances and cores: the slot held back goes back first.
+        self.steps.balance();
     }
+}
+
+/// Counts `took` into the moving average at `average` (an eighth each; `u64::MAX` is none yet).
+fn average_in(average: &AtomicU64, took: std::time::Duration) {
+    let took = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX - 1);
+    let _ = average.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |average| match average {
+        u64::MAX => Some(took),
+        average => Some(average - average / 8 + took / 8),
+    });
 }
 
 /// Reads one page of `partition` in steps: each step in a fresh instance (or the one the
@@ -267,8 +343,8 @@ pub async fn read_page(
         let step = match ahead.take() {
             Some(outgoing) => Ok((Step::Send(outgoing), 0)),
             None => {
-                let (core, mut instance) = match stepping.core_and_instance().await {
-                    Ok(both) => both,
+                let (core, mut instance, taken) = match stepping.core_and_instance().await {
+                    Ok(all) => all,
                     Err(e) => return Ok(Err(e)),
                 };
                 let config = connector.partition_config();
@@ -292,6 +368,7 @@ pub async fn read_page(
                         Err(_) => usable = false,
                     }
                 }
+                stepping.steps.computed_in(taken.elapsed());
                 // An instance whose call failed is not used again (after a trap it cannot be).
                 if usable {
                     stepping.keep(instance, core, sent);
@@ -387,4 +464,72 @@ async fn logs(out: Option<&Output>, logs: Vec<GuestLog>) -> Result<(), OutputClo
 
 fn system(message: String) -> CallError {
     CallError::Guest(crate::bindings::GuestError::System(message))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// Steps with `slots` slots, the default (balanced) or set by the operator, and `stepping`
+    /// partitions read in steps.
+    fn steps(slots: usize, balanced: bool, stepping: u64) -> Steps {
+        let mut steps = Steps::new(&Limits { steps_at_once: Some(slots), ..Limits::default() });
+        steps.balanced = balanced;
+        steps.stepping.store(stepping, Ordering::Relaxed);
+        steps
+    }
+
+    fn ms(n: f64) -> Duration {
+        Duration::from_secs_f64(n / 1000.0)
+    }
+
+    /// Waiting on the API (16 partitions, steps of 0.5 ms, answers in 24 ms: about a third of a
+    /// core busy with steps), one of two slots is held back; from a fast API (answers in 1.5 ms,
+    /// the steps needing both cores) it is given back, as it is once partitions are few.
+    #[test]
+    fn a_step_slot_is_held_back_while_the_run_waits_on_the_api() {
+        let steps = steps(2, true, 16);
+        steps.computed_in(ms(0.5));
+        steps.answered_in(ms(24.0));
+        assert!(steps.held_back());
+        assert_eq!(steps.slots.available_permits(), 1, "one step at a time");
+        for _ in 0..40 {
+            steps.answered_in(ms(1.5));
+        }
+        assert!(!steps.held_back(), "a fast API needs every core for steps");
+        assert_eq!(steps.slots.available_permits(), 2);
+        for _ in 0..40 {
+            steps.answered_in(ms(24.0));
+        }
+        assert!(steps.held_back());
+        // Few partitions keep their instances and cores: every slot is theirs again.
+        steps.stepping.store(2, Ordering::Relaxed);
+        steps.balance();
+        assert!(!steps.held_back());
+        assert_eq!(steps.slots.available_permits(), 2);
+    }
+
+    /// Not held back: when the steps need both cores even waiting on the API (64 partitions of
+    /// 1 ms steps, answers in 24 ms), when the operator set the slots, when there is one, or
+    /// when every slot is computing (it is held back at a later step instead).
+    #[test]
+    fn a_step_slot_is_kept_when_the_steps_need_it() {
+        let busy = steps(2, true, 64);
+        busy.computed_in(ms(1.0));
+        busy.answered_in(ms(24.0));
+        assert!(!busy.held_back());
+        for (slots, balanced) in [(2, false), (1, true)] {
+            let set = steps(slots, balanced, 16);
+            set.computed_in(ms(0.5));
+            set.answered_in(ms(24.0));
+            assert!(!set.held_back());
+            assert_eq!(set.slots.available_permits(), slots);
+        }
+        let full = steps(2, true, 16);
+        let (_a, _b) = (full.slots.try_acquire().unwrap(), full.slots.try_acquire().unwrap());
+        full.computed_in(ms(0.5));
+        full.answered_in(ms(24.0));
+        assert!(!full.held_back(), "no slot free to hold back");
+    }
 }
