@@ -17,7 +17,7 @@ use crate::guest::sandbox::GuestLog;
 use crate::run::asked::ask_streams;
 use crate::run::logs::emit_logs;
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 use tokio::sync::Semaphore;
 
@@ -58,8 +58,9 @@ pub struct Steps {
     /// they are the default, one a core; a number the operator set is kept as set.
     slots_at_once: usize,
     balanced: bool,
-    /// Whether a step slot is held back now.
-    held_back: AtomicBool,
+    /// Whether a step slot is held back now; taken while one is held back or given back, so the
+    /// slots' count never drifts.
+    held_back: std::sync::Mutex<bool>,
 }
 
 impl Steps {
@@ -75,7 +76,7 @@ impl Steps {
             step_nanos: AtomicU64::new(u64::MAX),
             slots_at_once: limits.steps_at_once(),
             balanced: limits.steps_at_once.is_none(),
-            held_back: AtomicBool::new(false),
+            held_back: std::sync::Mutex::new(false),
         }
     }
 
@@ -125,7 +126,7 @@ impl Steps {
     /// cores busy. While that fits in one slot fewer and `r` is many times `c`, a core is left to
     /// the run's HTTP and output, so answers are read and the next requests sent without waiting
     /// behind steps (under 20 ms latency on 2 cores, 16 Python or JavaScript partitions took
-    /// 3-4% less time with one step at a time, 64 took more). A fast API, where steps are most of
+    /// 2-4% less time with one step at a time, 64 took more). A fast API, where steps are most of
     /// the work, gets every slot, and the slot goes back when partitions become few.
     fn balance(&self) {
         if !self.balanced || self.slots_at_once < 2 {
@@ -140,22 +141,20 @@ impl Steps {
         let waiting_on_the_api = answer / ANSWER_PER_STEP >= step && answer >= SLOW_ANSWER_NANOS;
         let hold_back =
             stepping as usize > self.slots_at_once && waiting_on_the_api && busy <= (self.slots_at_once - 1) as f64;
-        if hold_back {
-            if self.held_back.compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed).is_ok()
-                && self.slots.forget_permits(1) == 0
-            {
-                // Every slot is computing: held back at a later step.
-                self.held_back.store(false, Ordering::Relaxed);
-            }
-        } else if self.held_back.compare_exchange(true, false, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+        let mut held_back = self.held_back.lock().unwrap_or_else(|e| e.into_inner());
+        if hold_back && !*held_back {
+            // With every slot computing, it is held back at a later step.
+            *held_back = self.slots.forget_permits(1) == 1;
+        } else if !hold_back && *held_back {
             self.slots.add_permits(1);
+            *held_back = false;
         }
     }
 
-    /// Step slots held back now (0 or 1).
+    /// Whether a step slot is held back now.
     #[cfg(test)]
     fn held_back(&self) -> bool {
-        self.held_back.load(Ordering::Relaxed)
+        *self.held_back.lock().unwrap()
     }
 
     /// Whether steps' requests have typically been answered within `grace`.
