@@ -54,8 +54,9 @@ pub struct Steps {
     /// How long a step holds its core (instantiating, computing), nanoseconds, a moving average
     /// (`u64::MAX` before the first step).
     step_nanos: AtomicU64,
-    /// The step slots, and whether the host may hold one back ([`Steps::balance`]): only when
-    /// they are the default, one a core; a number the operator set is kept as set.
+    /// The step slots (the connector's `steps_at_once`, read once), and whether the host may
+    /// hold one back ([`Steps::balance`]): only when they are the default, one a core; a number
+    /// the operator set is kept as set.
     slots_at_once: usize,
     balanced: bool,
     /// Whether a step slot is held back now; taken while one is held back or given back, so the
@@ -196,7 +197,7 @@ enum Hold<'c> {
 impl<'c> Stepping<'c> {
     pub fn new(connector: &'c Connector, steps: &'c Steps) -> Self {
         let stepping = steps.stepping.fetch_add(1, Ordering::Relaxed) + 1;
-        if stepping as usize > connector.limits.steps_at_once() {
+        if stepping as usize > steps.slots_at_once {
             steps.crowded.notify_waiters();
         }
         Stepping { connector, steps, kept: None, ahead: None }
@@ -204,7 +205,7 @@ impl<'c> Stepping<'c> {
 
     /// Whether no more partitions are read in steps than steps compute at once.
     fn few(&self) -> bool {
-        self.steps.stepping.load(Ordering::Relaxed) as usize <= self.connector.limits.steps_at_once()
+        self.steps.stepping.load(Ordering::Relaxed) as usize <= self.steps.slots_at_once
     }
 
     /// A core for the next step, and the instance to take it in: the one kept for good with
