@@ -100,9 +100,12 @@ pub struct EgressStats {
 
 /// Performs every request of one run.
 pub struct Egress {
-    /// Built at the first request: an egress that never sends one (a run's denying one, `spec`)
-    /// does not load the system's root certificates (6 ms each time).
-    client: std::sync::OnceLock<Result<reqwest::Client, String>>,
+    /// The clients, each built at its first request: plain http needs no root certificates,
+    /// and loading them (the system's and the built-in ones) takes 4-6 ms of CPU that a run
+    /// talking plain http only (a local API, every test and benchmark) never needs, and an
+    /// egress that sends nothing (a run's denying one, `spec`) builds neither.
+    plain: std::sync::OnceLock<Result<reqwest::Client, String>>,
+    tls: std::sync::OnceLock<Result<reqwest::Client, String>>,
     policy: Arc<EgressPolicy>,
     options: HttpOptions,
     retry_budget: AtomicU64,
@@ -199,7 +202,8 @@ impl Egress {
     pub fn new(policy: EgressPolicy, options: HttpOptions) -> Result<Self> {
         let policy = Arc::new(policy);
         Ok(Egress {
-            client: std::sync::OnceLock::new(),
+            plain: std::sync::OnceLock::new(),
+            tls: std::sync::OnceLock::new(),
             policy,
             retry_budget: AtomicU64::new(options.retry_budget),
             in_flight: tokio::sync::Semaphore::new(options.max_in_flight.max(1)),
@@ -210,35 +214,50 @@ impl Egress {
         })
     }
 
-    /// The HTTP client, built at the first request.
-    fn client(&self) -> Result<&reqwest::Client, Failure> {
-        let options = &self.options;
-        let built = self.client.get_or_init(|| {
-            reqwest::Client::builder()
-                .connect_timeout(options.connect_timeout)
-                .read_timeout(options.read_timeout)
-                .timeout(options.request_timeout)
-                // Proxies from the environment would send guest traffic somewhere nobody granted.
-                .no_proxy()
-                .user_agent(concat!("sluice/", env!("CARGO_PKG_VERSION")))
-                .dns_resolver(Arc::new(CheckedResolver))
-                // Redirects are followed in `attempt`, hop by hop, so each hop is checked against
-                // the policy and the connector's headers stay with the origin they were meant for.
-                .redirect(reqwest::redirect::Policy::none())
-                .referer(false)
-                .build()
-                .map_err(|e| format!("the host cannot make its HTTP client: {e}"))
-        });
+    /// The client for `url`: the one with root certificates for https, the one without for
+    /// plain http (its requests never do TLS), each built at its first request.
+    fn client(&self, url: &url::Url) -> Result<&reqwest::Client, Failure> {
+        let tls = url.scheme() == "https";
+        let built = match tls {
+            true => self.tls.get_or_init(|| self.build_client(true)),
+            false => self.plain.get_or_init(|| self.build_client(false)),
+        };
         built.as_ref().map_err(|e| Failure::Other(HttpError::Connection(e.clone())))
     }
 
-    /// Builds the HTTP client now, on a blocking thread, so a run's first request does not wait
-    /// for the root certificates to load (it overlaps the connector's first calls).
-    pub fn prepare(self: &Arc<Self>) {
+    fn build_client(&self, tls: bool) -> Result<reqwest::Client, String> {
+        let options = &self.options;
+        reqwest::Client::builder()
+            .connect_timeout(options.connect_timeout)
+            .read_timeout(options.read_timeout)
+            .timeout(options.request_timeout)
+            // Proxies from the environment would send guest traffic somewhere nobody granted.
+            .no_proxy()
+            .user_agent(concat!("sluice/", env!("CARGO_PKG_VERSION")))
+            .dns_resolver(Arc::new(CheckedResolver))
+            // Redirects are followed in `attempt`, hop by hop, so each hop is checked against
+            // the policy and the connector's headers stay with the origin they were meant for.
+            .redirect(reqwest::redirect::Policy::none())
+            .referer(false)
+            .tls_built_in_root_certs(tls)
+            .build()
+            .map_err(|e| format!("the host cannot make its HTTP client: {e}"))
+    }
+
+    /// Builds the https client now, on a blocking thread, so a run's first https request does
+    /// not wait for the root certificates to load (it overlaps the connector's first calls):
+    /// when the connector declared a host it may reach over https alone (one declared with
+    /// `http://` is a local or test API, whose requests need no certificates; should one of
+    /// them go over https all the same, its first request builds the client).
+    /// The build's task, when one is started.
+    pub fn prepare(self: &Arc<Self>) -> Option<tokio::task::JoinHandle<()>> {
         let egress = self.clone();
-        if !self.offline() && tokio::runtime::Handle::try_current().is_ok() {
-            tokio::task::spawn_blocking(move || drop(egress.client()));
-        }
+        let tls_ahead = self.policy.declared().any(|host| !host.http);
+        (tls_ahead && !self.offline() && tokio::runtime::Handle::try_current().is_ok()).then(|| {
+            tokio::task::spawn_blocking(move || {
+                egress.tls.get_or_init(|| egress.build_client(true));
+            })
+        })
     }
 
     /// Adds a hook around every attempt (after those added before).
@@ -430,9 +449,8 @@ impl Egress {
         let (mut method, mut url, mut body) = (method.clone(), url.clone(), req.body.clone());
         let mut forward_headers = true;
         let mut hops = 0;
-        let client = self.client()?;
         loop {
-            let mut builder = client.request(method.clone(), url.clone());
+            let mut builder = self.client(&url)?.request(method.clone(), url.clone());
             if forward_headers {
                 builder = builder.headers(headers.clone());
             }
@@ -663,6 +681,49 @@ mod tests {
         assert!(matches!(source, BodySource::Network(_)));
         let (whole, _) = open(true).await;
         assert!(matches!(whole, Err(HttpError::TooLarge(_))), "a hook that needs bodies reads them whole");
+    }
+
+    /// A run talking plain http never loads root certificates (4-6 ms of CPU at every start);
+    /// its first https request builds the client that has them, as does `prepare` ahead of time
+    /// for a connector that declared a host it reaches over https.
+    #[tokio::test]
+    async fn root_certificates_are_loaded_only_for_https() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut request = vec![0u8; 4096];
+                    let _ = socket.read(&mut request).await;
+                    let _ =
+                        socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok").await;
+                });
+            }
+        });
+        let grant = crate::net::HostPort::parse(&format!("http://{addr}")).unwrap();
+        // One attempt: the https one fails, and is not tried again.
+        let options = HttpOptions { max_attempts: 1, ..Default::default() };
+        let egress = Arc::new(Egress::new(EgressPolicy::new([grant.clone()], [grant]), options).unwrap());
+        assert!(egress.prepare().is_none(), "a host declared with http:// needs no certificates ahead");
+        let get = |scheme: &str| Request {
+            method: "GET".into(),
+            url: format!("{scheme}://{addr}/"),
+            headers: vec![],
+            body: None,
+        };
+        let response = egress.send(get("http"), "{}").await.expect("plain http is answered");
+        assert_eq!((response.status, response.body.as_slice()), (200, &b"ok"[..]));
+        assert!(egress.plain.get().is_some_and(|c| c.is_ok()));
+        assert!(egress.tls.get().is_none(), "plain http loaded no root certificates");
+        // The server speaks no TLS: the request fails, after the client with the roots is built.
+        assert!(egress.send(get("https"), "{}").await.is_err());
+        assert!(egress.tls.get().is_some_and(|c| c.is_ok()), "https builds the client with root certificates");
+        let declared = crate::net::HostPort::parse("api.example.com").unwrap();
+        let egress =
+            Arc::new(Egress::new(EgressPolicy::new([declared.clone()], [declared]), HttpOptions::default()).unwrap());
+        egress.prepare().expect("an https host declared: built ahead").await.unwrap();
+        assert!(egress.tls.get().is_some_and(|c| c.is_ok()) && egress.plain.get().is_none());
     }
 
     #[tokio::test]
