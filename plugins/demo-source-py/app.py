@@ -282,9 +282,10 @@ class DemoSource(sluice.Source, sluice.AsyncJobs):
             raise Error.system("report_items is read through report jobs")
         raise Error.config(f"unknown stream {stream!r}")
 
-    def warm_up(self) -> list[sluice.WarmUp]:
-        # A first page and a next one of `items` and of `account_items`, read while the component
-        # is built: every instance then starts with the code of a step already run.
+    def warm_up(self) -> list:
+        # A first page and a next one of `items` and of `account_items`, and the listing of
+        # `account_items`' partitions, read while the component is built: every instance then
+        # starts with the code of a step, and of the listing, already run.
         config = {"base_url": "http://127.0.0.1:8080", "page_size": 100}
         record = {"id": 1, "name": "item 1", "account_id": 1, "amount": 1, "updated_at": "2024-01-01T00:00:00Z"}
         items = Partition.whole("items")
@@ -292,7 +293,10 @@ class DemoSource(sluice.Source, sluice.AsyncJobs):
         account = Partition.keyed("account_items", {"account_id": 1})
         next_url = "/accounts/1/items?cursor=1&limit=100"
         account_page = sluice.WarmAnswer({"next": next_url}, forwarded=1)
+        # A short page of accounts ends the listing.
+        accounts = sluice.WarmAnswer({"data": [{"id": 1, "name": "account 1"}, {"id": 2, "name": "account 2"}]})
         return [
+            sluice.WarmListing(config, "account_items", [accounts]),
             sluice.WarmUp(config, items, None, [item_page]),
             sluice.WarmUp(config, items, "1", [item_page]),
             sluice.WarmUp(config, account, None, [account_page]),

@@ -36,11 +36,22 @@ from typing import Any, Optional
 
 from . import http, log, paginate, slice
 from .errors import Error, context
-from .types import CursorRange, CursorValue, JobStatus, Page, Partition, PartitionBatch, Stream, WarmAnswer, WarmUp
+from .types import (
+    CursorRange,
+    CursorValue,
+    JobStatus,
+    Page,
+    Partition,
+    PartitionBatch,
+    Stream,
+    WarmAnswer,
+    WarmListing,
+    WarmUp,
+)
 
 __all__ = [
     "Source", "AsyncJobs", "export", "export_connector", "export_stepped_connector", "field", "Error", "context", "Stream", "Partition",
-    "CursorValue", "CursorRange", "Page", "PartitionBatch", "JobStatus", "WarmUp", "WarmAnswer", "http", "log", "paginate", "slice",
+    "CursorValue", "CursorRange", "Page", "PartitionBatch", "JobStatus", "WarmUp", "WarmListing", "WarmAnswer", "http", "log", "paginate", "slice",
 ]
 
 
@@ -105,14 +116,16 @@ class Source:
         its start. The default is none."""
         return []
 
-    def warm_up(self) -> list[WarmUp]:
+    def warm_up(self) -> list:
         """Pages of streams read in steps to read while the component is built, with sample
-        answers (`WarmUp`): the SDK reads each a few times before the interpreter's snapshot is
-        taken, so every instance starts with the code that reads pages already run (its bytecode
-        specialised, its caches filled) instead of warming it up again in each step. They run
-        with no host: their steps may only compute (no `send()`, no logging), and what they
-        leave behind is in every instance, so keep nothing at module level. A page that fails
-        is skipped. The default is none."""
+        answers (`WarmUp`), and partition listings (`WarmListing`): the SDK reads each a few
+        times before the interpreter's snapshot is taken, so every instance starts with the code
+        that reads pages and lists partitions already run (its bytecode specialised, its caches
+        filled) instead of warming it up again in each step, or in the listing every run waits
+        for before its first partition (2 ms of a run's start for the demo connector). They run
+        with no host: their steps may only compute (no logging; a listing's `send()` is answered
+        from its samples), and what they leave behind is in every instance, so keep nothing at
+        module level. A page or listing that fails is skipped. The default is none."""
         return []
 
 

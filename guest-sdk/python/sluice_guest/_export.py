@@ -14,7 +14,7 @@ from wit_world.imports import types as wit
 from . import _warming
 from .errors import CONFIG, TRANSIENT, Error
 from .http import Later
-from .types import CursorRange, CursorValue, JobStatus, Page, Partition, WarmAnswer, _compact, parse_json
+from .types import CursorRange, CursorValue, JobStatus, Page, Partition, WarmAnswer, WarmListing, _compact, parse_json
 
 _CURSOR_TO_WIT = {"integer": wit.CursorValue_Integer, "datetime": wit.CursorValue_Datetime, "text": wit.CursorValue_Text}
 
@@ -295,8 +295,9 @@ def stepped_connector_exporter(source_cls):
             return _guard(run)
 
     SteppedPagesExport.__name__ = SteppedPagesExport.__qualname__ = "SteppedPages"
-    _warm_up(source_cls, SteppedPagesExport().read_step, stepped_pages)
-    return (*connector_exporter(source_cls), SteppedPagesExport)
+    exported = connector_exporter(source_cls)
+    _warm_up(source_cls, SteppedPagesExport().read_step, exported[0]().partitions, stepped_pages)
+    return (*exported, SteppedPagesExport)
 
 
 #: How many times each warm-up page is read: enough for CPython's adaptive interpreter to
@@ -316,12 +317,13 @@ def _warm_answer(answer: WarmAnswer, stepped_pages):
     return Ok(stepped_pages.Answer(answer.status, list(answer.headers), records, answer.forwarded, body))
 
 
-def _warm_up(source_cls, read_step, stepped_pages):
-    """Reads the pages `Source.warm_up` names, step by step with their sample answers, as the
-    host would: the app module is imported while the component is built, so this runs before
-    the snapshot every instance starts from. A page that fails stops there; nothing is raised
-    (it only warms)."""
+def _warm_up(source_cls, read_step, partitions, stepped_pages):
+    """Reads the pages and runs the listings `Source.warm_up` names, with their sample answers,
+    as the host would: the app module is imported while the component is built, so this runs
+    before the snapshot every instance starts from. A page or listing that fails stops there;
+    nothing is raised (it only warms)."""
     try:
+        warm = source_cls().warm_up()
         pages = [
             (
                 json.dumps(page.config),
@@ -329,14 +331,20 @@ def _warm_up(source_cls, read_step, stepped_pages):
                 _token(page.token),
                 [_warm_answer(answer, stepped_pages) for answer in page.answers],
             )
-            for page in source_cls().warm_up()
+            for page in warm
+            if not isinstance(page, WarmListing)
+        ]
+        listings = [
+            (json.dumps(listing.config), listing.stream, _token(listing.state), [_sent(a) for a in listing.answers])
+            for listing in warm
+            if isinstance(listing, WarmListing)
         ]
     except Exception as e:
         print(f"sluice_guest: warm_up() failed, nothing is warmed up: {type(e).__name__}: {e}", file=sys.stderr)
         return
     _warming.active = True
     try:
-        for _ in range(WARM_UP_ROUNDS if pages else 0):
+        for _ in range(WARM_UP_ROUNDS if pages or listings else 0):
             for config, partition, token, answers in pages:
                 for taken in range(len(answers) + 1):
                     try:
@@ -345,8 +353,25 @@ def _warm_up(source_cls, read_step, stepped_pages):
                         break
                     if not isinstance(step, stepped_pages.Step_Send):
                         break
+            for config, stream, state, answers in listings:
+                _warming.samples = list(answers)
+                try:
+                    partitions(config, stream, state, None)
+                except Exception:
+                    pass
     finally:
         _warming.active = False
+        _warming.samples = []
+
+
+def _sent(answer: WarmAnswer):
+    """A listing's sample answer as `send()` gives it: status, headers, the whole body's bytes."""
+    body = answer.body
+    if body is None:
+        body = b""
+    elif not isinstance(body, (bytes, str)):
+        body = _compact(body)
+    return answer.status, list(answer.headers), body.encode() if isinstance(body, str) else body
 
 
 def partition_config_connector_exporter(source_cls):

@@ -71,6 +71,9 @@ class Request:
     def send(self) -> "Response":
         """Sends the request through the host. Any status is a response; see
         `Response.error_for_status`."""
+        if _warming.active:
+            status, headers, body = _warming.sample(f"{self.method} {self.url}")
+            return Response(self.url, status, headers, body)
         answer = self._host(wit.send)
         return Response(self.url, answer.status, answer.headers, answer.body)
 

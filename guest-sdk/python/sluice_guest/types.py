@@ -163,6 +163,21 @@ class WarmUp:
         self.answers = list(answers)
 
 
+class WarmListing:
+    """A stream's partition listing that the SDK runs while the component is built, before the
+    interpreter's snapshot is taken (see `Source.warm_up`): `partition_batch` (so `partitions`)
+    of `stream` with `config` (a dict, as the operator would write it) and `state`, each
+    `send()` it makes answered by the next sample answer (`WarmAnswer`, its `body` the whole
+    answer), in order. Only `send()` is answered; anything else the listing asks of the host
+    ends it."""
+
+    def __init__(self, config: dict, stream: str, answers: Iterable[WarmAnswer] = (), state: Any = None):
+        self.config = config
+        self.stream = stream
+        self.answers = list(answers)
+        self.state = state
+
+
 class PartitionBatch:
     """Some partitions of a stream, the token of the next batch, and how many records the whole
     stream holds when the API says."""

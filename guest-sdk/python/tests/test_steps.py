@@ -216,6 +216,30 @@ class WarmUpTest(unittest.TestCase):
                 sluice.log.info("x")
         self.assertIn("logging: a warm-up page runs with no host", raised.exception.message)
 
+    def test_a_listing_is_run_with_its_sample_answers_for_send(self):
+        seen = []
+
+        class Listed(Stepped):
+            def partitions(self, config, stream, state):
+                accounts = http.get(f"{config['base_url']}/accounts").send().error_for_status().json()["data"]
+                seen.append((stream, state, [a["id"] for a in accounts]))
+                # No sample left for a second send: refused as with no host, the listing ends.
+                http.get(f"{config['base_url']}/more").send()
+                seen.append("past the samples")
+                return []
+
+            def warm_up(self):
+                answers = [sluice.WarmAnswer({"data": [{"id": 1}, {"id": 2}]})]
+                return [sluice.WarmListing({"base_url": "https://api.example.com"}, "items", answers, {"s": 1})]
+
+        sent = []
+        with mock.patch.object(sluice.http.wit, "send", lambda *a: sent.append(a)):
+            sluice.export_stepped_connector(Listed)
+        self.assertEqual(seen, [("items", {"s": 1}, [1, 2])] * sluice._export.WARM_UP_ROUNDS)
+        self.assertEqual(sent, [], "no send reached the host")
+        self.assertFalse(sluice._warming.active)
+        self.assertEqual(sluice._warming.samples, [])
+
     def test_no_warm_up_by_default(self):
         calls = []
 
