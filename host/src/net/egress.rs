@@ -615,6 +615,25 @@ fn without_query(url: &str) -> String {
 mod tests {
     use super::*;
 
+    /// A server on loopback that reads each connection's request and writes `answer`.
+    async fn serve(answer: Vec<u8>) -> std::net::SocketAddr {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let answer = Arc::new(answer);
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let answer = answer.clone();
+                tokio::spawn(async move {
+                    let mut request = vec![0u8; 4096];
+                    let _ = socket.read(&mut request).await;
+                    let _ = socket.write_all(&answer).await;
+                });
+            }
+        });
+        addr
+    }
+
     #[test]
     fn guests_cannot_set_routing_headers_or_flood() {
         let h = |n: &str| vec![(n.to_string(), "x".to_string())];
@@ -635,7 +654,6 @@ mod tests {
     #[tokio::test]
     async fn observe_only_hooks_keep_bodies_streamed() {
         use super::super::hooks::{Attempt, BoxFuture, Outcome, Timing};
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         struct Counting(std::sync::atomic::AtomicU64, bool);
         impl HttpHooks for Counting {
             fn needs_bodies(&self) -> bool {
@@ -646,21 +664,9 @@ mod tests {
                 Box::pin(async {})
             }
         }
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            while let Ok((mut socket, _)) = listener.accept().await {
-                tokio::spawn(async move {
-                    let mut request = vec![0u8; 4096];
-                    let _ = socket.read(&mut request).await;
-                    let body = "line\n".repeat(2000);
-                    let head =
-                        format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());
-                    let _ = socket.write_all(head.as_bytes()).await;
-                    let _ = socket.write_all(body.as_bytes()).await;
-                });
-            }
-        });
+        let body = "line\n".repeat(2000);
+        let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+        let addr = serve(answer.into_bytes()).await;
         let grant = crate::net::HostPort::parse(&format!("http://{addr}")).unwrap();
         let open = |needs_bodies: bool| {
             let (grant, hook) = (grant.clone(), Arc::new(Counting(Default::default(), needs_bodies)));
@@ -688,19 +694,7 @@ mod tests {
     /// for a connector that declared a host it reaches over https.
     #[tokio::test]
     async fn root_certificates_are_loaded_only_for_https() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            while let Ok((mut socket, _)) = listener.accept().await {
-                tokio::spawn(async move {
-                    let mut request = vec![0u8; 4096];
-                    let _ = socket.read(&mut request).await;
-                    let _ =
-                        socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok").await;
-                });
-            }
-        });
+        let addr = serve(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok".to_vec()).await;
         let grant = crate::net::HostPort::parse(&format!("http://{addr}")).unwrap();
         // One attempt: the https one fails, and is not tried again.
         let options = HttpOptions { max_attempts: 1, ..Default::default() };
