@@ -305,14 +305,19 @@ def stepped_connector_exporter(source_cls):
 WARM_UP_ROUNDS = 16
 
 
-def _warm_answer(answer: WarmAnswer, stepped_pages):
+def _warm_body(answer: WarmAnswer) -> bytes:
+    """A sample answer's body as the host hands it over."""
     body = answer.body
     if body is None:
         # Nothing given: an empty body, or with records taken out, the rest of an object.
         body = b"" if answer.records is None and answer.forwarded is None else b"{}"
     elif not isinstance(body, (bytes, str)):
         body = _compact(body)
-    body = body.encode() if isinstance(body, str) else body
+    return body.encode() if isinstance(body, str) else body
+
+
+def _warm_answer(answer: WarmAnswer, stepped_pages):
+    body = _warm_body(answer)
     records = None if answer.records is None else [r if isinstance(r, str) else _compact(r) for r in answer.records]
     return Ok(stepped_pages.Answer(answer.status, list(answer.headers), records, answer.forwarded, body))
 
@@ -366,12 +371,7 @@ def _warm_up(source_cls, read_step, partitions, stepped_pages):
 
 def _sent(answer: WarmAnswer):
     """A listing's sample answer as `send()` gives it: status, headers, the whole body's bytes."""
-    body = answer.body
-    if body is None:
-        body = b""
-    elif not isinstance(body, (bytes, str)):
-        body = _compact(body)
-    return answer.status, list(answer.headers), body.encode() if isinstance(body, str) else body
+    return answer.status, list(answer.headers), _warm_body(answer)
 
 
 def partition_config_connector_exporter(source_cls):

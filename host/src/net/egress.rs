@@ -248,8 +248,8 @@ impl Egress {
     /// not wait for the root certificates to load (it overlaps the connector's first calls):
     /// when the connector declared a host it may reach over https alone (one declared with
     /// `http://` is a local or test API, whose requests need no certificates; should one of
-    /// them go over https all the same, its first request builds the client).
-    /// The build's task, when one is started.
+    /// them go over https all the same, its first request builds the client). Returns the
+    /// build's task, when one is started.
     pub fn prepare(self: &Arc<Self>) -> Option<tokio::task::JoinHandle<()>> {
         let egress = self.clone();
         let tls_ahead = self.policy.declared().any(|host| !host.http);
