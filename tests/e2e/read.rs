@@ -126,6 +126,26 @@ fn a_start_date_limits_the_first_run() {
     assert_eq!(sorted(run.ids("account_items")), (61..=100).collect::<Vec<_>>());
 }
 
+/// The instance that answered the spec probe (spec, capabilities) answers the run's other
+/// run-level calls too: discover, the questions and the first stream's listing. A run makes
+/// one instance besides its partitions' (the Rust demo reads a partition in one), and a second
+/// stream's listing takes a fresh one.
+#[test]
+fn the_spec_probes_instance_answers_discover_the_questions_and_a_listing() {
+    let api = api(RECORDS);
+    let files = Files::new();
+    let config = files.json("config.json", &demo_config(&api, 1000));
+    let run = host(&["run", "--streams", "account_items"]).demo_source(&api, &config).run();
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(sorted(run.ids("account_items")), (1..=RECORDS).collect::<Vec<_>>());
+    assert_eq!(run.instance_counts().0, 1 + ACCOUNTS, "{}", run.logs().last().unwrap());
+
+    let run = host(&["run", "--streams", "account_items,items"]).demo_source(&api, &config).run();
+    assert!(run.success(), "{}", run.explain());
+    assert_eq!(run.ids("items"), (1..=RECORDS).collect::<Vec<_>>());
+    assert_eq!(run.instance_counts().0, 1 + 1 + ACCOUNTS + 1, "{}", run.logs().last().unwrap());
+}
+
 #[test]
 fn injected_errors_are_retried_to_exact_counts() {
     let api = demo_api(DemoApiConfig {

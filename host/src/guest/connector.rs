@@ -101,6 +101,10 @@ pub struct Connector {
     /// The config with only the fields the connector's partitions read (`partition-config`,
     /// contract 0.1.7), once the run has asked; the whole config until then.
     partition_config: std::sync::OnceLock<String>,
+    /// The instance that answered the spec probe, kept for the run's next run-level call
+    /// ([`Connector::run_level_instance`]: discover, the questions, a listing), never a
+    /// partition's.
+    spare: std::sync::Mutex<Option<Instance>>,
 }
 
 /// What a run's guests used, for the run summary and the library API.
@@ -173,7 +177,44 @@ impl Connector {
             ),
             None => config,
         };
-        Connector { plugin, config, egress, limits, usage: Arc::default(), partition_config: Default::default() }
+        Connector {
+            plugin,
+            config,
+            egress,
+            limits,
+            usage: Arc::default(),
+            partition_config: Default::default(),
+            spare: Default::default(),
+        }
+    }
+
+    /// This connector takes over `probe`'s accounting and the instance that answered it, with
+    /// this connector's egress, for its run-level calls: for an interpreter each instance
+    /// not made before a read is 1-2 ms of its start, more in a pool slot not used before.
+    pub fn adopt(mut self, probe: Connector, mut instance: Instance) -> Self {
+        instance.store.data_mut().set_egress(self.egress.clone());
+        self.usage = probe.usage;
+        self.spare = std::sync::Mutex::new(Some(instance));
+        self
+    }
+
+    /// The spec probe's instance, once (see [`Connector::adopt`]).
+    pub fn take_spare(&self) -> Option<Instance> {
+        self.spare.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+    }
+
+    /// Keeps `instance`, done with its run-level calls, for the next one.
+    pub fn put_spare(&self, instance: Instance) {
+        *self.spare.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(instance);
+    }
+
+    /// An instance for a run-level call (discover, check, the questions, a stream's listing):
+    /// the spare one when there is one, else a fresh one.
+    pub async fn run_level_instance(&self) -> Result<Instance, CallError> {
+        match self.take_spare() {
+            Some(instance) => Ok(instance),
+            None => self.instance().await,
+        }
     }
 
     /// The config a partition's calls get: the fields the connector named (see

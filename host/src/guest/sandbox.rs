@@ -257,6 +257,12 @@ impl Drop for ClockState {
 }
 
 impl GuestState {
+    /// Where this instance's requests go from now on (the spec probe's instance, made with no
+    /// egress, given the run's once the connector said which hosts it needs).
+    pub fn set_egress(&mut self, egress: Arc<Egress>) {
+        self.egress = egress;
+    }
+
     pub fn new(egress: Arc<Egress>, limits: &Limits) -> Self {
         let stdout = Capture::default();
         let stderr = Capture::default();

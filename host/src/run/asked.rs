@@ -51,10 +51,11 @@ impl Asking<'_> {
 }
 
 /// Asks the questions the plugin's exports allow (a plugin built for an older contract has no
-/// answer to give, which is the empty one), and records the stepped streams on the connector.
-pub async fn ask(connector: &Connector, out: &Output) -> Result<Answers, OutputClosed> {
+/// answer to give, which is the empty one), of `instance` when given, and records the stepped
+/// streams on the connector.
+pub async fn ask(connector: &Connector, out: &Output, instance: Option<Instance>) -> Result<Answers, OutputClosed> {
     let plugin = &connector.plugin;
-    let mut asking = Asking { connector, out, kept: None };
+    let mut asking = Asking { connector, out, kept: instance };
     let set = |streams: Vec<String>| streams.into_iter().collect::<HashSet<String>>();
     let jobs = match plugin.jobs.is_some() {
         true => asking.ask(async |i: &mut Instance, config: &String| i.job_settings(config).await).await?,

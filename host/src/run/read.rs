@@ -121,7 +121,8 @@ pub async fn list_partitions(
     partitions: mpsc::Sender<Listed>,
 ) -> Result<Result<(), CallError>, OutputClosed> {
     let name = &selected.stream.name;
-    let mut instance = match connector.instance().await {
+    // The run-level calls' instance when it is spare (the first listing), else a fresh one.
+    let mut instance = match connector.run_level_instance().await {
         Ok(i) => i,
         Err(e) => return Ok(Err(e)),
     };

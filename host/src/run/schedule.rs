@@ -105,12 +105,23 @@ pub async fn read_streams(
     let shaped =
         unless(answers.shaped, "states are written in Sluice's form", "which streams' states it shapes").await?;
     let stepped = unless(answers.stepped, "pages are read whole", "which streams it reads in steps").await?;
+    // The instance that answered shapes states when a stream's are shaped; else the first
+    // listing takes it, warm, rather than a fresh instance after dropping this one.
+    let shaping = match shaped.is_empty() {
+        true => {
+            if let Some(instance) = answers.instance {
+                connector.put_spare(instance);
+            }
+            None
+        }
+        false => answers.instance,
+    };
     let shared = Shared {
         steps: Arc::new(Steps::known(&connector.limits, stepped)),
         resumable: Arc::new(resumable),
         // A shard's state speaks for its partitions only: it always carries the host's form, so
         // the shards' states can be merged.
-        shaper: Arc::new(Shaper::new(shaped, answers.instance, concurrency.shard.is_some())),
+        shaper: Arc::new(Shaper::new(shaped, shaping, concurrency.shard.is_some())),
         folded: Arc::new(folded),
         connector,
         out,

@@ -15,7 +15,7 @@ use crate::data::catalog::Selected;
 use crate::data::config::Verdict;
 use crate::data::protocol::{self, FailureType, Output, OutputClosed, StreamStatus};
 use crate::data::state::InputState;
-use crate::guest::connector::Connector;
+use crate::guest::connector::{Connector, Instance};
 use crate::guest::engine::Plugin;
 use crate::net::{Egress, EgressPolicy, HostPort, HttpHooks, HttpOptions};
 use crate::storage::recording::{Cassette, Recorder};
@@ -188,7 +188,7 @@ pub async fn open(
     .await?;
     let egress = Arc::new(egress);
     egress.prepare();
-    Ok(Connector::new(plugin, config, egress, policy.limits.clone()))
+    Ok(Connector::new(plugin, config, egress, policy.limits.clone()).adopt(probe, instance))
 }
 
 /// Learns which config values are secrets (to mask them in everything written after this),
@@ -255,18 +255,25 @@ pub fn parse_guest_json(what: &str, text: &str) -> Result<Value, RunError> {
     })
 }
 
-/// [`discover`], and beside it the questions a read asks ([`asked::ask`]): they take the config
-/// alone, so each runs in an instance of its own on a core of its own (for an interpreted
-/// connector each is a millisecond or two of a run's start). The questions are answered, and
-/// their logs written, before this returns, whatever discover did.
+/// [`discover`], and the questions a read asks ([`asked::ask`]). With the spec probe's
+/// instance spare, both are asked of it, one after the other: it is warm, where an instance
+/// beside it would take a pool slot no instance has used yet and its page faults (for an
+/// interpreter, 3-4 ms of a run's start against 1.5-2.5 for both calls in the warm one).
+/// Otherwise they take the config alone, so each runs in an instance of its own on a core of
+/// its own, and the questions are answered, and their logs written, before this returns,
+/// whatever discover did.
 pub async fn discover_and_ask(connector: &Arc<Connector>, out: &Output) -> Result<(Vec<Stream>, Answers), RunError> {
+    if let Some(instance) = connector.take_spare() {
+        let (streams, instance) = discover_in(connector, out, instance).await?;
+        return Ok((streams, asked::ask(connector, out, Some(instance)).await?));
+    }
     // Two tasks, so the runtime hands the first to another worker when the second is spawned
     // (a task spawned alone waits in this worker's next-task slot until this one yields); both
     // in the run's span, as their requests' spans belong there.
     use tracing::Instrument;
     let asking = tokio::spawn({
         let (connector, out) = (connector.clone(), out.clone());
-        async move { asked::ask(&connector, &out).await }.instrument(tracing::Span::current())
+        async move { asked::ask(&connector, &out, None).await }.instrument(tracing::Span::current())
     });
     let discovering = tokio::spawn({
         let (connector, out) = (connector.clone(), out.clone());
@@ -281,7 +288,16 @@ pub async fn discover_and_ask(connector: &Arc<Connector>, out: &Output) -> Resul
 
 /// The connector's streams, checked: valid schemas, no name twice.
 pub async fn discover(connector: &Connector, out: &Output) -> Result<Vec<Stream>, RunError> {
-    let mut instance = connector.instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
+    let instance = connector.run_level_instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
+    Ok(discover_in(connector, out, instance).await?.0)
+}
+
+/// [`discover`] in `instance`, handed back with the streams.
+async fn discover_in(
+    connector: &Connector,
+    out: &Output,
+    mut instance: Instance,
+) -> Result<(Vec<Stream>, Instance), RunError> {
     let streams = instance.discover(&connector.config).await;
     emit_logs(out, instance.take_logs()).await?;
     let streams = streams.map_err(|e| RunError::call("discover failed", e))?;
@@ -304,7 +320,7 @@ pub async fn discover(connector: &Connector, out: &Output) -> Result<Vec<Stream>
             )));
         }
     }
-    Ok(streams)
+    Ok((streams, instance))
 }
 
 /// What a selection resolved to: the streams to read, and what the operator must be told.
