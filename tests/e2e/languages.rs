@@ -124,9 +124,9 @@ fn instances_at_once(run: &HostRun) -> u64 {
 
 /// The Python and JavaScript demos read their pages in steps: 16 partitions in flight, each
 /// waiting 20 ms on every request, hold no instance while they wait, so the run has as many
-/// instances alive at once as steps computing (`--steps-at-once`; with one, discover and the
-/// questions still make two), where the Rust demo, reading pages whole, holds one per partition
-/// in flight.
+/// instances alive at once as steps computing (`--steps-at-once`; with one, the listing's
+/// instance beside the first steps makes two), where the Rust demo, reading pages whole, holds
+/// one per partition in flight.
 #[test]
 fn partitions_read_in_steps_hold_no_instance_while_they_wait() {
     let api = demo_api(DemoApiConfig { records: 16 * 60, accounts: 16, latency_ms: 20, ..Default::default() });
