@@ -102,7 +102,7 @@ pub struct Connector {
     /// contract 0.1.7), once the run has asked; the whole config until then.
     partition_config: std::sync::OnceLock<String>,
     /// The instance that answered the spec probe, kept for the run's next run-level call
-    /// ([`Connector::run_level_instance`]: discover, the questions, a listing), never a
+    /// ([`Connector::run_level_instance`]: discover, the questions, a listing); never a
     /// partition's.
     spare: std::sync::Mutex<Option<Instance>>,
 }
@@ -198,7 +198,8 @@ impl Connector {
         self
     }
 
-    /// The spec probe's instance, once (see [`Connector::adopt`]).
+    /// The spare instance, when there is one: the spec probe's ([`Connector::adopt`]), or the
+    /// one that answered the questions ([`Connector::put_spare`]).
     pub fn take_spare(&self) -> Option<Instance> {
         self.spare.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
     }
