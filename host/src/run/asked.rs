@@ -2,8 +2,8 @@
 //! resume inside a partition, whose states it shapes, which it reads in steps, and which config
 //! fields its partitions read. Each is one short call; they are asked once per run, one after
 //! the other on one instance (a fresh one only after a call failed, as a trap leaves an instance
-//! unusable), so a run pays one instantiation for them, not four; and beside discover, in a task
-//! of their own ([`crate::run::session::discover_and_ask`]), as they take the config alone.
+//! unusable): the one that answered the spec probe and then discover
+//! ([`crate::run::session::discover_and_ask`]), so a run pays no instantiation for them.
 
 use crate::bindings::JobSettings;
 use crate::data::protocol::{Output, OutputClosed};
@@ -51,11 +51,11 @@ impl Asking<'_> {
 }
 
 /// Asks the questions the plugin's exports allow (a plugin built for an older contract has no
-/// answer to give, which is the empty one), of `instance` when given, and records the stepped
-/// streams on the connector.
-pub async fn ask(connector: &Connector, out: &Output, instance: Option<Instance>) -> Result<Answers, OutputClosed> {
+/// answer to give, which is the empty one) of `instance` (a fresh one after a call failed), and
+/// records the stepped streams on the connector.
+pub async fn ask(connector: &Connector, out: &Output, instance: Instance) -> Result<Answers, OutputClosed> {
     let plugin = &connector.plugin;
-    let mut asking = Asking { connector, out, kept: instance };
+    let mut asking = Asking { connector, out, kept: Some(instance) };
     let set = |streams: Vec<String>| streams.into_iter().collect::<HashSet<String>>();
     let jobs = match plugin.jobs.is_some() {
         true => asking.ask(async |i: &mut Instance, config: &String| i.job_settings(config).await).await?,

@@ -232,8 +232,7 @@ async fn check(
             return Ok(Outcome::Check(Err(message)));
         }
     };
-    let mut instance =
-        connector.run_level_instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
+    let mut instance = session::run_level_instance(&connector).await?;
     let result = instance.check(&connector.config).await;
     emit_logs(out, instance.take_logs()).await?;
     let result = result.map_err(|e| out.secrets.mask_text(&e.message()));

@@ -255,41 +255,23 @@ pub fn parse_guest_json(what: &str, text: &str) -> Result<Value, RunError> {
     })
 }
 
-/// [`discover`], and the questions a read asks ([`asked::ask`]). With the spec probe's
-/// instance spare, both are asked of it, one after the other: it is warm, where an instance
-/// beside it would take a pool slot no instance has used yet and its page faults (for an
-/// interpreter, 3-4 ms of a run's start against 1.5-2.5 for both calls in the warm one).
-/// Otherwise they take the config alone, so each runs in an instance of its own on a core of
-/// its own, and the questions are answered, and their logs written, before this returns,
-/// whatever discover did.
-pub async fn discover_and_ask(connector: &Arc<Connector>, out: &Output) -> Result<(Vec<Stream>, Answers), RunError> {
-    if let Some(instance) = connector.take_spare() {
-        let (streams, instance) = discover_in(connector, out, instance).await?;
-        return Ok((streams, asked::ask(connector, out, Some(instance)).await?));
-    }
-    // Two tasks, so the runtime hands the first to another worker when the second is spawned
-    // (a task spawned alone waits in this worker's next-task slot until this one yields); both
-    // in the run's span, as their requests' spans belong there.
-    use tracing::Instrument;
-    let asking = tokio::spawn({
-        let (connector, out) = (connector.clone(), out.clone());
-        async move { asked::ask(&connector, &out, None).await }.instrument(tracing::Span::current())
-    });
-    let discovering = tokio::spawn({
-        let (connector, out) = (connector.clone(), out.clone());
-        async move { discover(&connector, &out).await }.instrument(tracing::Span::current())
-    });
-    let panicked = |what: &str, e: tokio::task::JoinError| RunError::system(format!("{what} failed: {e}"));
-    let streams = discovering.await.map_err(|e| panicked("discover", e));
-    let answers = asking.await.map_err(|e| panicked("asking the connector's questions", e));
-    let streams = streams??;
-    Ok((streams, answers??))
+/// [`discover`], then the questions a read asks ([`asked::ask`]), of one instance: the spec
+/// probe's ([`Connector::adopt`]). It is warm, where an instance beside it would take a pool
+/// slot no instance has used yet and its page faults (for an interpreter, 3-4 ms of a run's
+/// start against 1.5-2.5 for both calls in the warm one).
+pub async fn discover_and_ask(connector: &Connector, out: &Output) -> Result<(Vec<Stream>, Answers), RunError> {
+    let (streams, instance) = discover_in(connector, out, run_level_instance(connector).await?).await?;
+    Ok((streams, asked::ask(connector, out, instance).await?))
 }
 
 /// The connector's streams, checked: valid schemas, no name twice.
 pub async fn discover(connector: &Connector, out: &Output) -> Result<Vec<Stream>, RunError> {
-    let instance = connector.run_level_instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
-    Ok(discover_in(connector, out, instance).await?.0)
+    Ok(discover_in(connector, out, run_level_instance(connector).await?).await?.0)
+}
+
+/// [`Connector::run_level_instance`], its failure the run's.
+pub async fn run_level_instance(connector: &Connector) -> Result<Instance, RunError> {
+    connector.run_level_instance().await.map_err(|e| RunError::call("cannot start the connector", e))
 }
 
 /// [`discover`] in `instance`, handed back with the streams.
