@@ -314,7 +314,6 @@ impl<'c> Stepping<'c> {
             None if kept_for_good => self.unless_crowded(sending).await,
             None => sending.await,
             Some(until) => {
-                let mut sending = std::pin::pin!(sending);
                 tokio::select! {
                     biased;
                     answer = &mut sending => answer,
