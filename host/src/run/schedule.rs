@@ -1080,8 +1080,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// A listing handed a folded state sees the stream-level cursor, not the saved cursors; what
-    /// else the state holds (jobs, partitions in progress) is as saved.
+    /// A partition task's panic is caught with what it said (a `&str` or a `String`); a task
+    /// that does not panic ends with its output.
     #[tokio::test]
     async fn a_partition_task_that_panics_reports_what_it_said() {
         let fine = CatchUnwind(Box::pin(async { 7 })).await;
@@ -1099,6 +1099,8 @@ mod tests {
         assert_eq!(panic_message(panicked.err().unwrap().as_ref()), "it panicked: formatted");
     }
 
+    /// A listing handed a folded state sees the stream-level cursor, not the saved cursors; what
+    /// else the state holds (jobs, partitions in progress) is as saved.
     #[test]
     fn a_folded_state_reaches_the_listing_without_its_cursors() {
         let partitions: Vec<Value> = (0..5).map(|p| json!({"partition": {"p": p}, "cursor": 10 + p})).collect();
