@@ -282,3 +282,26 @@ fn the_readme_synopsis_matches_help() {
     assert!(missing.is_empty(), "options `host --help` lists that the README's synopsis does not: {missing:?}");
     assert!(stale.is_empty(), "options in the README's synopsis that no command has: {stale:?}");
 }
+
+/// The host's allocator gives memory back at once and commits its arenas as used, set before
+/// it starts (a constructor in main.rs); an operator's environment still overrides either.
+#[test]
+fn the_allocator_purges_at_once_unless_told_otherwise() {
+    let options = |env: &[(String, String)]| {
+        let mut vars = vec![("MIMALLOC_VERBOSE".to_string(), "1".to_string())];
+        vars.extend(env.iter().cloned());
+        let run = host(&["--help"]).envs(&vars).command().output().expect("run host");
+        assert!(run.status.success());
+        let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+        let option = |name: &str| {
+            let line = stderr.lines().find(|l| l.contains(&format!("option '{name}'")));
+            line.unwrap_or_else(|| panic!("mimalloc printed no {name}: {stderr}")).trim().to_string()
+        };
+        (option("purge_delay"), option("arena_eager_commit"))
+    };
+    let (purge, commit) = options(&[]);
+    assert!(purge.ends_with(": 0"), "{purge}");
+    assert!(commit.ends_with(": 0"), "{commit}");
+    let (purge, _) = options(&[("MIMALLOC_PURGE_DELAY".to_string(), "25".to_string())]);
+    assert!(purge.ends_with(": 25"), "{purge}");
+}
