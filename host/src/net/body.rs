@@ -8,8 +8,8 @@ use crate::bindings::BodyError;
 use bytes::Bytes;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// An error with the errors that caused it, as one line (reqwest's own text says only "error
-/// decoding response body"). Here, the lowest of the network's files, so egress uses it too.
+/// An error with the errors that caused it, as one line (hyper's own text says only "error
+/// reading a body from connection"). Here, the lowest of the network's files, so egress uses it too.
 pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
@@ -27,7 +27,7 @@ pub const MAX_OPEN_BODIES: usize = 4;
 /// Where an open body's bytes come from.
 pub enum BodySource {
     /// The network, read as the guest asks.
-    Network(reqwest::Response),
+    Network(super::client::NetworkBody),
     /// Read whole already: when hooks (a recording, an offline replay) had to see the body.
     Memory(Option<Bytes>),
     /// Chunks as a network might cut them.
@@ -38,8 +38,8 @@ pub enum BodySource {
 impl BodySource {
     async fn next_chunk(&mut self, bytes_in: &AtomicU64) -> Result<Option<Bytes>, String> {
         match self {
-            BodySource::Network(resp) => {
-                let chunk = resp.chunk().await.map_err(|e| error_chain(&e))?;
+            BodySource::Network(body) => {
+                let chunk = body.chunk().await.map_err(|e| e.to_string())?;
                 if let Some(c) = &chunk {
                     bytes_in.fetch_add(c.len() as u64, Ordering::Relaxed);
                 }

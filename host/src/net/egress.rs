@@ -6,13 +6,14 @@
 //! `capabilities`) and granted by the operator (`--allow-host`); anything else fails with
 //! `denied` before any network I/O. Redirects are re-checked hop by hop.
 
-use super::body::{BodySource, error_chain};
-use super::grants::{EgressPolicy, is_internal};
+use super::body::BodySource;
+use super::client::{ClientError, ClientOptions, HttpClient, NetworkBody, RequestBody};
+use super::grants::EgressPolicy;
 use super::hooks::{Answer, Attempt, HttpHooks, Outcome, Timing};
 use crate::bindings::{HttpError, Request, Response};
 use crate::net::pace::Pacer;
 use anyhow::Result;
-use std::fmt;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
@@ -63,28 +64,6 @@ impl Default for HttpOptions {
     }
 }
 
-/// Resolves names for the HTTP client and refuses internal addresses: a name is never allowed
-/// to lead to loopback, private or metadata addresses (only an address grant can), and the
-/// client connects to exactly the addresses checked here, so DNS rebinding cannot slip past.
-struct CheckedResolver;
-
-impl reqwest::dns::Resolve for CheckedResolver {
-    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-        let host = name.as_str().to_string();
-        Box::pin(async move {
-            let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            if let Some(internal) = addrs.iter().find(|a| is_internal(a.ip())) {
-                let message = format!(
-                    "{host} resolves to the internal address {}, which is reachable only when granted by address",
-                    internal.ip()
-                );
-                return Err(Box::new(Denial(message)) as Box<dyn std::error::Error + Send + Sync>);
-            }
-            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
-        })
-    }
-}
-
 /// Counters for the run summary.
 #[derive(Debug, Default)]
 pub struct EgressStats {
@@ -104,8 +83,8 @@ pub struct Egress {
     /// and loading them (the system's and the built-in ones) takes 4-6 ms of CPU that a run
     /// talking plain http only (a local API, every test and benchmark) never needs, and an
     /// egress that sends nothing (a run's denying one, `spec`) builds neither.
-    plain: std::sync::OnceLock<Result<reqwest::Client, String>>,
-    tls: std::sync::OnceLock<Result<reqwest::Client, String>>,
+    plain: std::sync::OnceLock<Result<HttpClient, String>>,
+    tls: std::sync::OnceLock<Result<HttpClient, String>>,
     policy: Arc<EgressPolicy>,
     options: HttpOptions,
     retry_budget: AtomicU64,
@@ -116,17 +95,6 @@ pub struct Egress {
     /// Around every attempt, in order: the first that answers one keeps it off the network.
     hooks: Vec<Arc<dyn HttpHooks>>,
 }
-
-/// A denial found inside the HTTP client (a redirect hop, a name resolving to an internal
-/// address); it reaches the guest as `denied`.
-#[derive(Debug)]
-struct Denial(String);
-impl fmt::Display for Denial {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-impl std::error::Error for Denial {}
 
 /// How long a streamed body may take to read in all: a day; the read timeout still bounds each
 /// wait for more bytes.
@@ -161,8 +129,7 @@ const FORBIDDEN_HEADERS: [&str; 9] = [
 
 /// Checks a guest's headers before anything is sent: the headers, parsed once for every
 /// attempt and hop.
-fn check_headers(headers: &[(String, String)]) -> Result<reqwest::header::HeaderMap, HttpError> {
-    use reqwest::header::{HeaderName, HeaderValue};
+fn check_headers(headers: &[(String, String)]) -> Result<HeaderMap, HttpError> {
     if headers.len() > MAX_REQUEST_HEADERS {
         return Err(HttpError::InvalidRequest(format!(
             "{} headers are more than the {MAX_REQUEST_HEADERS} a request may carry",
@@ -175,7 +142,7 @@ fn check_headers(headers: &[(String, String)]) -> Result<reqwest::header::Header
             "the headers take {bytes} bytes, more than the {MAX_REQUEST_HEADER_BYTES} a request may carry"
         )));
     }
-    let mut map = reqwest::header::HeaderMap::with_capacity(headers.len());
+    let mut map = HeaderMap::with_capacity(headers.len());
     for (name, value) in headers {
         // Parsing lower-cases the name.
         let parsed = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
@@ -216,7 +183,7 @@ impl Egress {
 
     /// The client for `url`: the one with root certificates for https, the one without for
     /// plain http (its requests never do TLS), each built at its first request.
-    fn client(&self, url: &url::Url) -> Result<&reqwest::Client, Failure> {
+    fn client(&self, url: &url::Url) -> Result<&HttpClient, Failure> {
         let tls = url.scheme() == "https";
         let built = match tls {
             true => self.tls.get_or_init(|| self.build_client(true)),
@@ -225,23 +192,14 @@ impl Egress {
         built.as_ref().map_err(|e| Failure::Other(HttpError::Connection(e.clone())))
     }
 
-    fn build_client(&self, tls: bool) -> Result<reqwest::Client, String> {
+    fn build_client(&self, tls: bool) -> Result<HttpClient, String> {
         let options = &self.options;
-        reqwest::Client::builder()
-            .connect_timeout(options.connect_timeout)
-            .read_timeout(options.read_timeout)
-            .timeout(options.request_timeout)
-            // Proxies from the environment would send guest traffic somewhere nobody granted.
-            .no_proxy()
-            .user_agent(concat!("sluice/", env!("CARGO_PKG_VERSION")))
-            .dns_resolver(Arc::new(CheckedResolver))
-            // Redirects are followed in `attempt`, hop by hop, so each hop is checked against
-            // the policy and the connector's headers stay with the origin they were meant for.
-            .redirect(reqwest::redirect::Policy::none())
-            .referer(false)
-            .tls_built_in_root_certs(tls)
-            .build()
-            .map_err(|e| format!("the host cannot make its HTTP client: {e}"))
+        let options = ClientOptions {
+            connect_timeout: options.connect_timeout,
+            read_timeout: options.read_timeout,
+            tls_roots: tls,
+        };
+        HttpClient::new(&options).map_err(|e| format!("the host cannot make its HTTP client: {e}"))
     }
 
     /// Builds the https client now, on a blocking thread, so a run's first https request does
@@ -307,7 +265,7 @@ impl Egress {
         req: Request,
         context: &str,
         stream: bool,
-    ) -> Result<(Response, Option<reqwest::Response>), HttpError> {
+    ) -> Result<(Response, Option<NetworkBody>), HttpError> {
         let span = tracing::info_span!(
             "request",
             http.request.method = %req.method,
@@ -329,14 +287,14 @@ impl Egress {
         req: Request,
         context: &str,
         stream: bool,
-    ) -> Result<(Response, Option<reqwest::Response>), HttpError> {
+    ) -> Result<(Response, Option<NetworkBody>), HttpError> {
         let url = url::Url::parse(&req.url)
             .map_err(|e| HttpError::InvalidRequest(format!("invalid URL {:?}: {e}", req.url)))?;
         if let Err(why) = self.policy.check(&url) {
             self.stats.denied.fetch_add(1, Ordering::Relaxed);
             return Err(HttpError::Denied(why));
         }
-        let method = reqwest::Method::from_bytes(req.method.to_ascii_uppercase().as_bytes())
+        let method = http::Method::from_bytes(req.method.to_ascii_uppercase().as_bytes())
             .map_err(|_| HttpError::InvalidRequest(format!("invalid method {:?}", req.method)))?;
         let headers = check_headers(&req.headers)?;
         let idempotent = matches!(method.as_str(), "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS");
@@ -411,7 +369,7 @@ impl Egress {
     }
 
     /// An attempt a hook answered: counted as a request, no network.
-    fn answered(&self, answer: Answer) -> Result<(Response, Option<reqwest::Response>), Failure> {
+    fn answered(&self, answer: Answer) -> Result<(Response, Option<NetworkBody>), Failure> {
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         match answer {
             Answer::Response(resp) => {
@@ -437,12 +395,12 @@ impl Egress {
     /// for the headers, and the read timeout each piece of the body.
     async fn attempt(
         &self,
-        method: &reqwest::Method,
+        method: &http::Method,
         url: &url::Url,
-        headers: &reqwest::header::HeaderMap,
+        headers: &HeaderMap,
         req: &Request,
         stream: bool,
-    ) -> Result<(Response, Option<reqwest::Response>), Failure> {
+    ) -> Result<(Response, Option<NetworkBody>), Failure> {
         self.pace(url).await;
         let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
@@ -450,34 +408,23 @@ impl Egress {
         let mut forward_headers = true;
         let mut hops = 0;
         loop {
-            let mut builder = self.client(&url)?.request(method.clone(), url.clone());
-            if forward_headers {
-                builder = builder.headers(headers.clone());
-            }
+            let client = self.client(&url)?;
             if let Some(body) = &body {
                 self.stats.bytes_out.fetch_add(body.len() as u64, Ordering::Relaxed);
-                builder = builder.body(body.clone());
             }
-            let resp = if stream {
-                // A streamed body may take longer than a request may: the client's own timeout
-                // would cut it, so it bounds the headers only.
-                let sent = builder.timeout(STREAMED_BODY_TIMEOUT).send();
-                match tokio::time::timeout(self.options.request_timeout, sent).await {
-                    Ok(resp) => resp.map_err(classify)?,
-                    Err(_) => {
-                        let waited = self.options.request_timeout.as_secs();
-                        return Err(Failure::Other(HttpError::Timeout(format!("{url} sent no headers in {waited} s"))));
-                    }
-                }
-            } else {
-                builder.send().await.map_err(classify)?
-            };
-            let location = resp.headers().get(reqwest::header::LOCATION).filter(|_| resp.status().is_redirection());
-            let Some(location) = location else {
+            let request = outgoing(&method, &url, forward_headers.then_some(headers), body.clone())?;
+            // A streamed body may take longer than a request may: the request timeout bounds
+            // its head, the read timeout each wait for more.
+            let now = tokio::time::Instant::now();
+            let head_by = now + self.options.request_timeout;
+            let body_by = if stream { now + STREAMED_BODY_TIMEOUT } else { head_by };
+            let (head, network) = client.send(request, head_by, body_by).await.map_err(|e| failure(e, &url))?;
+            let redirected = head.status.is_redirection();
+            let Some(location) = head.headers.get(header::LOCATION).filter(|_| redirected) else {
                 return if stream {
-                    Ok((head(&resp, Vec::new()), Some(resp)))
+                    Ok((answer(&head, Vec::new()), Some(network)))
                 } else {
-                    self.read_body(resp, &url).await.map(|r| (r, None))
+                    self.read_body(&head, network, &url).await.map(|r| (r, None))
                 };
             };
             if hops == MAX_REDIRECTS {
@@ -494,11 +441,11 @@ impl Egress {
             if !same_origin(&url, &next) {
                 forward_headers &= self.options.forward_headers_on_redirect;
             }
-            let status = resp.status().as_u16();
-            if status == 303 && method != reqwest::Method::HEAD
-                || matches!(status, 301 | 302) && method == reqwest::Method::POST
+            let status = head.status.as_u16();
+            if status == 303 && method != http::Method::HEAD
+                || matches!(status, 301 | 302) && method == http::Method::POST
             {
-                method = reqwest::Method::GET;
+                method = http::Method::GET;
                 body = None;
             }
             url = next;
@@ -506,24 +453,27 @@ impl Egress {
     }
 
     /// A response's status, headers and body, the body capped in bytes.
-    async fn read_body(&self, mut resp: reqwest::Response, url: &url::Url) -> Result<Response, Failure> {
+    async fn read_body(
+        &self,
+        head: &http::response::Parts,
+        mut network: NetworkBody,
+        url: &url::Url,
+    ) -> Result<Response, Failure> {
         let cap = self.options.max_response_bytes;
         let too_large = || Failure::Other(HttpError::TooLarge(format!("{url} answered more than {cap} bytes")));
-        if resp.content_length().is_some_and(|len| len > cap) {
+        let declared = network.declared_len();
+        if declared.is_some_and(|len| len > cap) {
             return Err(too_large());
         }
-        let status = resp.status().as_u16();
-        let headers = head(&resp, Vec::new()).headers;
-        let reserve = resp.content_length().unwrap_or(0).min(MAX_PREALLOCATION);
-        let mut body = Vec::with_capacity(reserve as usize);
-        while let Some(chunk) = resp.chunk().await.map_err(classify)? {
+        let mut body = Vec::with_capacity(declared.unwrap_or(0).min(MAX_PREALLOCATION) as usize);
+        while let Some(chunk) = network.chunk().await.map_err(|e| failure(e, url))? {
             if (body.len() + chunk.len()) as u64 > cap {
                 return Err(too_large());
             }
             body.extend_from_slice(&chunk);
         }
         self.stats.bytes_in.fetch_add(body.len() as u64, Ordering::Relaxed);
-        Ok(Response { status, headers, body })
+        Ok(answer(head, body))
     }
 
     fn take_retry(&self) -> bool {
@@ -549,13 +499,63 @@ impl Egress {
 }
 
 /// A response's status and headers, with `body`.
-fn head(resp: &reqwest::Response, body: Vec<u8>) -> Response {
-    let headers = resp
-        .headers()
+fn answer(head: &http::response::Parts, body: Vec<u8>) -> Response {
+    let headers = head
+        .headers
         .iter()
         .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
         .collect();
-    Response { status: resp.status().as_u16(), headers, body }
+    Response { status: head.status.as_u16(), headers, body }
+}
+
+/// What goes on the wire for one hop: the URL's user and password, if any, as basic
+/// authentication (unless the connector set its own); the host's user agent and `Accept: */*`
+/// unless the connector set them.
+fn outgoing(
+    method: &http::Method,
+    url: &url::Url,
+    headers: Option<&HeaderMap>,
+    body: Option<Vec<u8>>,
+) -> Result<http::Request<RequestBody>, Failure> {
+    let invalid =
+        |e: &dyn std::fmt::Display| Failure::Other(HttpError::InvalidRequest(format!("invalid URL {url}: {e}")));
+    let (uri, basic) = if url.username().is_empty() && url.password().is_none() {
+        (without_fragment(url.as_str()).parse::<http::Uri>().map_err(|e| invalid(&e))?, None)
+    } else {
+        let mut bare = url.clone();
+        let _ = bare.set_username("");
+        let _ = bare.set_password(None);
+        let decode = |s: &str| percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned();
+        let pair = format!("{}:{}", decode(url.username()), url.password().map(decode).unwrap_or_default());
+        let uri = without_fragment(bare.as_str()).parse::<http::Uri>().map_err(|e| invalid(&e))?;
+        (uri, Some(basic_auth(&pair)))
+    };
+    let body = body.map_or_else(RequestBody::default, |b| RequestBody::new(b.into()));
+    let mut request = http::Request::new(body);
+    *request.method_mut() = method.clone();
+    *request.uri_mut() = uri;
+    let map = request.headers_mut();
+    if let Some(headers) = headers {
+        map.clone_from(headers);
+    }
+    if let Some(basic) = basic {
+        map.entry(header::AUTHORIZATION).or_insert(basic);
+    }
+    map.entry(header::USER_AGENT).or_insert(HeaderValue::from_static(concat!("sluice/", env!("CARGO_PKG_VERSION"))));
+    map.entry(header::ACCEPT).or_insert(HeaderValue::from_static("*/*"));
+    Ok(request)
+}
+
+fn without_fragment(url: &str) -> &str {
+    url.split_once('#').map_or(url, |(before, _)| before)
+}
+
+fn basic_auth(pair: &str) -> HeaderValue {
+    use base64::Engine;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+    let mut value = HeaderValue::from_str(&format!("Basic {encoded}")).expect("base64 is a valid header value");
+    value.set_sensitive(true);
+    value
 }
 
 fn is_retryable_status(status: u16) -> bool {
@@ -577,23 +577,13 @@ impl Failure {
     }
 }
 
-fn classify(e: reqwest::Error) -> Failure {
-    let mut source: Option<&dyn std::error::Error> = Some(&e);
-    while let Some(err) = source {
-        if let Some(denial) = err.downcast_ref::<Denial>() {
-            return Failure::Other(HttpError::Denied(denial.0.clone()));
-        }
-        source = err.source();
-    }
-    let text = error_chain(&e);
-    if e.is_connect() {
-        Failure::Connect(HttpError::Connection(text))
-    } else if e.is_timeout() {
-        Failure::Other(HttpError::Timeout(text))
-    } else if e.is_builder() || e.is_request() && e.to_string().contains("builder") {
-        Failure::Other(HttpError::InvalidRequest(text))
-    } else {
-        Failure::Other(HttpError::Connection(text))
+/// A client's failure as the guest sees it, naming the URL.
+fn failure(e: ClientError, url: &url::Url) -> Failure {
+    match e {
+        ClientError::Connect(text) => Failure::Connect(HttpError::Connection(format!("{url}: {text}"))),
+        ClientError::Timeout(text) => Failure::Other(HttpError::Timeout(format!("{url}: {text}"))),
+        ClientError::Other(text) => Failure::Other(HttpError::Connection(format!("{url}: {text}"))),
+        ClientError::Denied(text) => Failure::Other(HttpError::Denied(text)),
     }
 }
 
@@ -718,6 +708,32 @@ mod tests {
             Arc::new(Egress::new(EgressPolicy::new([declared.clone()], [declared]), HttpOptions::default()).unwrap());
         egress.prepare().expect("an https host declared: built ahead").await.unwrap();
         assert!(egress.tls.get().is_some_and(|c| c.is_ok()) && egress.plain.get().is_none());
+    }
+
+    /// What goes on the wire: a URL's user and password become basic authentication (the
+    /// connector's own header wins), the fragment stays home, and the host's user agent and
+    /// `Accept` fill in only what the connector left out.
+    #[test]
+    fn a_hop_carries_the_urls_credentials_as_a_header_not_in_its_target() {
+        let url = url::Url::parse("http://us%40er:p%3Ass@127.0.0.1:9/path?q=1#frag").unwrap();
+        let request = outgoing(&http::Method::GET, &url, None, None).ok().unwrap();
+        assert_eq!(request.uri().to_string(), "http://127.0.0.1:9/path?q=1");
+        let auth = request.headers()[header::AUTHORIZATION].to_str().unwrap();
+        assert_eq!(auth, "Basic dXNAZXI6cDpzcw==", "us@er:p:ss, percent-decoded");
+        assert!(request.headers()[header::AUTHORIZATION].is_sensitive());
+        assert!(request.headers()[header::USER_AGENT].to_str().unwrap().starts_with("sluice/"));
+        assert_eq!(request.headers()[header::ACCEPT], "*/*");
+        let own = check_headers(&[
+            ("Authorization".into(), "Bearer t".into()),
+            ("User-Agent".into(), "mine".into()),
+            ("Accept".into(), "application/json".into()),
+        ])
+        .unwrap();
+        let request = outgoing(&http::Method::POST, &url, Some(&own), Some(b"{}".to_vec())).ok().unwrap();
+        assert_eq!(request.headers()[header::AUTHORIZATION], "Bearer t");
+        assert_eq!(request.headers()[header::USER_AGENT], "mine");
+        assert_eq!(request.headers()[header::ACCEPT], "application/json");
+        assert_eq!(http_body::Body::size_hint(request.body()).exact(), Some(2));
     }
 
     #[tokio::test]

@@ -224,7 +224,7 @@ impl EgressPolicy {
     }
 
     /// `Ok` when the URL may be requested, else why not. Names are checked again once resolved
-    /// (see [`CheckedResolver`]).
+    /// (see [`CheckedResolver`](super::client::CheckedResolver)).
     pub fn check(&self, url: &url::Url) -> Result<(), String> {
         let default_port = match url.scheme() {
             "http" => 80,
