@@ -8,19 +8,6 @@ use crate::bindings::BodyError;
 use bytes::Bytes;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// An error with the errors that caused it, as one line (hyper's own text says only "error
-/// reading a body from connection"). Here, the lowest of the network's files, so egress uses it too.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
 /// Bodies one instance (one partition) may hold open at once: each holds a connection.
 pub const MAX_OPEN_BODIES: usize = 4;
 

@@ -20,7 +20,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::Instant;
 
-type Connector = hyper_rustls::HttpsConnector<HttpConnector<CheckedResolver>>;
+type Connector = TimedConnect<hyper_rustls::HttpsConnector<HttpConnector<CheckedResolver>>>;
 
 /// A request's body: whole, as guests send them.
 pub type RequestBody = http_body_util::Full<Bytes>;
@@ -67,6 +67,51 @@ impl tower_service::Service<Name> for CheckedResolver {
                 return Err(Box::new(Denial(message)) as BoxError);
             }
             Ok(addrs.into_iter())
+        })
+    }
+}
+
+/// A connector whose whole connect (the name resolved, the TCP connection, the TLS handshake)
+/// must finish within the connect timeout, as reqwest's did: the TCP connector bounds only its
+/// connection, so a server that accepted and then said nothing held a request until the read
+/// timeout, and its failure was not a connect failure (which any method may retry).
+#[derive(Clone)]
+pub struct TimedConnect<C> {
+    inner: C,
+    timeout: Duration,
+}
+
+/// The connect took longer than the connect timeout.
+#[derive(Debug)]
+struct ConnectTimedOut(Duration);
+impl fmt::Display for ConnectTimedOut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "connecting timed out after {:.1} s", self.0.as_secs_f64())
+    }
+}
+impl std::error::Error for ConnectTimedOut {}
+
+impl<C> tower_service::Service<http::Uri> for TimedConnect<C>
+where
+    C: tower_service::Service<http::Uri> + Send,
+    C::Future: Send + 'static,
+    C::Error: Into<BoxError>,
+{
+    type Response = C::Response;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<C::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        let (connecting, timeout) = (self.inner.call(uri), self.timeout);
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, connecting).await {
+                Ok(connected) => connected.map_err(Into::into),
+                Err(_) => Err(Box::new(ConnectTimedOut(timeout)) as BoxError),
+            }
         })
     }
 }
@@ -128,6 +173,7 @@ impl HttpClient {
             .https_or_http()
             .enable_http1()
             .wrap_connector(http);
+        let connector = TimedConnect { inner: connector, timeout: options.connect_timeout };
         let inner = Client::builder(hyper_util::rt::TokioExecutor::new())
             .pool_timer(hyper_util::rt::TokioTimer::new())
             .pool_idle_timeout(Duration::from_secs(90))
@@ -176,7 +222,7 @@ impl NetworkBody {
             };
             match frame {
                 None => return Ok(None),
-                Some(Err(e)) => return Err(ClientError::Other(super::body::error_chain(&e))),
+                Some(Err(e)) => return Err(ClientError::Other(error_chain(&e))),
                 Some(Ok(frame)) => match frame.into_data() {
                     Ok(data) if !data.is_empty() => return Ok(Some(data)),
                     _ => continue,
@@ -201,6 +247,19 @@ impl fmt::Display for ClientError {
     }
 }
 
+/// An error with the errors that caused it, as one line (hyper's own text says only "client
+/// error (Connect)").
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
 fn classify(e: hyper_util::client::legacy::Error) -> ClientError {
     let mut source: Option<&dyn std::error::Error> = Some(&e);
     while let Some(err) = source {
@@ -209,9 +268,43 @@ fn classify(e: hyper_util::client::legacy::Error) -> ClientError {
         }
         source = err.source();
     }
-    let text = super::body::error_chain(&e);
+    let text = error_chain(&e);
     match e.is_connect() {
         true => ClientError::Connect(text),
         false => ClientError::Other(text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server that accepts and then says nothing: an https request to it waits for a TLS
+    /// handshake that never comes, and fails as a connect failure once the connect timeout
+    /// passes, not at the read timeout.
+    #[tokio::test]
+    async fn a_handshake_that_never_comes_hits_the_connect_timeout() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (held_tx, mut held_rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                // Held open, silent, until the test ends.
+                let _ = held_tx.send(socket);
+            }
+        });
+        let options = ClientOptions {
+            connect_timeout: Duration::from_millis(200),
+            read_timeout: Duration::from_secs(30),
+            tls_roots: false,
+        };
+        let client = HttpClient::new(&options).unwrap();
+        let request = http::Request::get(format!("https://{addr}/")).body(RequestBody::default()).unwrap();
+        let far = Instant::now() + Duration::from_secs(60);
+        let started = std::time::Instant::now();
+        let failed = client.send(request, far, far).await.err().expect("no handshake, no answer");
+        assert!(held_rx.recv().await.is_some(), "the server accepted the connection");
+        assert!(matches!(&failed, ClientError::Connect(text) if text.contains("timed out")), "{failed:?}");
+        assert!(started.elapsed() < Duration::from_secs(10), "the read timeout (30 s) did not decide");
     }
 }
