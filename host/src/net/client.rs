@@ -28,7 +28,7 @@ pub type RequestBody = http_body_util::Full<Bytes>;
 /// A denial found inside the HTTP client (a name resolving to an internal address); it reaches
 /// the guest as `denied`.
 #[derive(Debug)]
-pub struct Denial(pub String);
+struct Denial(String);
 impl fmt::Display for Denial {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
@@ -76,7 +76,7 @@ impl tower_service::Service<Name> for CheckedResolver {
 /// connection, so a server that accepted and then said nothing held a request until the read
 /// timeout, and its failure was not a connect failure (which any method may retry).
 #[derive(Clone)]
-pub struct TimedConnect<C> {
+struct TimedConnect<C> {
     inner: C,
     timeout: Duration,
 }
