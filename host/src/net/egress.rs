@@ -404,7 +404,8 @@ impl Egress {
         self.pace(url).await;
         let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
-        let (mut method, mut url, mut body) = (method.clone(), url.clone(), req.body.clone());
+        // The body copied once: each hop shares it.
+        let (mut method, mut url, mut body) = (method.clone(), url.clone(), req.body.clone().map(bytes::Bytes::from));
         let mut forward_headers = true;
         let mut hops = 0;
         loop {
@@ -515,7 +516,7 @@ fn outgoing(
     method: &http::Method,
     url: &url::Url,
     headers: Option<&HeaderMap>,
-    body: Option<Vec<u8>>,
+    body: Option<bytes::Bytes>,
 ) -> Result<http::Request<RequestBody>, Failure> {
     let invalid =
         |e: &dyn std::fmt::Display| Failure::Other(HttpError::InvalidRequest(format!("invalid URL {url}: {e}")));
@@ -530,7 +531,7 @@ fn outgoing(
         let uri = without_fragment(bare.as_str()).parse::<http::Uri>().map_err(|e| invalid(&e))?;
         (uri, Some(basic_auth(&pair)))
     };
-    let body = body.map_or_else(RequestBody::default, |b| RequestBody::new(b.into()));
+    let body = body.map_or_else(RequestBody::default, RequestBody::new);
     let mut request = http::Request::new(body);
     *request.method_mut() = method.clone();
     *request.uri_mut() = uri;
@@ -729,7 +730,8 @@ mod tests {
             ("Accept".into(), "application/json".into()),
         ])
         .unwrap();
-        let request = outgoing(&http::Method::POST, &url, Some(&own), Some(b"{}".to_vec())).ok().unwrap();
+        let request =
+            outgoing(&http::Method::POST, &url, Some(&own), Some(bytes::Bytes::from_static(b"{}"))).ok().unwrap();
         assert_eq!(request.headers()[header::AUTHORIZATION], "Bearer t");
         assert_eq!(request.headers()[header::USER_AGENT], "mine");
         assert_eq!(request.headers()[header::ACCEPT], "application/json");
