@@ -25,6 +25,8 @@ build-plugins:
     cp target/variants/wasm32-wasip2/plugin/hostile.wasm {{plugins_dir}}/hostile-panic-spec.wasm
     cargo build --target wasm32-wasip2 --profile plugin -p broken-connector --features bad-spec --target-dir target/variants
     cp target/variants/wasm32-wasip2/plugin/broken_connector.wasm {{plugins_dir}}/broken-connector-bad-spec.wasm
+    cargo build --target wasm32-wasip2 --profile plugin -p wrong-version --features wrong-types --target-dir target/variants
+    cp target/variants/wasm32-wasip2/plugin/wrong_version.wasm {{plugins_dir}}/wrong-types.wasm
     just build-guest-plugins
     @ls -l {{plugins_dir}}
 

@@ -199,6 +199,15 @@ fn a_plugin_for_another_wit_version_is_refused() {
     assert!(stderr.contains("a contract this host does not serve"), "{stderr}");
 }
 
+/// The exports' types are checked once, when the plugin is loaded (not in every instance): a
+/// function of another type than the contract's is refused there, naming it.
+#[test]
+fn a_plugin_whose_export_has_another_type_is_refused_when_loaded() {
+    let stderr = refused(&plugin("wrong-types"));
+    assert!(stderr.contains("does not export the connector interface this host expects"), "{stderr}");
+    assert!(stderr.contains("type-checking export func `capabilities`"), "{stderr}");
+}
+
 #[test]
 fn help_lists_the_commands() {
     let run = host(&["--help"]).run_raw();

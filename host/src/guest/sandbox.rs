@@ -32,7 +32,9 @@ pub struct GuestLog {
 
 /// The data of one guest instance's `Store`.
 pub struct GuestState {
-    wasi: WasiCtx,
+    /// Made when the guest first calls WASI: a Rust connector's partition often never does,
+    /// and making one seeds two random generators (twice: `build` makes a spare builder).
+    wasi: Option<WasiCtx>,
     table: ResourceTable,
     egress: Arc<Egress>,
     logs: Vec<GuestLog>,
@@ -266,10 +268,8 @@ impl GuestState {
     pub fn new(egress: Arc<Egress>, limits: &Limits) -> Self {
         let stdout = Capture::default();
         let stderr = Capture::default();
-        // Deny by default: nothing is granted beyond clocks, randomness and captured stdio.
-        let wasi = WasiCtxBuilder::new().stdout(stdout.clone()).stderr(stderr.clone()).build();
         GuestState {
-            wasi,
+            wasi: None,
             table: ResourceTable::new(),
             egress,
             logs: Vec::new(),
@@ -377,7 +377,12 @@ impl GuestState {
 
 impl WasiView for GuestState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        // Deny by default: nothing is granted beyond clocks, randomness and captured stdio.
+        let (stdout, stderr) = (&self.stdout, &self.stderr);
+        let ctx = self
+            .wasi
+            .get_or_insert_with(|| WasiCtxBuilder::new().stdout(stdout.clone()).stderr(stderr.clone()).build());
+        WasiCtxView { ctx, table: &mut self.table }
     }
 }
 

@@ -231,25 +231,31 @@ impl EgressPolicy {
             "https" => 443,
             other => return Err(format!("scheme {other:?} is not allowed (only http and https)")),
         };
-        let host = match url.host() {
-            Some(url::Host::Domain(d)) => d.to_ascii_lowercase(),
-            Some(url::Host::Ipv4(ip)) => ip.to_string(),
-            Some(url::Host::Ipv6(ip)) => format!("[{ip}]"),
+        // Borrowed from the URL but for IPv6 (every request is checked; an error's text is
+        // built only for a refusal). The URL parser has lowercased a domain of http(s) already,
+        // and writes an IPv4 address as `Ipv4Addr` does.
+        let host: std::borrow::Cow<str> = match url.host() {
+            Some(url::Host::Domain(d)) if !d.bytes().any(|b| b.is_ascii_uppercase()) => d.into(),
+            Some(url::Host::Domain(d)) => d.to_ascii_lowercase().into(),
+            Some(url::Host::Ipv4(_)) => url.host_str().unwrap_or_default().into(),
+            Some(url::Host::Ipv6(ip)) => format!("[{ip}]").into(),
             None => return Err(format!("{url} has no host")),
         };
         let port = url.port().unwrap_or(default_port);
-        let target = format!("{host}:{port}");
+        let target = || format!("{host}:{port}");
         if !self.declared.iter().any(|d| d.matches(&host, port, default_port)) {
-            return Err(format!("{target} is not among the hosts the plugin declared for this config"));
+            return Err(format!("{} is not among the hosts the plugin declared for this config", target()));
         }
-        let grants: Vec<&HostPort> = self.granted.iter().filter(|g| g.matches(&host, port, default_port)).collect();
-        if grants.is_empty() {
-            let how = if url.scheme() == "http" { format!("http://{target}") } else { target.clone() };
-            return Err(format!("{target} is not granted by the operator (grant it with --allow-host {how})"));
+        let mut grants = self.granted.iter().filter(|g| g.matches(&host, port, default_port)).peekable();
+        if grants.peek().is_none() {
+            let how = if url.scheme() == "http" { format!("http://{}", target()) } else { target() };
+            return Err(format!("{} is not granted by the operator (grant it with --allow-host {how})", target()));
         }
-        if url.scheme() == "http" && !grants.iter().any(|g| g.http) {
+        if url.scheme() == "http" && !grants.any(|g| g.http) {
             return Err(format!(
-                "plain http to {target} is not granted, only https (grant it with --allow-host http://{target})"
+                "plain http to {} is not granted, only https (grant it with --allow-host http://{})",
+                target(),
+                target()
             ));
         }
         Ok(())
@@ -316,6 +322,22 @@ mod tests {
         assert!(e.contains("--allow-host http://127.0.0.1:8080"), "{e}");
         let p = policy(&["127.0.0.1:8080"], &["http://127.0.0.1:8080"]);
         assert!(p.check(&"http://127.0.0.1:8080/".parse().unwrap()).is_ok());
+    }
+
+    #[test]
+    fn a_urls_host_is_matched_in_the_form_the_grants_are_written_in() {
+        // A domain in capitals, an IPv6 address (bracketed), and an IPv4 one written unusually.
+        let p = policy(
+            &["api.x.io", "[::1]:8080", "127.0.0.1:9"],
+            &["api.x.io", "http://[::1]:8080", "http://127.0.0.1:9"],
+        );
+        assert!(p.check(&"https://API.X.io/v1".parse().unwrap()).is_ok());
+        assert!(p.check(&"http://[0:0::1]:8080/".parse().unwrap()).is_ok());
+        assert!(p.check(&"http://127.0.0.01:9/".parse().unwrap()).is_ok());
+        let e = p.check(&"http://[::2]:8080/".parse().unwrap()).unwrap_err();
+        assert!(e.starts_with("[::2]:8080 is not among the hosts"), "{e}");
+        let e = p.check(&"http://api.x.io/".parse().unwrap()).unwrap_err();
+        assert!(e.contains("plain http to api.x.io:80 is not granted"), "{e}");
     }
 
     #[test]

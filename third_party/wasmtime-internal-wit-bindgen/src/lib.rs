@@ -728,12 +728,29 @@ pub fn new<_T>(
         }})
     }};
     let _ = &mut lookup;
+    let _instance_type = _instance_pre.instance_type();
                     "
                 );
                 let mut fields = Vec::new();
                 for (_, func) in iface.functions.iter() {
                     let name = func_field_name(resolve, func);
                     uwriteln!(generator.src, "let {name} = lookup(\"{}\")?;", func.name);
+                    // Sluice: each function's type is checked here, once for the component,
+                    // not in every instance's `load` (every instance of it has these types).
+                    let sig = generator.typedfunc_sig(func, TypeMode::AllBorrowed("'_"));
+                    uwriteln!(
+                        generator.src,
+                        "match _instance_pre.component().get_export(Some(&instance), \"{0}\") {{
+                            Some(({wt}::component::types::ComponentItem::ComponentFunc(func), _)) => {{
+                                {wt}::error::Context::context(
+                                    func.typecheck::<{sig}>(&_instance_type),
+                                    \"type-checking export func `{0}`\"
+                                )?;
+                            }}
+                            _ => Err({wt}::format_err!(\"export `{0}` is not a function\"))?,
+                        }}",
+                        func.name
+                    );
                     fields.push(name);
                 }
                 uwriteln!(generator.src, "Ok({struct_name}Indices {{");
@@ -752,16 +769,22 @@ pub fn new<_T>(
                             instance: &{wt}::component::Instance,
                         ) -> {wt}::Result<{struct_name}> {{
                             let _instance = instance;
-                            let _instance_pre = _instance.instance_pre(&store);
-                            let _instance_type = _instance_pre.instance_type();
                             let mut store = store.as_context_mut();
                             let _ = &mut store;
                     "
                 );
                 let mut fields = Vec::new();
                 for (_, func) in iface.functions.iter() {
-                    let (name, getter) = generator.extract_typed_function(func);
-                    uwriteln!(generator.src, "let {name} = {getter};");
+                    // Sluice: the types were checked in `new`; an index of another component
+                    // finds no function here.
+                    let name = func_field_name(resolve, func);
+                    uwriteln!(
+                        generator.src,
+                        "let {name} = _instance.get_func(&mut store, &self.{name}).ok_or_else(|| {{
+                            {wt}::format_err!(\"no export func `{0}` in this instance\")
+                        }})?;",
+                        func.name
+                    );
                     fields.push(name);
                 }
                 uwriteln!(generator.src, "Ok({struct_name} {{");
