@@ -204,3 +204,5 @@ lint:
     python3 scripts/bench-figures.py
     cargo clippy --workspace --exclude demo-source --exclude test-connector --exclude wrong-version --exclude hostile --exclude broken-connector --all-targets -- -D warnings
     cargo clippy --target wasm32-wasip2 {{ prepend("-p ", plugins) }} -- -D warnings
+    # The test plugins' variants, as `build-plugins` builds them (in their own target dir).
+    cargo clippy --target wasm32-wasip2 --target-dir target/variants -p hostile -p broken-connector -p wrong-version --features hostile/panic-spec,broken-connector/bad-spec,wrong-version/wrong-types -- -D warnings
