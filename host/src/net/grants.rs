@@ -248,14 +248,14 @@ impl EgressPolicy {
         }
         let mut grants = self.granted.iter().filter(|g| g.matches(&host, port, default_port)).peekable();
         if grants.peek().is_none() {
-            let how = if url.scheme() == "http" { format!("http://{}", target()) } else { target() };
-            return Err(format!("{} is not granted by the operator (grant it with --allow-host {how})", target()));
+            let target = target();
+            let how = if url.scheme() == "http" { format!("http://{target}") } else { target.clone() };
+            return Err(format!("{target} is not granted by the operator (grant it with --allow-host {how})"));
         }
         if url.scheme() == "http" && !grants.any(|g| g.http) {
+            let target = target();
             return Err(format!(
-                "plain http to {} is not granted, only https (grant it with --allow-host http://{})",
-                target(),
-                target()
+                "plain http to {target} is not granted, only https (grant it with --allow-host http://{target})"
             ));
         }
         Ok(())
