@@ -471,6 +471,52 @@ fn secrets_are_masked_in_logs_and_errors() {
     assert!(everything.contains("key=**********"), "{everything}");
 }
 
+/// After a first run the cache remembers the plugin's spec by its sha256, and the runs after it
+/// mask the same secrets and refuse the same configs without asking the plugin for it. A memo
+/// edited in place (its MAC no longer holds) is not believed: the spec is asked again, and
+/// remembered again as the plugin says it.
+#[test]
+fn a_remembered_spec_masks_and_checks_as_the_spec_does() {
+    let files = Files::new();
+    let cache = files.path().join("cache");
+    let api = demo_api(DemoApiConfig::default());
+    let secret = "s3cr3t-t0ken-value";
+    let config = json!({"mode": "request", "token": secret, "target": format!("{}/items?key={secret}", api.base_url()), "declare": [grant(&api)]});
+    let config = files.json("c.json", &config);
+    let masked_run = || {
+        let run = host(&["run", "--deny-ungranted"])
+            .cache_dir(&cache)
+            .arg(plugin("hostile"))
+            .arg("--config")
+            .arg(&config)
+            .run();
+        let everything = format!("{}{}", run.stdout(), run.stderr());
+        assert!(!everything.contains(secret), "the secret leaked: {everything}");
+        assert!(everything.contains("key=**********"), "{everything}");
+    };
+    masked_run();
+    let memos: Vec<_> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("spec-"))
+        .collect();
+    assert_eq!(memos.len(), 1, "the spec is remembered once: {memos:?}");
+    let memo = &memos[0];
+    let remembered = std::fs::read_to_string(memo).unwrap();
+    assert!(remembered.contains(r#""airbyte_secret":true"#), "{remembered}");
+    masked_run();
+    // A config the spec refuses is refused from the memo too.
+    let refused = files.json("bad.json", &json!({"mode": 5}));
+    let check = host(&["check"]).cache_dir(&cache).arg(plugin("hostile")).arg("--config").arg(&refused).run();
+    let status = &check.of_type("CONNECTION_STATUS")[0]["connectionStatus"];
+    assert_eq!(status["status"], "FAILED", "{}", check.explain());
+    assert!(status["message"].as_str().unwrap().contains("mode"), "{status}");
+    // Edited so the token is no secret, the memo is not believed: the token is still masked.
+    std::fs::write(memo, remembered.replace(r#""airbyte_secret":true"#, r#""airbyte_secret":false"#)).unwrap();
+    masked_run();
+    assert_eq!(std::fs::read_to_string(memo).unwrap(), remembered, "remembered again as the plugin says it");
+}
+
 /// A declared host whose name is not ASCII (an honest connector with an internationalised base
 /// URL, or a hostile one) is parsed the way request URLs are, in its punycode form; it used to
 /// panic the host, which died with no TRACE and no summary.

@@ -281,6 +281,67 @@ impl ComponentCache {
     }
 }
 
+/// The largest spec a [`SpecMemo`] holds; a larger one is asked of the plugin every time.
+const MAX_SPEC_MEMO: usize = 1 << 20;
+
+/// A plugin's spec as the cache remembered it, under the cache's key, by the plugin's sha256: a
+/// spec depends on nothing but the plugin (the call takes no config), and asking for it cost
+/// every run's start a call in the first instance, 1.5-2 ms for an interpreter (the Airbyte
+/// platform too keeps the spec of an image version). With it, the config is checked against the
+/// spec while the first instance is made. A memo is read only when its MAC holds: a planted or
+/// damaged one is not believed (secrets are masked by what the spec marks secret), and a spec
+/// past [`MAX_SPEC_MEMO`] is not kept.
+#[derive(Clone)]
+pub struct SpecMemo {
+    file: PathBuf,
+    key: [u8; MAC_BYTES],
+    sha256: String,
+}
+
+impl ComponentCache {
+    /// Where the spec of the plugin with `sha256` is remembered (`None` when the cache has no
+    /// usable key: nothing is remembered then).
+    pub fn spec_memo(&self, sha256: &str) -> Option<SpecMemo> {
+        let key = self.key().ok()?.try_into().ok()?;
+        let file = self.dir.join(format!("spec-{sha256}"));
+        Some(SpecMemo { file, key, sha256: sha256.to_string() })
+    }
+}
+
+impl SpecMemo {
+    /// The spec remembered, when there is one and its MAC holds.
+    pub fn read(&self) -> Option<String> {
+        let bytes = read_small(&self.file, 2 * MAC_BYTES + 1 + MAX_SPEC_MEMO).ok().flatten()?;
+        let (mac, spec) = (bytes.get(..2 * MAC_BYTES)?, bytes.get(2 * MAC_BYTES + 1..)?);
+        let mac = blake3::Hash::from_hex(mac).ok()?;
+        let spec = String::from_utf8(spec.to_vec()).ok()?;
+        // blake3's Hash compares in constant time.
+        (mac == self.mac(&spec)).then_some(spec)
+    }
+
+    /// Remembers `spec` (best effort: a cache that cannot be written asks again next time).
+    pub fn write(&self, spec: &str) {
+        if spec.len() > MAX_SPEC_MEMO {
+            return;
+        }
+        let text = format!("{}\n{spec}", self.mac(spec).to_hex());
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = self.file.with_extension(format!("tmp{}-{n}", std::process::id()));
+        if write_private(&tmp, text.as_bytes()).is_ok() && std::fs::rename(&tmp, &self.file).is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+
+    fn mac(&self, spec: &str) -> blake3::Hash {
+        let mut mac = blake3::Hasher::new_keyed(&self.key);
+        mac.update(b"sluice remembered spec\0");
+        mac.update(self.sha256.as_bytes());
+        mac.update(spec.as_bytes());
+        mac.finalize()
+    }
+}
+
 /// The MAC of a memo.
 fn memo_mac(key: &[u8], memo: Memo, remembered: &str) -> blake3::Hash {
     let key: &[u8; MAC_BYTES] = key.try_into().expect("the key is checked to be MAC_BYTES long");
@@ -328,7 +389,8 @@ fn read_small(path: &Path, max: usize) -> std::io::Result<Option<Vec<u8>>> {
     if !meta.is_file() || meta.len() > max as u64 {
         return Ok(None);
     }
-    let mut bytes = Vec::with_capacity(max);
+    // As long as the file says it is (a file growing meanwhile is refused below).
+    let mut bytes = Vec::with_capacity(meta.len() as usize + 1);
     file.take(max as u64 + 1).read_to_end(&mut bytes)?;
     Ok((bytes.len() <= max).then_some(bytes))
 }
@@ -579,6 +641,38 @@ mod tests {
     /// plugin it was checked for; written since, or asked for another plugin, it is checked
     /// again (and, its MAC not matching, thrown away). A fresh entry is not remembered.
     #[cfg(target_os = "linux")]
+    /// A spec is remembered for its plugin's sha256 only, under the cache's key: edited, moved
+    /// to another plugin's name, or signed by another cache's key, it is not believed; one past
+    /// the size bound is not kept.
+    #[test]
+    fn a_remembered_spec_holds_only_as_written_for_its_plugin() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ComponentCache::new(dir.path().join("cache"));
+        let (sha, other) = ("a".repeat(64), "b".repeat(64));
+        let memo = cache.spec_memo(&sha).unwrap();
+        assert_eq!(memo.read(), None, "nothing remembered yet");
+        let spec = r#"{"type":"object","properties":{"token":{"type":"string","airbyte_secret":true}}}"#;
+        memo.write(spec);
+        assert_eq!(memo.read().as_deref(), Some(spec));
+        assert_eq!(cache.spec_memo(&other).unwrap().read(), None, "another plugin has none");
+        // Copied under another plugin's name: its MAC names the first plugin.
+        std::fs::copy(&memo.file, &cache.spec_memo(&other).unwrap().file).unwrap();
+        assert_eq!(cache.spec_memo(&other).unwrap().read(), None);
+        // Edited in place.
+        let text = std::fs::read_to_string(&memo.file).unwrap();
+        std::fs::write(&memo.file, text.replace("true", "false")).unwrap();
+        assert_eq!(memo.read(), None);
+        // Written under another cache's key.
+        let elsewhere = ComponentCache::new(dir.path().join("elsewhere")).spec_memo(&sha).unwrap();
+        elsewhere.write(spec);
+        std::fs::copy(&elsewhere.file, &memo.file).unwrap();
+        assert_eq!(memo.read(), None);
+        // Too large to keep: the spec is asked for every time.
+        std::fs::remove_file(&memo.file).unwrap();
+        memo.write(&format!("{{\"description\":\"{}\"}}", "x".repeat(MAX_SPEC_MEMO)));
+        assert!(!memo.file.exists());
+    }
+
     #[test]
     fn a_checked_entry_is_checked_again_once_it_changed() {
         let dir = tempfile::tempdir().unwrap();

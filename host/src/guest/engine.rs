@@ -61,6 +61,8 @@ pub struct Plugin {
     pub slots: Option<Arc<PoolSlots>>,
     /// What one instance of the plugin takes from the pool.
     pub pool_needs: PoolNeeds,
+    /// Where the cache remembers the plugin's spec (`None` when it cannot).
+    pub spec_memo: Option<crate::guest::cache::SpecMemo>,
     /// The declarative manifest this plugin (the declarative engine) runs, for `host run
     /// manifest.yaml`: injected into every config, and the source of the spec.
     pub manifest: Option<Arc<crate::guest::manifest::Manifest>>,
@@ -294,6 +296,7 @@ impl Engine {
                      revision of {WIT_PACKAGE}@{WIT_VERSION}? rebuild it with this repository's SDK): {e}"
             )
         })?;
+        let spec_memo = self.cache.spec_memo(&sha256);
         Ok(Plugin {
             path: path.to_path_buf(),
             sha256,
@@ -308,6 +311,7 @@ impl Engine {
             load: LoadInfo { cache_hit, from_package, elapsed: started.elapsed(), cache_file },
             slots: self.slots.clone(),
             pool_needs: PoolNeeds::of(&component),
+            spec_memo,
             manifest: None,
             custom: None,
         })

@@ -209,6 +209,10 @@ async fn spec(plugin: Arc<Plugin>, policy: &Policy, out: &Output) -> Result<Outc
     let spec = instance.spec().await;
     emit_logs(out, instance.take_logs()).await?;
     let spec = spec.map_err(|e| RunError::call("spec failed", e))?;
+    // Remembered for the runs that follow (`session::open`), as a platform asks for it first.
+    if let (Some(memo), None) = (&connector.plugin.spec_memo, &connector.plugin.manifest) {
+        memo.write(&spec);
+    }
     let spec = session::parse_guest_json("spec", &spec)?;
     out.message(&airbyte::spec(spec.clone())).await?;
     Ok(Outcome::Spec(spec))

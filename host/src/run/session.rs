@@ -15,6 +15,7 @@ use crate::data::catalog::Selected;
 use crate::data::config::Verdict;
 use crate::data::protocol::{self, FailureType, Output, OutputClosed, StreamStatus};
 use crate::data::state::InputState;
+use crate::guest::cache::SpecMemo;
 use crate::guest::connector::{Connector, Instance};
 use crate::guest::engine::Plugin;
 use crate::net::{Egress, EgressPolicy, HostPort, HttpHooks, HttpOptions};
@@ -133,24 +134,56 @@ pub async fn open(
 ) -> Result<Connector, RunError> {
     let granted = grants(&policy.allow_hosts)?;
     let probe = Connector::new(plugin.clone(), config.clone(), Arc::new(no_egress()?), policy.limits.clone());
-    let mut instance = probe.instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
-    // Secrets first, so nothing said after this can leak them.
-    let spec = instance.spec().await;
-    if let Ok(spec) = &spec {
-        learn_secrets(out, spec, &config).await?;
-    }
-    // The config against the spec before the connector sees it (check, discover, read alike).
-    if let (Ok(spec), true) = (&spec, check_config) {
-        match config_against_spec(&plugin, spec, &config) {
-            Verdict::Valid => {}
-            Verdict::Invalid(why) => {
-                emit_logs(out, instance.take_logs()).await?;
+    // A manifest's spec is the manifest's (`Instance::spec` answers it with no call).
+    let remembered = plugin.spec_memo.as_ref().filter(|_| plugin.manifest.is_none());
+    let (mut instance, spec, verdict) = match remembered.and_then(SpecMemo::read) {
+        // Secrets first, so nothing said after this can leak them; the config is checked on
+        // another thread while the first instance is made, and the instance is given up unused
+        // if the config is refused.
+        Some(spec) => {
+            learn_secrets(out, &spec, &config).await?;
+            let checking = check_config.then(|| {
+                let (spec, config) = (spec.clone(), config.clone());
+                tokio::task::spawn_blocking(move || config_against_spec(false, &spec, &config))
+            });
+            let instance = probe.instance().await;
+            let verdict = match checking {
+                Some(checking) => {
+                    Some(checking.await.map_err(|e| RunError::system(format!("the config check failed: {e}")))?)
+                }
+                None => None,
+            };
+            if let Some(Verdict::Invalid(why)) = verdict {
                 return Err(RunError::config(why));
             }
-            Verdict::Unchecked(why) => {
-                out.log("WARN", &format!("{why}; the config is not checked against it")).await?;
-            }
+            (instance.map_err(|e| RunError::call("cannot start the connector", e))?, Ok(spec), verdict)
         }
+        None => {
+            let mut instance = probe.instance().await.map_err(|e| RunError::call("cannot start the connector", e))?;
+            let spec = instance.spec().await;
+            if let Ok(spec) = &spec {
+                learn_secrets(out, spec, &config).await?;
+                if let Some(memo) = remembered {
+                    memo.write(spec);
+                }
+            }
+            let verdict = match (&spec, check_config) {
+                (Ok(spec), true) => Some(config_against_spec(plugin.manifest.is_some(), spec, &config)),
+                _ => None,
+            };
+            (instance, spec, verdict)
+        }
+    };
+    // The config against the spec before the connector sees it (check, discover, read alike).
+    match verdict {
+        Some(Verdict::Invalid(why)) => {
+            emit_logs(out, instance.take_logs()).await?;
+            return Err(RunError::config(why));
+        }
+        Some(Verdict::Unchecked(why)) => {
+            out.log("WARN", &format!("{why}; the config is not checked against it")).await?;
+        }
+        Some(Verdict::Valid) | None => {}
     }
     let caps = instance.capabilities(&probe.config).await;
     emit_logs(out, instance.take_logs()).await?;
@@ -211,11 +244,11 @@ async fn learn_secrets(out: &Output, spec: &str, config: &str) -> Result<(), Out
     Ok(())
 }
 
-/// The config checked against the connector's spec.
-fn config_against_spec(plugin: &Plugin, spec: &str, config: &str) -> Verdict {
+/// The config checked against the connector's spec (`manifest`: the plugin runs a manifest).
+fn config_against_spec(manifest: bool, spec: &str, config: &str) -> Verdict {
     match (serde_json::from_str::<Value>(spec), serde_json::from_str::<Value>(config)) {
         // A manifest carried in the config is the engine's input, not a setting the spec describes.
-        (Ok(spec), Ok(config)) if plugin.manifest.is_some() => {
+        (Ok(spec), Ok(config)) if manifest => {
             crate::data::config::check(&spec, &crate::guest::manifest::without_manifest(&config))
         }
         (Ok(spec), Ok(config)) => crate::data::config::check(&spec, &config),
