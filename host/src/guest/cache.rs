@@ -267,13 +267,7 @@ impl ComponentCache {
     fn write_memo(&self, key: &[u8], memo: Memo, stamp: &FileStamp, sha256: &str) {
         let remembered = format!("{} {sha256}", stamp.text());
         let text = format!("{remembered} {}", memo_mac(key, memo, &remembered).to_hex());
-        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let file = self.memo_file(memo, stamp);
-        let tmp = file.with_extension(format!("tmp{}-{n}", std::process::id()));
-        if write_private(&tmp, text.as_bytes()).is_ok() && std::fs::rename(&tmp, &file).is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
+        write_memo_file(&self.memo_file(memo, stamp), &text);
     }
 
     fn memo_file(&self, memo: Memo, stamp: &FileStamp) -> PathBuf {
@@ -324,13 +318,7 @@ impl SpecMemo {
         if spec.len() > MAX_SPEC_MEMO {
             return;
         }
-        let text = format!("{}\n{spec}", self.mac(spec).to_hex());
-        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let tmp = self.file.with_extension(format!("tmp{}-{n}", std::process::id()));
-        if write_private(&tmp, text.as_bytes()).is_ok() && std::fs::rename(&tmp, &self.file).is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
+        write_memo_file(&self.file, &format!("{}\n{spec}", self.mac(spec).to_hex()));
     }
 
     fn mac(&self, spec: &str) -> blake3::Hash {
@@ -339,6 +327,18 @@ impl SpecMemo {
         mac.update(self.sha256.as_bytes());
         mac.update(spec.as_bytes());
         mac.finalize()
+    }
+}
+
+/// Writes a memo as `file`, whole or not at all (best effort: a cache that cannot be written does
+/// the work again next time). The temporary name is unique per writer: threads of one process
+/// write memos at once too.
+fn write_memo_file(file: &Path, text: &str) {
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = file.with_extension(format!("tmp{}-{n}", std::process::id()));
+    if write_private(&tmp, text.as_bytes()).is_ok() && std::fs::rename(&tmp, file).is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
 }
 
@@ -637,10 +637,6 @@ mod tests {
         assert_eq!(cache.remembered_sha256(&changed), None);
     }
 
-    /// An entry whose MAC was checked is not read again while it stays as it was, for the
-    /// plugin it was checked for; written since, or asked for another plugin, it is checked
-    /// again (and, its MAC not matching, thrown away). A fresh entry is not remembered.
-    #[cfg(target_os = "linux")]
     /// A spec is remembered for its plugin's sha256 only, under the cache's key: edited, moved
     /// to another plugin's name, or signed by another cache's key, it is not believed; one past
     /// the size bound is not kept.
@@ -673,6 +669,10 @@ mod tests {
         assert!(!memo.file.exists());
     }
 
+    /// An entry whose MAC was checked is not read again while it stays as it was, for the
+    /// plugin it was checked for; written since, or asked for another plugin, it is checked
+    /// again (and, its MAC not matching, thrown away). A fresh entry is not remembered.
+    #[cfg(target_os = "linux")]
     #[test]
     fn a_checked_entry_is_checked_again_once_it_changed() {
         let dir = tempfile::tempdir().unwrap();

@@ -61,13 +61,22 @@ pub struct Plugin {
     pub slots: Option<Arc<PoolSlots>>,
     /// What one instance of the plugin takes from the pool.
     pub pool_needs: PoolNeeds,
-    /// Where the cache remembers the plugin's spec (`None` when it cannot).
+    /// Where the cache remembers the plugin's spec (`None` when it cannot); read it through
+    /// [`Plugin::spec_memo`], which knows when a spec is not the plugin's own.
     pub spec_memo: Option<crate::guest::cache::SpecMemo>,
     /// The declarative manifest this plugin (the declarative engine) runs, for `host run
     /// manifest.yaml`: injected into every config, and the source of the spec.
     pub manifest: Option<Arc<crate::guest::manifest::Manifest>>,
     /// The manifest's custom components and the runtime that runs them.
     pub custom: Option<Arc<crate::guest::custom::Custom>>,
+}
+
+impl Plugin {
+    /// Where the cache remembers the plugin's spec: nowhere for a manifest, whose spec is the
+    /// manifest's (`Instance::spec` answers it with no call).
+    pub fn spec_memo(&self) -> Option<&crate::guest::cache::SpecMemo> {
+        self.spec_memo.as_ref().filter(|_| self.manifest.is_none())
+    }
 }
 
 /// A plugin file's sha256 (what names the plugin), and its bytes unless the cache holds its

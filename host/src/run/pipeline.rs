@@ -210,7 +210,7 @@ async fn spec(plugin: Arc<Plugin>, policy: &Policy, out: &Output) -> Result<Outc
     emit_logs(out, instance.take_logs()).await?;
     let spec = spec.map_err(|e| RunError::call("spec failed", e))?;
     // Remembered for the runs that follow (`session::open`), as a platform asks for it first.
-    if let (Some(memo), None) = (&connector.plugin.spec_memo, &connector.plugin.manifest) {
+    if let Some(memo) = connector.plugin.spec_memo() {
         memo.write(&spec);
     }
     let spec = session::parse_guest_json("spec", &spec)?;

@@ -134,8 +134,7 @@ pub async fn open(
 ) -> Result<Connector, RunError> {
     let granted = grants(&policy.allow_hosts)?;
     let probe = Connector::new(plugin.clone(), config.clone(), Arc::new(no_egress()?), policy.limits.clone());
-    // A manifest's spec is the manifest's (`Instance::spec` answers it with no call).
-    let remembered = plugin.spec_memo.as_ref().filter(|_| plugin.manifest.is_none());
+    let remembered = plugin.spec_memo();
     let (mut instance, spec, verdict) = match remembered.and_then(SpecMemo::read) {
         // Secrets first, so nothing said after this can leak them; the config is checked on
         // another thread while the first instance is made, and the instance is given up unused
